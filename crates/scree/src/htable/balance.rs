@@ -1,0 +1,208 @@
+//! Build-time load balancing of HTable buckets (LSM-trie §2.4.2): owns the greedy paired
+//! migration from the most loaded to the least loaded bucket, the HashMark watermark, and the
+//! migration records a lookup follows.
+//!
+//! Input: per home bucket, its *rank groups* (all items of the bucket sharing one rank, see
+//! `rank_in_bucket`) in ascending rank order with their encoded sizes. A rank group never
+//! splits, so every version of a user key (same hash, same rank) stays together.
+//!
+//! Algorithm (paper, plus two generalisations noted *):
+//! 1. A group larger than the cap can go nowhere but the overflow region.*
+//! 2. Buckets are kept sorted by load. While the most loaded bucket (the source) is over the
+//!    cap: fill it with its groups in ascending rank order; the first group that does not fit
+//!    is the watermark, its rank the HashMark; it and every higher-ranked group migrate. The
+//!    source leaves the list.
+//! 3. The migrating groups go, in rank order, to the least loaded bucket while they fit; when
+//!    the next one does not fit there, the then least loaded bucket is taken (the paper stops
+//!    here instead)*; a group that fits nowhere goes to the overflow region.
+//!
+//! Destinations never exceed the cap, so a destination is never a later source and every item
+//! is one hop from its home: a lookup with the records in memory reads exactly one block.
+
+use std::collections::BTreeSet;
+
+use super::format::Migration;
+
+/// Destination code for "the overflow region" inside the planner (on disk it is `n_buckets`).
+pub(crate) const OVERFLOW: u32 = u32::MAX;
+
+/// Where each rank group of each bucket goes: `plan[b][g]` is a bucket id (`b` itself = stays
+/// home) or [`OVERFLOW`].
+pub(crate) fn plan(groups: &[Vec<(u32, usize)>], cap: usize) -> Vec<Vec<u32>> {
+    let mut dest: Vec<Vec<u32>> = groups
+        .iter()
+        .enumerate()
+        .map(|(b, gs)| {
+            gs.iter()
+                .map(|&(_, size)| if size > cap { OVERFLOW } else { b as u32 })
+                .collect()
+        })
+        .collect();
+    let mut load: Vec<usize> = groups
+        .iter()
+        .zip(&dest)
+        .map(|(gs, ds)| {
+            gs.iter()
+                .zip(ds)
+                .filter(|(_, &d)| d != OVERFLOW)
+                .map(|(&(_, s), _)| s)
+                .sum()
+        })
+        .collect();
+    let mut list: BTreeSet<(usize, u32)> = load
+        .iter()
+        .enumerate()
+        .map(|(b, &l)| (l, b as u32))
+        .collect();
+
+    while let Some(&(src_load, src)) = list.last() {
+        if src_load <= cap {
+            break;
+        }
+        list.remove(&(src_load, src));
+        let s = src as usize;
+        let (Some(gs), Some(ds)) = (groups.get(s), dest.get(s)) else {
+            break;
+        };
+        // Watermark: fill with groups in ascending rank order until one does not fit.
+        let mut kept = 0usize;
+        let mut first_moved = gs.len();
+        for (i, (&(_, size), &d)) in gs.iter().zip(ds).enumerate() {
+            if d != src {
+                continue;
+            }
+            if kept + size > cap {
+                first_moved = i;
+                break;
+            }
+            kept += size;
+        }
+        if let Some(l) = load.get_mut(s) {
+            *l = kept;
+        }
+        let mut current: Option<u32> = None;
+        for i in first_moved..gs.len() {
+            let size = gs.get(i).map_or(0, |g| g.1);
+            if dest.get(s).and_then(|d| d.get(i)) != Some(&src) {
+                continue; // already bound for the overflow region
+            }
+            let load_of = |b: u32, load: &[usize]| load.get(b as usize).copied().unwrap_or(usize::MAX);
+            let target = match current {
+                Some(d) if load_of(d, &load).saturating_add(size) <= cap => Some(d),
+                _ => match list.first() {
+                    Some(&(l, d)) if l.saturating_add(size) <= cap => Some(d),
+                    _ => None,
+                },
+            };
+            let to = match target {
+                Some(d) => {
+                    let old = load_of(d, &load);
+                    list.remove(&(old, d));
+                    list.insert((old + size, d));
+                    if let Some(l) = load.get_mut(d as usize) {
+                        *l = old + size;
+                    }
+                    current = Some(d);
+                    d
+                }
+                None => OVERFLOW,
+            };
+            if let Some(slot) = dest.get_mut(s).and_then(|d| d.get_mut(i)) {
+                *slot = to;
+            }
+        }
+    }
+    dest
+}
+
+/// The migration records of a plan: for each bucket, one record wherever the destination
+/// changes along ascending ranks (starting from "home"). `n_buckets` encodes the overflow region.
+pub(crate) fn records(groups: &[Vec<(u32, usize)>], dest: &[Vec<u32>]) -> Vec<Migration> {
+    let n_buckets = groups.len() as u32;
+    let mut out = Vec::new();
+    for (b, (gs, ds)) in groups.iter().zip(dest).enumerate() {
+        let src = b as u32;
+        let mut prev = src;
+        for (&(rank, _), &d) in gs.iter().zip(ds) {
+            let d = if d == OVERFLOW { n_buckets } else { d };
+            if d != prev {
+                out.push(Migration {
+                    src,
+                    mark: rank,
+                    dest: d,
+                });
+                prev = d;
+            }
+        }
+    }
+    out
+}
+
+/// Follows `records` (sorted by `(src, mark)`) for an item of home bucket `home` and rank
+/// `rank`: the bucket it is stored in, or `n_buckets` for the overflow region.
+pub(crate) fn locate(records: &[Migration], home: u32, rank: u32) -> u32 {
+    let start = records.partition_point(|m| m.src < home);
+    let end = records.partition_point(|m| (m.src, m.mark) <= (home, rank));
+    if end > start {
+        records.get(end - 1).map_or(home, |m| m.dest)
+    } else {
+        home
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overloaded_bucket_migrates_its_highest_ranks() {
+        // Bucket 0 holds 5 groups of 30 bytes with cap 100; buckets 1 and 2 are empty.
+        let groups = vec![
+            (0..5).map(|i| (i * 10, 30)).collect::<Vec<_>>(),
+            vec![],
+            vec![(7, 90)],
+        ];
+        let dest = plan(&groups, 100);
+        assert_eq!(dest[0], vec![0, 0, 0, 1, 1]);
+        let recs = records(&groups, &dest);
+        assert_eq!(recs, vec![Migration { src: 0, mark: 30, dest: 1 }]);
+        assert_eq!(locate(&recs, 0, 29), 0);
+        assert_eq!(locate(&recs, 0, 30), 1);
+        assert_eq!(locate(&recs, 0, u32::MAX), 1);
+        assert_eq!(locate(&recs, 2, 7), 2);
+    }
+
+    #[test]
+    fn oversize_group_and_leftovers_go_to_overflow() {
+        let groups = vec![vec![(1, 50), (2, 500), (3, 60)], vec![(5, 90)]];
+        let dest = plan(&groups, 100);
+        // 500 > cap: overflow; then 50 + 60 > 100: rank 3 migrates, but bucket 1 has only 10
+        // bytes free, so it goes to the overflow region too.
+        assert_eq!(dest[0], vec![0, OVERFLOW, OVERFLOW]);
+        let recs = records(&groups, &dest);
+        assert_eq!(recs, vec![Migration { src: 0, mark: 2, dest: 2 }]);
+        assert_eq!(locate(&recs, 0, 3), 2);
+    }
+
+    #[test]
+    fn a_source_can_spill_over_several_destinations() {
+        let groups = vec![
+            (0..10).map(|i| (i, 20)).collect::<Vec<_>>(),
+            vec![(0, 50)],
+            vec![(0, 60)],
+        ];
+        let dest = plan(&groups, 100);
+        let total: usize = groups.iter().flatten().map(|g| g.1).sum();
+        assert_eq!(total, 310);
+        // Source keeps 5 groups (100 bytes); 100 bytes move: 2 to bucket 1 (least loaded,
+        // 50 -> 90), then 2 to bucket 2 (60 -> 100), then one to bucket 1? No: 90 + 20 > 100.
+        let moved: Vec<u32> = dest[0][5..].to_vec();
+        assert!(moved.iter().all(|&d| d != 0));
+        let recs = records(&groups, &dest);
+        for (i, &d) in dest[0].iter().enumerate() {
+            let want = if d == OVERFLOW { 3 } else { d };
+            assert_eq!(locate(&recs, 0, groups[0][i].0), want);
+        }
+    }
+}

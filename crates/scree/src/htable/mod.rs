@@ -1,0 +1,82 @@
+//! HTable (LSM-trie §2.4): owns the on-disk table of fixed 4 KiB hash buckets with no index, its
+//! build-time load balancing (HashMark migration plus an indexed overflow region), its reader,
+//! the placement-hash bit layout shared with the `trie` layout, and the BloomCluster that packs
+//! one bucket column's Bloom filters of a container's sub-levels into one block.
+//! Byte layout: `docs/format-htable.md`.
+//!
+//! # Placement hash bit layout
+//!
+//! Every item is placed by `h = placement_hash(hash_key, user_key)`, a keyed SipHash-1-3 with a
+//! 128-bit output (the `hash_key` is random per database and kept in the manifest). Bits are
+//! numbered 127 (most significant) down to 0:
+//!
+//! | bits | use |
+//! |---|---|
+//! | 127-3d .. 125-3d | trie child of a node at depth `d` (root = depth 0), see [`trie_child`] |
+//! | 95 .. 64 | HashMark infix: ranks items inside an overloaded bucket, see [`rank_in_bucket`] |
+//! | 63 .. 0 | bucket inside an HTable: `(h as u64) % n_buckets`, see [`bucket_of`] |
+//!
+//! Trie routing at depths 0..=9 (ten levels) uses bits 127..98 only, so it never overlaps the
+//! HashMark infix or the bucket bits; deeper tries start sharing bits with the infix, which only
+//! makes ranks within one container less random, never wrong.
+
+pub(crate) mod balance;
+pub mod builder;
+pub mod cluster;
+mod format;
+pub mod reader;
+#[cfg(test)]
+mod tests;
+
+use siphasher::sip128::{Hasher128, SipHasher13};
+use std::hash::Hasher;
+
+pub use builder::{buckets_for_bytes, HTableBuilder, HTableOptions, HTableSummary};
+pub use cluster::{BloomClusterBuilder, BloomClusterReader, BloomColumn, CLUSTER_BLOCK_SIZE};
+pub use format::FilterSet;
+pub use reader::{HItem, HTableReader};
+
+/// Size of one bucket (and of one BloomCluster block): one disk read.
+pub const BUCKET_SIZE: usize = 4096;
+/// Bytes of a bucket taken by its header (masked CRC32C u32 + entry count u16).
+pub const BUCKET_HEADER: usize = 6;
+/// Bytes of a bucket available to entries.
+pub const BUCKET_CAPACITY: usize = BUCKET_SIZE - BUCKET_HEADER;
+/// The HTable format version written in the footer.
+pub const FORMAT_VERSION: u32 = 1;
+/// Trie depths whose child bits never overlap the HashMark infix (bits 64..96).
+pub const MAX_DISJOINT_TRIE_DEPTH: u32 = 10;
+
+/// The keyed 128-bit placement hash of a user key (SipHash-1-3, 128-bit output, the 16-byte
+/// key as given). The result is `u128::from_le_bytes(finish128().as_bytes())`, so it is the same
+/// on every platform.
+pub fn placement_hash(hash_key: &[u8; 16], user_key: &[u8]) -> u128 {
+    let mut h = SipHasher13::new_with_key(hash_key);
+    h.write(user_key);
+    u128::from_le_bytes(h.finish128().as_bytes())
+}
+
+/// The child (0..8) a trie node at `depth` (root = 0) routes `hash` to: bits
+/// `127-3*depth ..= 125-3*depth`. `None` when the hash has no bits left (`depth > 41`).
+pub fn trie_child(hash: u128, depth: u32) -> Option<u8> {
+    let shift = 125u32.checked_sub(depth.checked_mul(3)?)?;
+    Some(((hash >> shift) & 7) as u8)
+}
+
+/// The bucket of `hash` in a table of `n_buckets` buckets: the low 64 bits modulo the count
+/// (`n_buckets == 0` is treated as 1).
+pub fn bucket_of(hash: u128, n_buckets: u32) -> u32 {
+    ((hash as u64) % u64::from(n_buckets.max(1))) as u32
+}
+
+/// The 32-bit HashMark infix of a hash: bits 64..96.
+pub fn hash_mark_infix(hash: u128) -> u32 {
+    (hash >> 64) as u32
+}
+
+/// The rank of `hash` inside home bucket `bucket`: the HashMark infix rotated left by
+/// `bucket % 32`, so an item that ranks high (and migrates) in one bucket is unlikely to rank
+/// high again in another (§2.4.2).
+pub fn rank_in_bucket(hash: u128, bucket: u32) -> u32 {
+    hash_mark_infix(hash).rotate_left(bucket % 32)
+}

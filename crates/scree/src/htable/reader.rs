@@ -1,0 +1,309 @@
+//! HTable reader: owns opening a table (footer, metadata block, optional filter block), point
+//! lookups that read about one bucket, and the full scan in (hash, internal key) order that
+//! compaction consumes.
+//!
+//! Memory: the reader keeps every migration record (12 bytes each; at most one or two per
+//! overloaded bucket) and the overflow index (about 26 bytes per overflowing key) in memory.
+//! The paper keeps records only for the most overloaded 20% of buckets to save memory; with
+//! 4 KiB buckets of ~100-byte items the records are well under 1% of the table's Bloom filters,
+//! so keeping all of them buys exactly one bucket read per positive lookup.
+
+use crate::error::{Error, Result};
+use crate::filter::bloom;
+use crate::fs::CountedReader;
+use crate::key::{self, ValueKind};
+use crate::stats::ReadKind;
+
+use super::balance;
+use super::format::{
+    decode_bucket, decode_filters, decode_meta, decode_overflow_record, filter_may_contain,
+    find_visible, Entry, FilterSet, Footer, Migration, OverflowEntry, FOOTER_SIZE,
+};
+use super::{bucket_of, placement_hash, rank_in_bucket, BUCKET_SIZE};
+
+/// One item of a table, as returned by a scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HItem {
+    /// The placement hash of the user key.
+    pub hash: u128,
+    /// The internal key (user key + trailer).
+    pub ikey: Vec<u8>,
+    /// The value (empty for tombstones).
+    pub value: Vec<u8>,
+}
+
+/// Where an item with a given hash is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Location {
+    Bucket(u32),
+    Overflow,
+}
+
+/// An open HTable.
+pub struct HTableReader {
+    file: CountedReader,
+    footer: Footer,
+    migrations: Vec<Migration>,
+    overflow: Vec<OverflowEntry>,
+    filters: Option<FilterSet>,
+}
+
+impl std::fmt::Debug for HTableReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HTableReader")
+            .field("path", &self.file.path())
+            .field("n_buckets", &self.footer.n_buckets)
+            .field("items", &self.footer.item_count)
+            .finish()
+    }
+}
+
+impl HTableReader {
+    /// Opens a table: reads and checks the footer and the metadata block (Metadata reads), and
+    /// the filter block too when `load_filters` (tables whose filters are served by a
+    /// BloomCluster skip it).
+    pub fn open(file: CountedReader, load_filters: bool) -> Result<Self> {
+        let len = file.len();
+        if len < FOOTER_SIZE as u64 {
+            return Err(Error::corruption(
+                file.path(),
+                0,
+                format!("file of {len} bytes is too short for an HTable"),
+            ));
+        }
+        let fb = file.read(len - FOOTER_SIZE as u64, FOOTER_SIZE, ReadKind::Metadata)?;
+        let footer = Footer::decode(file.path(), len, &fb)?;
+        let meta_len = usize::try_from(footer.meta_len)
+            .map_err(|_| Error::corruption(file.path(), footer.meta_offset, "metadata too large"))?;
+        let meta = file.read(footer.meta_offset, meta_len, ReadKind::Metadata)?;
+        let (migrations, overflow) = decode_meta(
+            file.path(),
+            footer.meta_offset,
+            &meta,
+            footer.n_buckets,
+            footer.overflow_len,
+        )?;
+        let mut r = HTableReader {
+            file,
+            footer,
+            migrations,
+            overflow,
+            filters: None,
+        };
+        if load_filters {
+            r.filters = Some(r.read_filters()?);
+        }
+        Ok(r)
+    }
+
+    /// Reads `len` bytes at `offset` as one counted block read. Every read of the table goes
+    /// through here, so a block cache can be inserted in one place.
+    fn read_block(&self, offset: u64, len: usize, kind: ReadKind) -> Result<Vec<u8>> {
+        self.file.read(offset, len, kind)
+    }
+
+    /// Reads the filter block (one Metadata read), whether or not filters are held in memory.
+    pub fn read_filters(&self) -> Result<FilterSet> {
+        let f = &self.footer;
+        let len = usize::try_from(f.filter_len)
+            .map_err(|_| Error::corruption(self.file.path(), f.filter_offset, "filters too large"))?;
+        let block = self.read_block(f.filter_offset, len, ReadKind::Metadata)?;
+        decode_filters(self.file.path(), f.filter_offset, &block, f.n_buckets)
+    }
+
+    /// Number of buckets (tables of one BloomCluster share it).
+    pub fn n_buckets(&self) -> u32 {
+        self.footer.n_buckets
+    }
+    /// Number of items (versions) in the table.
+    pub fn item_count(&self) -> u64 {
+        self.footer.item_count
+    }
+    /// The placement-hash key the table was built with.
+    pub fn hash_key(&self) -> [u8; 16] {
+        self.footer.hash_key
+    }
+    /// Bloom bits per key the filters were built with.
+    pub fn bits_per_key(&self) -> u32 {
+        self.footer.bits_per_key
+    }
+    /// Bytes of the table file.
+    pub fn file_size(&self) -> u64 {
+        self.file.len()
+    }
+    /// The table's file.
+    pub fn path(&self) -> &std::path::Path {
+        self.file.path()
+    }
+    /// Home bucket (and BloomCluster column) of `hash`.
+    pub fn bucket_of(&self, hash: u128) -> u32 {
+        bucket_of(hash, self.footer.n_buckets)
+    }
+    /// The in-memory filter of bucket `i`, if filters were loaded at open (empty = no key).
+    pub fn bucket_filter(&self, i: u32) -> Option<&[u8]> {
+        self.filters.as_ref()?.get(i as usize)
+    }
+    /// The in-memory filters, if loaded.
+    pub fn filters(&self) -> Option<&FilterSet> {
+        self.filters.as_ref()
+    }
+    /// Number of migration records held in memory.
+    pub fn migration_records(&self) -> usize {
+        self.migrations.len()
+    }
+    /// Number of hashes stored in the overflow region.
+    pub fn overflow_keys(&self) -> usize {
+        self.overflow.len()
+    }
+    /// Bytes of metadata pinned in memory: migration records, overflow index and filters.
+    pub fn memory_bytes(&self) -> usize {
+        self.migrations.len() * std::mem::size_of::<Migration>()
+            + self.overflow.len() * std::mem::size_of::<OverflowEntry>()
+            + self.filters.as_ref().map_or(0, FilterSet::memory_bytes)
+    }
+
+    /// Whether the in-memory filter of `hash`'s bucket may contain `user_key` (`true` when
+    /// filters were not loaded).
+    pub fn may_contain(&self, hash: u128, user_key: &[u8]) -> bool {
+        match self.bucket_filter(self.bucket_of(hash)) {
+            Some(f) => filter_may_contain(f, bloom::bloom_hash(user_key)),
+            None => self.filters.is_none(),
+        }
+    }
+
+    fn locate(&self, hash: u128) -> Location {
+        let home = self.bucket_of(hash);
+        let d = balance::locate(&self.migrations, home, rank_in_bucket(hash, home));
+        if d >= self.footer.n_buckets {
+            Location::Overflow
+        } else {
+            Location::Bucket(d)
+        }
+    }
+
+    /// The newest version of `user_key` with `seq <= snapshot_seq`: `(seq, kind, value)`
+    /// (tombstones included). `hash` must be the key's placement hash. Checks the bucket's
+    /// filter when filters are loaded, then reads one bucket or one overflow record (one Data
+    /// read).
+    pub fn get(
+        &self,
+        hash: u128,
+        user_key: &[u8],
+        snapshot_seq: u64,
+    ) -> Result<Option<(u64, ValueKind, Vec<u8>)>> {
+        if !self.may_contain(hash, user_key) {
+            return Ok(None);
+        }
+        match self.locate(hash) {
+            Location::Bucket(b) => {
+                let offset = u64::from(b) * BUCKET_SIZE as u64;
+                let block = self.read_block(offset, BUCKET_SIZE, ReadKind::Data)?;
+                let entries = decode_bucket(self.file.path(), offset, &block)?;
+                Ok(find_visible(&entries, user_key, snapshot_seq))
+            }
+            Location::Overflow => {
+                let Ok(i) = self.overflow.binary_search_by(|o| o.hash.cmp(&hash)) else {
+                    return Ok(None);
+                };
+                let Some(&o) = self.overflow.get(i) else {
+                    return Ok(None);
+                };
+                let offset = self.footer.overflow_offset + o.offset;
+                let len = usize::try_from(o.len).map_err(|_| {
+                    Error::corruption(self.file.path(), offset, "overflow record too large")
+                })?;
+                let rec = self.read_block(offset, len, ReadKind::Data)?;
+                let entries = decode_overflow_record(self.file.path(), offset, &rec)?;
+                Ok(find_visible(&entries, user_key, snapshot_seq))
+            }
+        }
+    }
+
+    /// Every item of the table in (hash, internal key) order, for compaction and GC. Reads the
+    /// bucket region in 1 MiB Data reads and the overflow region in one, checks that each item
+    /// sits where a lookup would look for it, and that the item count matches the footer.
+    pub fn items(&self) -> Result<Vec<HItem>> {
+        let path = self.file.path();
+        let mut out: Vec<HItem> =
+            Vec::with_capacity(usize::try_from(self.footer.item_count).unwrap_or(0).min(1 << 24));
+        let hash_key = self.footer.hash_key;
+        let mut push = |e: &Entry<'_>, at: Location, offset: u64| -> Result<()> {
+            let hash = placement_hash(&hash_key, key::user_key(e.ikey));
+            if self.locate(hash) != at {
+                return Err(Error::corruption(
+                    path,
+                    offset,
+                    "item stored where lookups would not find it",
+                ));
+            }
+            out.push(HItem {
+                hash,
+                ikey: e.ikey.to_vec(),
+                value: e.value.to_vec(),
+            });
+            Ok(())
+        };
+        let n = self.footer.n_buckets;
+        const CHUNK: u32 = 256;
+        let mut b = 0u32;
+        while b < n {
+            let k = CHUNK.min(n - b);
+            let offset = u64::from(b) * BUCKET_SIZE as u64;
+            let chunk = self.read_block(offset, k as usize * BUCKET_SIZE, ReadKind::Data)?;
+            for (j, block) in chunk.chunks(BUCKET_SIZE).enumerate() {
+                let id = b + j as u32;
+                let off = u64::from(id) * BUCKET_SIZE as u64;
+                for e in decode_bucket(path, off, block)? {
+                    push(&e, Location::Bucket(id), off)?;
+                }
+            }
+            b += k;
+        }
+        if self.footer.overflow_len > 0 {
+            let len = usize::try_from(self.footer.overflow_len).map_err(|_| {
+                Error::corruption(path, self.footer.overflow_offset, "overflow region too large")
+            })?;
+            let region = self.read_block(self.footer.overflow_offset, len, ReadKind::Data)?;
+            for o in &self.overflow {
+                let offset = self.footer.overflow_offset + o.offset;
+                let rec = usize::try_from(o.offset)
+                    .ok()
+                    .zip(usize::try_from(o.len).ok())
+                    .and_then(|(s, l)| region.get(s..s.checked_add(l)?))
+                    .ok_or_else(|| Error::corruption(path, offset, "overflow record out of range"))?;
+                for e in decode_overflow_record(path, offset, rec)? {
+                    if placement_hash(&hash_key, key::user_key(e.ikey)) != o.hash {
+                        return Err(Error::corruption(path, offset, "overflow item under a wrong hash"));
+                    }
+                    push(&e, Location::Overflow, offset)?;
+                }
+            }
+        }
+        if out.len() as u64 != self.footer.item_count {
+            return Err(Error::corruption(
+                path,
+                self.footer.overflow_offset,
+                format!(
+                    "table holds {} items, footer says {}",
+                    out.len(),
+                    self.footer.item_count
+                ),
+            ));
+        }
+        out.sort_by(|a, b| {
+            a.hash
+                .cmp(&b.hash)
+                .then_with(|| key::cmp_ikey(&a.ikey, &b.ikey))
+        });
+        Ok(out)
+    }
+
+    /// Calls `f(hash, ikey, value)` for every item in (hash, internal key) order (see
+    /// [`HTableReader::items`]); stops at the first error `f` returns.
+    pub fn for_each(&self, mut f: impl FnMut(u128, &[u8], &[u8]) -> Result<()>) -> Result<()> {
+        for it in self.items()? {
+            f(it.hash, &it.ikey, &it.value)?;
+        }
+        Ok(())
+    }
+}

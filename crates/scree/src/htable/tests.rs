@@ -1,0 +1,1 @@
+//! HTable tests.
