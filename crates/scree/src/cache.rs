@@ -1,0 +1,51 @@
+//! The block cache: decoded data blocks keyed by (file number, offset), bounded in bytes
+//! (quick_cache, a CLOCK-Pro cache).
+
+use std::sync::Arc;
+
+use quick_cache::sync::Cache;
+use quick_cache::Weighter;
+
+use crate::table::block::Block;
+
+#[derive(Clone)]
+struct BlockWeighter;
+
+impl Weighter<(u64, u64), Arc<Block>> for BlockWeighter {
+    fn weight(&self, _key: &(u64, u64), val: &Arc<Block>) -> u64 {
+        val.weight() as u64
+    }
+}
+
+/// A shared cache of decoded blocks with a byte budget.
+#[derive(Clone)]
+pub struct BlockCache {
+    inner: Option<Arc<Cache<(u64, u64), Arc<Block>, BlockWeighter>>>,
+}
+
+impl BlockCache {
+    /// A cache holding about `bytes` of decoded blocks; 0 disables caching.
+    pub fn new(bytes: usize) -> Self {
+        if bytes == 0 {
+            return BlockCache { inner: None };
+        }
+        let items = (bytes / 4096).max(16);
+        BlockCache {
+            inner: Some(Arc::new(Cache::with_weighter(
+                items,
+                bytes as u64,
+                BlockWeighter,
+            ))),
+        }
+    }
+    /// Looks a block up.
+    pub fn get(&self, file: u64, offset: u64) -> Option<Arc<Block>> {
+        self.inner.as_ref()?.get(&(file, offset))
+    }
+    /// Inserts a block.
+    pub fn insert(&self, file: u64, offset: u64, block: Arc<Block>) {
+        if let Some(c) = &self.inner {
+            c.insert((file, offset), block);
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! The merge shared by the sorted layouts: reads merged internal entries, drops versions no
+//! snapshot can see (and tombstones at the bottom), and cuts output into sorted tables.
+
+use crate::error::Result;
+use crate::iter::InternalIter;
+use crate::key::{self, ValueKind};
+use crate::layout::JobCtx;
+use crate::stats::WriteCause;
+use crate::table::{table_path, TableBuilder, TableMeta};
+
+/// Where the merge may start a new output table.
+pub trait Cutter {
+    /// Called before adding the first version of each user key; `true` closes the current
+    /// table (whose size is `current_bytes`) so the key starts a new one.
+    fn cut_before(&mut self, user_key: &[u8], current_bytes: u64) -> bool;
+}
+
+/// Cuts at a target size only.
+pub struct SizeCutter(pub u64);
+
+impl Cutter for SizeCutter {
+    fn cut_before(&mut self, _user_key: &[u8], current_bytes: u64) -> bool {
+        current_bytes >= self.0
+    }
+}
+
+/// Merges `input` (positioned by this function) into new tables.
+/// `bottommost` says that no older data for these keys exists below the output, so tombstones
+/// invisible to every snapshot can be dropped.
+pub fn merge_into_tables(
+    ctx: &JobCtx<'_>,
+    input: &mut dyn InternalIter,
+    bottommost: bool,
+    cutter: &mut dyn Cutter,
+    cause: WriteCause,
+) -> Result<Vec<TableMeta>> {
+    let mut out = Vec::new();
+    let mut builder: Option<TableBuilder> = None;
+    let mut last_user: Option<Vec<u8>> = None;
+    // Sequence number of the previous (newer) entry of the same user key.
+    let mut last_seq_for_key = u64::MAX;
+    input.seek_to_first()?;
+    while input.valid() {
+        let ik = input.key();
+        let p = key::parse(ik);
+        let first_of_key = last_user.as_deref() != Some(p.user_key);
+        if first_of_key {
+            last_user = Some(p.user_key.to_vec());
+            last_seq_for_key = u64::MAX;
+        }
+        let mut drop = false;
+        if last_seq_for_key <= ctx.smallest_snapshot {
+            // A newer version of this key is visible to every snapshot: this one is hidden.
+            drop = true;
+        } else if p.kind == ValueKind::Delete as u8 && p.seq <= ctx.smallest_snapshot && bottommost
+        {
+            drop = true;
+        }
+        last_seq_for_key = p.seq;
+        if !drop {
+            if first_of_key {
+                if let Some(b) = builder.as_ref() {
+                    if cutter.cut_before(p.user_key, b.estimated_size()) {
+                        if let Some(b) = builder.take() {
+                            out.push(b.finish()?);
+                        }
+                    }
+                }
+            }
+            if builder.is_none() {
+                let no = ctx.new_file_no();
+                let w = ctx
+                    .tables
+                    .env
+                    .create(&table_path(&ctx.tables.dir, no), cause)?;
+                builder = Some(TableBuilder::new(
+                    w,
+                    no,
+                    ctx.opts.block_size,
+                    ctx.opts.bloom_bits_per_key,
+                ));
+            }
+            if let Some(b) = builder.as_mut() {
+                b.add(ik, input.value())?;
+            }
+        }
+        input.next()?;
+    }
+    if let Some(b) = builder.take() {
+        if b.entries() > 0 {
+            out.push(b.finish()?);
+        }
+    }
+    Ok(out)
+}

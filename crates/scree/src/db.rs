@@ -1,0 +1,1371 @@
+//! The database: open and recovery, the write path (group commit into the WAL, then the
+//! memtables), the read path (memtables, then the layout), snapshots, background flushes and
+//! compactions, and keyspace handles.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::batch::{self, check_key, check_value, BatchEntry, WriteBatch, WriteOptions};
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::fs::{std_fs::StdFs, Env, FileLock};
+use crate::iterator::{self, prefix_end, RangeIter, Value};
+use crate::key::ValueKind;
+use crate::layout::{self, Job, JobCtx, Layout, LayoutVersion, ManualStep, Pressure};
+use crate::log::{self, LogEnd, LogWriter};
+use crate::manifest::edit::{Edit, KeyspaceDef, KsEdit};
+use crate::manifest::{self, ManifestWriter};
+use crate::memtable::{Lookup, Memtable};
+use crate::options::{KeyspaceOptions, Layout as LayoutKind, Options, WalRecovery};
+use crate::stats::{IoStats, KeyspaceStats, Stats, WriteCause};
+use crate::table::TableCtx;
+
+/// Path of WAL file `n`.
+fn wal_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.log"))
+}
+
+/// What readers of a keyspace see: memtables and the layout's version, swapped atomically.
+pub(crate) struct SuperVersion {
+    pub mem: Arc<Memtable>,
+    /// Frozen memtables, newest first.
+    pub imms: Vec<Arc<Memtable>>,
+    pub version: Arc<dyn LayoutVersion>,
+}
+
+pub(crate) struct KsCore {
+    pub id: u32,
+    pub name: String,
+    pub kind: LayoutKind,
+    pub opts: RwLock<Arc<KeyspaceOptions>>,
+    pub layout: Arc<dyn Layout>,
+    pub sv: RwLock<Arc<SuperVersion>>,
+    /// Oldest WAL that may hold unflushed data of this keyspace, as persisted.
+    pub log_number: AtomicU64,
+}
+
+impl KsCore {
+    fn sv(&self) -> Arc<SuperVersion> {
+        self.sv.read().clone()
+    }
+    fn opts(&self) -> Arc<KeyspaceOptions> {
+        self.opts.read().clone()
+    }
+}
+
+struct Pending {
+    entries: Vec<BatchEntry>,
+    user_bytes: u64,
+    sync: bool,
+    result: Mutex<Option<Result<()>>>,
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: VecDeque<Arc<Pending>>,
+    leader: bool,
+}
+
+struct WalState {
+    log: LogWriter,
+    number: u64,
+}
+
+#[derive(Default)]
+struct BgState {
+    running: usize,
+    flushing: HashSet<u32>,
+    closing: bool,
+}
+
+pub(crate) struct DbInner {
+    dir: PathBuf,
+    env: Env,
+    opts: Options,
+    tables: Arc<TableCtx>,
+    next_file: AtomicU64,
+    last_seq: AtomicU64,
+    hash_key: [u8; 16],
+    keyspaces: RwLock<HashMap<u32, Arc<KsCore>>>,
+    queue: Mutex<Queue>,
+    queue_cv: Condvar,
+    wal: Mutex<WalState>,
+    live_logs: Mutex<Vec<u64>>,
+    manifest: Mutex<ManifestWriter>,
+    bg: Mutex<BgState>,
+    bg_cv: Condvar,
+    bg_error: Mutex<Option<String>>,
+    snapshots: Mutex<BTreeMap<u64, usize>>,
+    stats: Arc<IoStats>,
+}
+
+/// The owner of the background threads; dropping the last handle closes the database.
+pub(crate) struct DbHandle {
+    inner: Arc<DbInner>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+    _lock: Box<dyn FileLock>,
+}
+
+impl Drop for DbHandle {
+    fn drop(&mut self) {
+        {
+            let mut bg = self.inner.bg.lock();
+            bg.closing = true;
+            self.inner.bg_cv.notify_all();
+        }
+        for w in self.workers.lock().drain(..) {
+            let _ = w.join();
+        }
+        // A clean close makes every acknowledged write durable.
+        let mut wal = self.inner.wal.lock();
+        let _ = wal.log.sync();
+    }
+}
+
+/// An open database. Cheap to clone; the database closes when the last `Db`, `Keyspace` and
+/// `Snapshot` handle is dropped (background work is stopped, the WAL synced).
+#[derive(Clone)]
+pub struct Db {
+    h: Arc<DbHandle>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Db({})", self.h.inner.dir.display())
+    }
+}
+
+/// A named keyspace of a database. Cheap to clone, `Send + Sync`.
+#[derive(Clone)]
+pub struct Keyspace {
+    h: Arc<DbHandle>,
+    core: Arc<KsCore>,
+}
+
+impl std::fmt::Debug for Keyspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Keyspace({}, {})", self.core.name, self.core.kind)
+    }
+}
+
+/// A consistent read view of the whole database at one moment.
+pub struct Snapshot {
+    h: Arc<DbHandle>,
+    seq: u64,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Snapshot({})", self.seq)
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        let mut s = self.h.inner.snapshots.lock();
+        if let Some(c) = s.get_mut(&self.seq) {
+            *c -= 1;
+            if *c == 0 {
+                s.remove(&self.seq);
+            }
+        }
+    }
+}
+
+fn parse_file_name(name: &str) -> Option<(u64, &str)> {
+    let (num, ext) = name.split_once('.')?;
+    Some((num.parse().ok()?, ext))
+}
+
+impl Db {
+    /// Opens (or creates) the database at `path`.
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        opts.validate()?;
+        let dir = path.as_ref().to_path_buf();
+        let fs = opts.fs.clone().unwrap_or_else(|| Arc::new(StdFs));
+        if !fs.exists(&dir) {
+            if !opts.create_if_missing {
+                return Err(Error::InvalidArgument(format!(
+                    "{} does not exist and create_if_missing is false",
+                    dir.display()
+                )));
+            }
+            fs.create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        }
+        let lock_path = dir.join("LOCK");
+        let lock = fs.lock(&lock_path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                Error::Locked(dir.clone())
+            } else {
+                Error::io(&lock_path, e)
+            }
+        })?;
+        let stats = Arc::new(IoStats::default());
+        let env = Env {
+            fs: fs.clone(),
+            stats: stats.clone(),
+            direct_reads: opts.direct_reads,
+        };
+        let tables = Arc::new(TableCtx {
+            env: env.clone(),
+            cache: BlockCache::new(opts.block_cache_bytes),
+            dir: dir.clone(),
+        });
+        let inner = recover(dir, env, opts, tables, stats)?;
+        let inner = Arc::new(inner);
+        let mut workers = Vec::new();
+        for i in 0..inner.opts.background_threads {
+            let w = inner.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("scree-bg-{i}"))
+                .spawn(move || w.worker())
+                .map_err(|e| Error::io("thread", e))?;
+            workers.push(h);
+        }
+        let db = Db {
+            h: Arc::new(DbHandle {
+                inner: inner.clone(),
+                workers: Mutex::new(workers),
+                _lock: lock,
+            }),
+        };
+        // Recovered memtables may already be over budget, and compactions may be due.
+        inner.bg_cv.notify_all();
+        Ok(db)
+    }
+
+    fn inner(&self) -> &Arc<DbInner> {
+        &self.h.inner
+    }
+
+    /// Opens the keyspace `name`, creating it with `opts` if it does not exist. The layout is
+    /// persisted: reopening with another layout is `InvalidArgument`. Other options may change.
+    pub fn keyspace(&self, name: &str, opts: KeyspaceOptions) -> Result<Keyspace> {
+        opts.validate()?;
+        if name.is_empty() || name.len() > 255 {
+            return Err(Error::InvalidArgument(
+                "keyspace names are 1..=255 bytes".into(),
+            ));
+        }
+        let inner = self.inner();
+        let mut m = inner.manifest.lock();
+        let existing = inner
+            .keyspaces
+            .read()
+            .values()
+            .find(|k| k.name == name)
+            .cloned();
+        if let Some(core) = existing {
+            if core.kind != opts.layout {
+                return Err(Error::InvalidArgument(format!(
+                    "keyspace {name:?} was created with layout `{}`, not `{}`",
+                    core.kind, opts.layout
+                )));
+            }
+            *core.opts.write() = Arc::new(opts);
+            return Ok(Keyspace {
+                h: self.h.clone(),
+                core,
+            });
+        }
+        let policy = layout::new_layout(opts.layout)?;
+        let id = inner.keyspaces.read().keys().max().map_or(1, |m| m + 1);
+        let mut ks_edit = KsEdit::new(id);
+        policy.init_records(&opts, &mut ks_edit);
+        let wal_no = inner.wal.lock().number;
+        ks_edit.log_number = Some(wal_no);
+        let empty = policy.empty_version(&inner.tables);
+        let version = empty.apply(&ks_edit, &inner.tables)?;
+        let edit = Edit {
+            new_keyspaces: vec![KeyspaceDef {
+                id,
+                name: name.to_string(),
+                layout: opts.layout.encode(),
+            }],
+            keyspaces: vec![ks_edit],
+            ..Default::default()
+        };
+        inner.log_edit(&mut m, &edit)?;
+        let core = Arc::new(KsCore {
+            id,
+            name: name.to_string(),
+            kind: opts.layout,
+            opts: RwLock::new(Arc::new(opts)),
+            layout: policy,
+            sv: RwLock::new(Arc::new(SuperVersion {
+                mem: Arc::new(Memtable::new(wal_no)),
+                imms: Vec::new(),
+                version,
+            })),
+            log_number: AtomicU64::new(wal_no),
+        });
+        inner.keyspaces.write().insert(id, core.clone());
+        Ok(Keyspace {
+            h: self.h.clone(),
+            core,
+        })
+    }
+
+    /// Names of the keyspaces in the database.
+    pub fn keyspace_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .inner()
+            .keyspaces
+            .read()
+            .values()
+            .map(|k| k.name.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Applies a batch atomically.
+    pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+        if let Some(e) = batch.error {
+            return Err(Error::InvalidArgument(e));
+        }
+        if batch.entries.is_empty() {
+            return Ok(());
+        }
+        if batch.db_id.is_some_and(|id| id != self.id()) {
+            return Err(Error::InvalidArgument(
+                "the batch names keyspaces of another database".into(),
+            ));
+        }
+        let ub = batch.user_bytes();
+        self.inner().write(batch.entries, ub, opts.sync)
+    }
+
+    fn id(&self) -> usize {
+        Arc::as_ptr(&self.h.inner) as usize
+    }
+
+    /// A snapshot of the current state.
+    pub fn snapshot(&self) -> Snapshot {
+        let inner = self.inner();
+        let mut s = inner.snapshots.lock();
+        let seq = inner.last_seq.load(Ordering::Acquire);
+        *s.entry(seq).or_insert(0) += 1;
+        Snapshot {
+            h: self.h.clone(),
+            seq,
+        }
+    }
+
+    /// Freezes every non-empty memtable and waits until all are flushed.
+    pub fn flush(&self) -> Result<()> {
+        let inner = self.inner();
+        {
+            let mut wal = inner.wal.lock();
+            inner.check_bg_error()?;
+            let all: Vec<Arc<KsCore>> = inner.keyspaces.read().values().cloned().collect();
+            if all.iter().any(|k| !k.sv().mem.is_empty()) {
+                inner.rotate(&mut wal, &all)?;
+            }
+        }
+        inner.bg_cv.notify_all();
+        let mut bg = inner.bg.lock();
+        loop {
+            inner.check_bg_error()?;
+            let pending = inner
+                .keyspaces
+                .read()
+                .values()
+                .any(|k| !k.sv().imms.is_empty());
+            if !pending {
+                return Ok(());
+            }
+            inner.bg_cv.wait_for(&mut bg, Duration::from_millis(50));
+        }
+    }
+
+    /// Flushes, then compacts every keyspace as far as its layout goes.
+    pub fn compact(&self) -> Result<()> {
+        self.flush()?;
+        let inner = self.inner();
+        let all: Vec<Arc<KsCore>> = inner.keyspaces.read().values().cloned().collect();
+        for ks in all {
+            loop {
+                inner.check_bg_error()?;
+                let opts = ks.opts();
+                let smallest = inner.smallest_snapshot();
+                let step = {
+                    let ctx = inner.job_ctx(&opts, smallest);
+                    ks.layout.manual(&ks.sv().version, &ctx)
+                };
+                match step {
+                    ManualStep::Done => break,
+                    ManualStep::Wait => {
+                        let mut bg = inner.bg.lock();
+                        inner.bg_cv.wait_for(&mut bg, Duration::from_millis(20));
+                    }
+                    ManualStep::Run(job) => inner.run_compaction(&ks, job)?,
+                }
+            }
+        }
+        inner.bg_cv.notify_all();
+        Ok(())
+    }
+
+    /// Waits until no flush or compaction is running or due.
+    pub fn wait_for_compactions(&self) -> Result<()> {
+        let inner = self.inner();
+        let mut bg = inner.bg.lock();
+        loop {
+            inner.check_bg_error()?;
+            let busy = bg.running > 0
+                || inner.keyspaces.read().values().any(|k| {
+                    let sv = k.sv();
+                    !sv.imms.is_empty() || k.layout.needs_compaction(&sv.version, &k.opts())
+                });
+            if !busy {
+                return Ok(());
+            }
+            inner.bg_cv.notify_all();
+            inner.bg_cv.wait_for(&mut bg, Duration::from_millis(20));
+        }
+    }
+
+    /// Statistics since open.
+    pub fn stats(&self) -> Stats {
+        let inner = self.inner();
+        let mut s = inner.stats.snapshot();
+        let mut ks: Vec<Arc<KsCore>> = inner.keyspaces.read().values().cloned().collect();
+        ks.sort_by_key(|k| k.id);
+        for k in ks {
+            let sv = k.sv();
+            s.keyspaces.push(KeyspaceStats {
+                name: k.name.clone(),
+                layout: k.kind.name().to_string(),
+                levels: sv.version.level_stats(),
+                memtable_bytes: std::iter::once(&sv.mem)
+                    .chain(sv.imms.iter())
+                    .map(|m| m.approximate_bytes() as u64)
+                    .sum(),
+            });
+        }
+        s
+    }
+
+    /// Checks every keyspace's layout invariants (used by tests and `scree check`).
+    pub fn check_invariants(&self) -> Result<()> {
+        for k in self.inner().keyspaces.read().values() {
+            k.sv().version.check_invariants().map_err(|d| {
+                Error::corruption(&self.inner().dir, 0, format!("keyspace {}: {d}", k.name))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.inner().dir
+    }
+}
+
+impl Keyspace {
+    pub(crate) fn id(&self) -> u32 {
+        self.core.id
+    }
+    pub(crate) fn db_id(&self) -> usize {
+        Arc::as_ptr(&self.h.inner) as usize
+    }
+
+    /// The keyspace's name.
+    pub fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    /// The keyspace's layout.
+    pub fn layout(&self) -> LayoutKind {
+        self.core.kind
+    }
+
+    /// Stores `value` under `key`.
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.put_opt(key, value, &WriteOptions::default())
+    }
+
+    /// Stores `value` under `key` with write options.
+    pub fn put_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        opts: &WriteOptions,
+    ) -> Result<()> {
+        let (k, v) = (key.as_ref(), value.as_ref());
+        check_key(k)?;
+        check_value(v)?;
+        let e = BatchEntry {
+            ks: self.core.id,
+            kind: ValueKind::Put,
+            key: k.to_vec(),
+            value: v.to_vec(),
+        };
+        self.h
+            .inner
+            .write(vec![e], (k.len() + v.len()) as u64, opts.sync)
+    }
+
+    /// Deletes `key`.
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_opt(key, &WriteOptions::default())
+    }
+
+    /// Deletes `key` with write options.
+    pub fn delete_opt(&self, key: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
+        let k = key.as_ref();
+        check_key(k)?;
+        let e = BatchEntry {
+            ks: self.core.id,
+            kind: ValueKind::Delete,
+            key: k.to_vec(),
+            value: Vec::new(),
+        };
+        self.h.inner.write(vec![e], k.len() as u64, opts.sync)
+    }
+
+    /// The current value of `key`.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
+        let seq = self.h.inner.last_seq.load(Ordering::Acquire);
+        self.get_at(key.as_ref(), seq)
+    }
+
+    fn get_at(&self, key: &[u8], seq: u64) -> Result<Option<Value>> {
+        self.h.inner.stats.gets.fetch_add(1, Ordering::Relaxed);
+        let sv = self.core.sv();
+        for m in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
+            match m.get(key, seq) {
+                Lookup::Value(v) => return Ok(Some(v)),
+                Lookup::Deleted => return Ok(None),
+                Lookup::Absent => {}
+            }
+        }
+        match sv.version.get(key, seq)? {
+            Lookup::Value(v) => Ok(Some(v)),
+            _ => Ok(None),
+        }
+    }
+
+    fn range_at(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, seq: u64) -> RangeIter {
+        let sv = self.core.sv();
+        let mems: Vec<Arc<Memtable>> = std::iter::once(sv.mem.clone())
+            .chain(sv.imms.iter().cloned())
+            .collect();
+        RangeIter::new(iterator::sources_for(mems, sv.version.clone()), seq, lo, hi)
+    }
+
+    /// Iterates `range` in key order (reverse with `.rev()` / `next_back`).
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> RangeIter {
+        let seq = self.h.inner.last_seq.load(Ordering::Acquire);
+        self.range_at(own(range.start_bound()), own(range.end_bound()), seq)
+    }
+
+    /// Iterates every key starting with `prefix`.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> RangeIter {
+        let seq = self.h.inner.last_seq.load(Ordering::Acquire);
+        let (lo, hi) = prefix_bounds(prefix.as_ref());
+        self.range_at(lo, hi, seq)
+    }
+}
+
+fn own<K: AsRef<[u8]>>(b: Bound<&K>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn prefix_bounds(p: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let hi = prefix_end(p).map_or(Bound::Unbounded, Bound::Excluded);
+    (Bound::Included(p.to_vec()), hi)
+}
+
+impl Snapshot {
+    fn check(&self, ks: &Keyspace) -> Result<()> {
+        if !Arc::ptr_eq(&self.h.inner, &ks.h.inner) {
+            return Err(Error::InvalidArgument(
+                "snapshot and keyspace belong to different databases".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The value of `key` in `ks` at the snapshot.
+    pub fn get(&self, ks: &Keyspace, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
+        self.check(ks)?;
+        ks.get_at(key.as_ref(), self.seq)
+    }
+
+    /// Iterates `range` of `ks` at the snapshot.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, ks: &Keyspace, range: R) -> RangeIter {
+        if let Err(e) = self.check(ks) {
+            return iterator::failed(e);
+        }
+        ks.range_at(own(range.start_bound()), own(range.end_bound()), self.seq)
+    }
+
+    /// Iterates the keys of `ks` starting with `prefix` at the snapshot.
+    pub fn prefix(&self, ks: &Keyspace, prefix: impl AsRef<[u8]>) -> RangeIter {
+        if let Err(e) = self.check(ks) {
+            return iterator::failed(e);
+        }
+        let (lo, hi) = prefix_bounds(prefix.as_ref());
+        ks.range_at(lo, hi, self.seq)
+    }
+
+    /// The snapshot's sequence number.
+    pub fn sequence(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl DbInner {
+    fn check_bg_error(&self) -> Result<()> {
+        match &*self.bg_error.lock() {
+            Some(e) => Err(Error::BackgroundError(e.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn set_bg_error(&self, e: &Error) {
+        let mut g = self.bg_error.lock();
+        if g.is_none() {
+            *g = Some(e.to_string());
+        }
+        drop(g);
+        self.bg_cv.notify_all();
+    }
+
+    fn smallest_snapshot(&self) -> u64 {
+        let s = self.snapshots.lock();
+        let last = self.last_seq.load(Ordering::Acquire);
+        s.keys().next().copied().unwrap_or(last).min(last)
+    }
+
+    fn job_ctx<'a>(&'a self, opts: &'a KeyspaceOptions, smallest_snapshot: u64) -> JobCtx<'a> {
+        JobCtx {
+            tables: &self.tables,
+            next_file: &self.next_file,
+            smallest_snapshot,
+            opts,
+            stats: &self.stats,
+        }
+    }
+
+    fn keyspace(&self, id: u32) -> Option<Arc<KsCore>> {
+        self.keyspaces.read().get(&id).cloned()
+    }
+
+    // ---- write path ----
+
+    fn write(&self, entries: Vec<BatchEntry>, user_bytes: u64, sync: bool) -> Result<()> {
+        let me = Arc::new(Pending {
+            entries,
+            user_bytes,
+            sync,
+            result: Mutex::new(None),
+        });
+        let mut q = self.queue.lock();
+        q.pending.push_back(me.clone());
+        loop {
+            if let Some(r) = me.result.lock().take() {
+                return r;
+            }
+            if !q.leader && q.pending.front().is_some_and(|f| Arc::ptr_eq(f, &me)) {
+                break;
+            }
+            self.queue_cv.wait(&mut q);
+        }
+        q.leader = true;
+        let mut group = Vec::new();
+        let mut bytes = 0u64;
+        while let Some(p) = q.pending.front() {
+            if !group.is_empty() && bytes + p.user_bytes > 4 << 20 {
+                break;
+            }
+            bytes += p.user_bytes;
+            if let Some(p) = q.pending.pop_front() {
+                group.push(p);
+            }
+        }
+        drop(q);
+        let res = self.write_group(&group);
+        for p in &group {
+            let r = match &res {
+                Ok(()) => Ok(()),
+                Err(e) => Err(e.duplicate()),
+            };
+            *p.result.lock() = Some(r);
+        }
+        let mut q = self.queue.lock();
+        q.leader = false;
+        self.queue_cv.notify_all();
+        drop(q);
+        let r = me.result.lock().take();
+        r.unwrap_or(Ok(()))
+    }
+
+    fn write_group(&self, group: &[Arc<Pending>]) -> Result<()> {
+        self.check_bg_error()?;
+        let mut wal = self.wal.lock();
+        let mut ids: Vec<u32> = group
+            .iter()
+            .flat_map(|p| p.entries.iter().map(|e| e.ks))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut cores = Vec::with_capacity(ids.len());
+        for id in ids {
+            let ks = self
+                .keyspace(id)
+                .ok_or_else(|| Error::InvalidArgument(format!("no keyspace with id {id}")))?;
+            cores.push(ks);
+        }
+        for ks in &cores {
+            self.make_room(&mut wal, ks)?;
+        }
+        let mut seq = self.last_seq.load(Ordering::Acquire);
+        let mut buf = Vec::new();
+        let mut sync = false;
+        let mut user_bytes = 0;
+        let first_seq = seq + 1;
+        for p in group {
+            buf.clear();
+            batch::encode(&p.entries, seq + 1, &mut buf);
+            seq += p.entries.len() as u64;
+            sync |= p.sync;
+            user_bytes += p.user_bytes;
+            if let Err(e) = wal.log.add_record(&buf) {
+                self.set_bg_error(&e);
+                return Err(e);
+            }
+        }
+        let r = if sync {
+            wal.log.sync()
+        } else {
+            wal.log.flush()
+        };
+        if let Err(e) = r {
+            self.set_bg_error(&e);
+            return Err(e);
+        }
+        let mut s = first_seq;
+        for p in group {
+            for e in &p.entries {
+                if let Some(ks) = cores.iter().find(|k| k.id == e.ks) {
+                    ks.sv().mem.insert(&e.key, s, e.kind, &e.value);
+                }
+                s += 1;
+            }
+        }
+        self.stats
+            .user_bytes
+            .fetch_add(user_bytes, Ordering::Relaxed);
+        self.last_seq.store(seq, Ordering::Release);
+        Ok(())
+    }
+
+    /// Makes sure `ks` can take a write: applies back-pressure and freezes a full memtable.
+    fn make_room(&self, wal: &mut WalState, ks: &Arc<KsCore>) -> Result<()> {
+        let mut slowed = false;
+        loop {
+            self.check_bg_error()?;
+            let sv = ks.sv();
+            let opts = ks.opts();
+            match ks.layout.pressure(&sv.version, &opts) {
+                Pressure::Stop => {
+                    self.stall(true);
+                    continue;
+                }
+                Pressure::Slowdown if !slowed => {
+                    slowed = true;
+                    let t = Instant::now();
+                    std::thread::sleep(Duration::from_millis(1));
+                    self.stats
+                        .slowdown_micros
+                        .fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    continue;
+                }
+                _ => {}
+            }
+            if sv.mem.approximate_bytes() < opts.write_buffer_bytes {
+                return Ok(());
+            }
+            if sv.imms.len() >= self.opts.max_immutable_memtables {
+                self.stall(false);
+                continue;
+            }
+            self.rotate(wal, std::slice::from_ref(ks))?;
+            self.bg_cv.notify_all();
+            return Ok(());
+        }
+    }
+
+    fn stall(&self, _l0: bool) {
+        let t = Instant::now();
+        let mut bg = self.bg.lock();
+        self.bg_cv.notify_all();
+        self.bg_cv.wait_for(&mut bg, Duration::from_millis(10));
+        drop(bg);
+        self.stats
+            .stall_micros
+            .fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Starts a new WAL and freezes the memtables of `freeze` (must hold the WAL lock).
+    fn rotate(&self, wal: &mut WalState, freeze: &[Arc<KsCore>]) -> Result<()> {
+        // The old log must be durable before a newer one can hold synced writes, or a crash
+        // could leave a hole in the history.
+        if let Err(e) = wal.log.sync() {
+            self.set_bg_error(&e);
+            return Err(e);
+        }
+        let n = self.next_file.fetch_add(1, Ordering::SeqCst);
+        let w = match self.env.create(&wal_path(&self.dir, n), WriteCause::Wal) {
+            Ok(w) => w,
+            Err(e) => {
+                self.set_bg_error(&e);
+                return Err(e);
+            }
+        };
+        if let Err(e) = self.env.sync_dir(&self.dir) {
+            self.set_bg_error(&e);
+            return Err(e);
+        }
+        self.live_logs.lock().push(n);
+        wal.log = LogWriter::new(w);
+        wal.number = n;
+        let all: Vec<Arc<KsCore>> = self.keyspaces.read().values().cloned().collect();
+        for ks in all {
+            let mut g = ks.sv.write();
+            let frozen = freeze.iter().any(|f| f.id == ks.id) && !g.mem.is_empty();
+            if frozen {
+                let mut imms = vec![g.mem.clone()];
+                imms.extend(g.imms.iter().cloned());
+                *g = Arc::new(SuperVersion {
+                    mem: Arc::new(Memtable::new(n)),
+                    imms,
+                    version: g.version.clone(),
+                });
+            } else if g.mem.is_empty() {
+                // An empty memtable needs no old log.
+                *g = Arc::new(SuperVersion {
+                    mem: Arc::new(Memtable::new(n)),
+                    imms: g.imms.clone(),
+                    version: g.version.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    // ---- background work ----
+
+    fn worker(self: Arc<Self>) {
+        loop {
+            let work = {
+                let mut bg = self.bg.lock();
+                loop {
+                    if bg.closing {
+                        return;
+                    }
+                    if self.bg_error.lock().is_none() {
+                        if let Some(w) = self.pick_work(&mut bg) {
+                            bg.running += 1;
+                            break w;
+                        }
+                    }
+                    self.bg_cv.wait_for(&mut bg, Duration::from_millis(200));
+                }
+            };
+            let res = match &work {
+                Work::Flush(ks) => self.run_flush(ks),
+                Work::Compact(..) => Ok(()),
+            };
+            let res = match work {
+                Work::Compact(ks, job) => self.run_compaction(&ks, job),
+                Work::Flush(ks) => {
+                    self.bg.lock().flushing.remove(&ks.id);
+                    res
+                }
+            };
+            if let Err(e) = res {
+                self.set_bg_error(&e);
+            }
+            let mut bg = self.bg.lock();
+            bg.running -= 1;
+            self.bg_cv.notify_all();
+        }
+    }
+
+    fn pick_work(&self, bg: &mut BgState) -> Option<Work> {
+        let all: Vec<Arc<KsCore>> = self.keyspaces.read().values().cloned().collect();
+        for ks in &all {
+            if !bg.flushing.contains(&ks.id) && !ks.sv().imms.is_empty() {
+                bg.flushing.insert(ks.id);
+                return Some(Work::Flush(ks.clone()));
+            }
+        }
+        let smallest = self.smallest_snapshot();
+        for ks in &all {
+            let opts = ks.opts();
+            let ctx = self.job_ctx(&opts, smallest);
+            if let Some(job) = ks.layout.pick(&ks.sv().version, &ctx) {
+                return Some(Work::Compact(ks.clone(), job));
+            }
+        }
+        None
+    }
+
+    fn run_flush(&self, ks: &Arc<KsCore>) -> Result<()> {
+        let sv = ks.sv();
+        let Some(imm) = sv.imms.last().cloned() else {
+            return Ok(());
+        };
+        let opts = ks.opts();
+        let ctx = self.job_ctx(&opts, self.smallest_snapshot());
+        let mut edit = ks.layout.flush(&ctx, &sv.version, &imm)?;
+        self.stats.flushes.fetch_add(1, Ordering::Relaxed);
+        self.install(ks, &mut edit, Some(&imm))
+    }
+
+    fn run_compaction(&self, ks: &Arc<KsCore>, job: Box<dyn Job>) -> Result<()> {
+        let opts = ks.opts();
+        let trivial = job.is_trivial();
+        let ctx = self.job_ctx(&opts, self.smallest_snapshot());
+        let mut edit = job.run(&ctx)?;
+        if trivial {
+            self.stats.trivial_moves.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.stats.compactions.fetch_add(1, Ordering::Relaxed);
+        }
+        self.install(ks, &mut edit, None)
+    }
+
+    /// Logs `edit` to the manifest and publishes the new version; `flushed` is the memtable the
+    /// edit replaces.
+    fn install(
+        &self,
+        ks: &Arc<KsCore>,
+        edit: &mut KsEdit,
+        flushed: Option<&Arc<Memtable>>,
+    ) -> Result<()> {
+        edit.id = ks.id;
+        let mut m = self.manifest.lock();
+        let sv = ks.sv();
+        if let Some(imm) = flushed {
+            // After this flush, the oldest memtable still holding data decides the log number.
+            let oldest = sv
+                .imms
+                .iter()
+                .rev()
+                .find(|x| !Arc::ptr_eq(x, imm))
+                .unwrap_or(&sv.mem);
+            edit.log_number = Some(oldest.log_number);
+        }
+        let new_version = sv.version.apply(edit, &self.tables)?;
+        let e = Edit {
+            next_file_no: Some(self.next_file.load(Ordering::SeqCst)),
+            last_seq: Some(self.last_seq.load(Ordering::Acquire)),
+            keyspaces: vec![edit.clone()],
+            ..Default::default()
+        };
+        self.log_edit(&mut m, &e)?;
+        if let Some(n) = edit.log_number {
+            ks.log_number.store(n, Ordering::SeqCst);
+        }
+        let old_files = sv.version.files();
+        {
+            let mut g = ks.sv.write();
+            let imms = match flushed {
+                Some(imm) => g
+                    .imms
+                    .iter()
+                    .filter(|x| !Arc::ptr_eq(x, imm))
+                    .cloned()
+                    .collect(),
+                None => g.imms.clone(),
+            };
+            *g = Arc::new(SuperVersion {
+                mem: g.mem.clone(),
+                imms,
+                version: new_version,
+            });
+        }
+        let added: HashSet<u64> = edit.added.iter().map(|a| a.meta.file_no).collect();
+        let removed: HashSet<u64> = edit
+            .removed
+            .iter()
+            .copied()
+            .filter(|f| !added.contains(f))
+            .collect();
+        for f in old_files {
+            if removed.contains(&f.meta.file_no) {
+                f.mark_obsolete();
+            }
+        }
+        self.maybe_roll_manifest(&mut m)?;
+        drop(m);
+        if flushed.is_some() {
+            self.delete_obsolete_logs();
+        }
+        Ok(())
+    }
+
+    fn log_edit(&self, m: &mut ManifestWriter, e: &Edit) -> Result<()> {
+        if let Err(err) = m.append(e) {
+            self.set_bg_error(&err);
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// The whole state as one edit (must hold the manifest lock).
+    fn snapshot_edit(&self) -> Edit {
+        let mut e = Edit {
+            next_file_no: Some(self.next_file.load(Ordering::SeqCst)),
+            last_seq: Some(self.last_seq.load(Ordering::Acquire)),
+            hash_key: Some(self.hash_key),
+            ..Default::default()
+        };
+        let mut all: Vec<Arc<KsCore>> = self.keyspaces.read().values().cloned().collect();
+        all.sort_by_key(|k| k.id);
+        for ks in all {
+            e.new_keyspaces.push(KeyspaceDef {
+                id: ks.id,
+                name: ks.name.clone(),
+                layout: ks.kind.encode(),
+            });
+            let mut k = KsEdit::new(ks.id);
+            k.log_number = Some(ks.log_number.load(Ordering::SeqCst));
+            ks.sv().version.snapshot(&mut k);
+            e.keyspaces.push(k);
+        }
+        e
+    }
+
+    fn maybe_roll_manifest(&self, m: &mut ManifestWriter) -> Result<()> {
+        if m.len() < self.opts.max_manifest_bytes {
+            return Ok(());
+        }
+        let n = self.next_file.fetch_add(1, Ordering::SeqCst);
+        let snap = self.snapshot_edit();
+        let new = match ManifestWriter::create(&self.env, &self.dir, n, &snap) {
+            Ok(w) => w,
+            Err(e) => {
+                self.set_bg_error(&e);
+                return Err(e);
+            }
+        };
+        let old = std::mem::replace(m, new);
+        let _ = self
+            .env
+            .remove(&manifest::manifest_path(&self.dir, old.number));
+        Ok(())
+    }
+
+    fn delete_obsolete_logs(&self) {
+        let all: Vec<Arc<KsCore>> = self.keyspaces.read().values().cloned().collect();
+        let current = self.wal.lock().number;
+        let mut min_log = current;
+        for ks in &all {
+            let sv = ks.sv();
+            let oldest = sv.imms.last().unwrap_or(&sv.mem).log_number;
+            min_log = min_log.min(oldest);
+        }
+        let doomed: Vec<u64> = {
+            let mut logs = self.live_logs.lock();
+            let d = logs.iter().copied().filter(|&n| n < min_log).collect();
+            logs.retain(|&n| n >= min_log);
+            d
+        };
+        for n in doomed {
+            let _ = self.env.remove(&wal_path(&self.dir, n));
+        }
+    }
+}
+
+enum Work {
+    Flush(Arc<KsCore>),
+    Compact(Arc<KsCore>, Box<dyn Job>),
+}
+
+/// Opens or creates the database state: manifest, keyspaces, WAL replay, cleanup.
+fn recover(
+    dir: PathBuf,
+    env: Env,
+    opts: Options,
+    tables: Arc<TableCtx>,
+    stats: Arc<IoStats>,
+) -> Result<DbInner> {
+    let current = dir.join(manifest::CURRENT);
+    let names = env.list(&dir)?;
+    let mut next_file = 2u64;
+    let mut last_seq = 0u64;
+    let mut hash_key = None;
+    let mut cores: HashMap<u32, Arc<KsCore>> = HashMap::new();
+    let mut old_manifest = None;
+    if env.fs.exists(&current) {
+        let n = manifest::read_current(&env, &dir)?;
+        old_manifest = Some(n);
+        let path = manifest::manifest_path(&dir, n);
+        for e in manifest::read_manifest(&env, &path)? {
+            if let Some(n) = e.next_file_no {
+                next_file = next_file.max(n);
+            }
+            if let Some(s) = e.last_seq {
+                last_seq = last_seq.max(s);
+            }
+            if e.hash_key.is_some() {
+                hash_key = e.hash_key;
+            }
+            for d in &e.new_keyspaces {
+                if cores.contains_key(&d.id) {
+                    continue;
+                }
+                let kind = LayoutKind::decode(&d.layout).ok_or_else(|| {
+                    Error::corruption(&path, 0, format!("keyspace {:?}: unknown layout", d.name))
+                })?;
+                let policy = layout::new_layout(kind)?;
+                let kopts = KeyspaceOptions::new(kind);
+                let version = policy.empty_version(&tables);
+                cores.insert(
+                    d.id,
+                    Arc::new(KsCore {
+                        id: d.id,
+                        name: d.name.clone(),
+                        kind,
+                        opts: RwLock::new(Arc::new(kopts)),
+                        layout: policy,
+                        sv: RwLock::new(Arc::new(SuperVersion {
+                            mem: Arc::new(Memtable::new(0)),
+                            imms: Vec::new(),
+                            version,
+                        })),
+                        log_number: AtomicU64::new(0),
+                    }),
+                );
+            }
+            for k in &e.keyspaces {
+                let ks = cores.get(&k.id).ok_or_else(|| {
+                    Error::corruption(&path, 0, format!("edit for unknown keyspace {}", k.id))
+                })?;
+                let mut g = ks.sv.write();
+                let v = g
+                    .version
+                    .apply(k, &tables)
+                    .map_err(|err| Error::corruption(&path, 0, err.to_string()))?;
+                *g = Arc::new(SuperVersion {
+                    mem: g.mem.clone(),
+                    imms: Vec::new(),
+                    version: v,
+                });
+                if let Some(n) = k.log_number {
+                    ks.log_number.store(n, Ordering::SeqCst);
+                }
+            }
+        }
+    } else if names.iter().any(|n| n.starts_with("MANIFEST-")) {
+        return Err(Error::corruption(
+            &current,
+            0,
+            "CURRENT is missing but manifests exist",
+        ));
+    }
+    // Every file the manifest names must exist.
+    for ks in cores.values() {
+        for f in ks.sv().version.files() {
+            let name = format!("{:06}.{}", f.meta.file_no, f.ext);
+            if !names.contains(&name) {
+                return Err(Error::corruption(
+                    dir.join(&name),
+                    0,
+                    "table named by the manifest is missing",
+                ));
+            }
+            next_file = next_file.max(f.meta.file_no + 1);
+        }
+    }
+    // Replay WAL files.
+    let min_log = cores
+        .values()
+        .map(|k| k.log_number.load(Ordering::SeqCst))
+        .min()
+        .unwrap_or(0);
+    let mut logs: Vec<u64> = names
+        .iter()
+        .filter_map(|n| parse_file_name(n))
+        .filter(|(_, ext)| *ext == "log")
+        .map(|(n, _)| n)
+        .collect();
+    logs.sort_unstable();
+    for &n in &logs {
+        next_file = next_file.max(n + 1);
+    }
+    let replay: Vec<u64> = logs.iter().copied().filter(|&n| n >= min_log).collect();
+    let mut live_logs = Vec::new();
+    let count = replay.len();
+    'logs: for (i, &n) in replay.iter().enumerate() {
+        let path = wal_path(&dir, n);
+        let data = env.read_all(&path)?;
+        let (records, end) = log::read_records(&data);
+        live_logs.push(n);
+        let mut offset = 0u64;
+        for r in records {
+            let (seq, entries) = batch::decode(r).map_err(|(o, d)| {
+                Error::corruption(
+                    &path,
+                    offset + log::HEADER as u64 + o as u64,
+                    format!("WAL batch: {d}"),
+                )
+            })?;
+            offset += (log::HEADER + r.len()) as u64;
+            for (j, e) in entries.iter().enumerate() {
+                let s = seq + j as u64;
+                last_seq = last_seq.max(s);
+                let Some(ks) = cores.get(&e.ks) else {
+                    // A keyspace created after its manifest edit was lost cannot be: keyspace
+                    // creation is logged before any write to it.
+                    return Err(Error::corruption(
+                        &path,
+                        offset,
+                        format!("WAL names unknown keyspace {}", e.ks),
+                    ));
+                };
+                if n < ks.log_number.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let mut g = ks.sv.write();
+                if g.mem.is_empty() && g.mem.log_number != n {
+                    *g = Arc::new(SuperVersion {
+                        mem: Arc::new(Memtable::new(n)),
+                        imms: Vec::new(),
+                        version: g.version.clone(),
+                    });
+                }
+                g.mem.insert(&e.key, s, e.kind, &e.value);
+            }
+        }
+        match end {
+            LogEnd::Clean => {}
+            LogEnd::TornTail { offset } => {
+                if i + 1 < count && opts.wal_recovery != WalRecovery::PointInTime {
+                    return Err(Error::corruption(
+                        &path,
+                        offset,
+                        "torn record in a WAL that is not the newest",
+                    ));
+                }
+                if opts.wal_recovery == WalRecovery::PointInTime {
+                    break 'logs;
+                }
+            }
+            LogEnd::Corrupt { offset, detail } => {
+                if opts.wal_recovery == WalRecovery::PointInTime {
+                    break 'logs;
+                }
+                return Err(Error::corruption(&path, offset, detail));
+            }
+        }
+    }
+    let hash_key = hash_key.unwrap_or_else(rand::random);
+    // New WAL and a fresh manifest holding the whole recovered state.
+    let wal_no = next_file;
+    let manifest_no = next_file + 1;
+    next_file += 2;
+    let wal_w = env.create(&wal_path(&dir, wal_no), WriteCause::Wal)?;
+    live_logs.push(wal_no);
+    for ks in cores.values() {
+        let mut g = ks.sv.write();
+        if g.mem.is_empty() {
+            *g = Arc::new(SuperVersion {
+                mem: Arc::new(Memtable::new(wal_no)),
+                imms: Vec::new(),
+                version: g.version.clone(),
+            });
+        }
+    }
+    let inner_partial = |manifest: ManifestWriter, wal: LogWriter| DbInner {
+        dir: dir.clone(),
+        env: env.clone(),
+        opts: opts.clone(),
+        tables: tables.clone(),
+        next_file: AtomicU64::new(next_file),
+        last_seq: AtomicU64::new(last_seq),
+        hash_key,
+        keyspaces: RwLock::new(cores.clone()),
+        queue: Mutex::new(Queue::default()),
+        queue_cv: Condvar::new(),
+        wal: Mutex::new(WalState {
+            log: wal,
+            number: wal_no,
+        }),
+        live_logs: Mutex::new(live_logs.clone()),
+        manifest: Mutex::new(manifest),
+        bg: Mutex::new(BgState::default()),
+        bg_cv: Condvar::new(),
+        bg_error: Mutex::new(None),
+        snapshots: Mutex::new(BTreeMap::new()),
+        stats: stats.clone(),
+    };
+    // Build the snapshot edit with a temporary view of the state.
+    let mut snap = Edit {
+        next_file_no: Some(next_file),
+        last_seq: Some(last_seq),
+        hash_key: Some(hash_key),
+        ..Default::default()
+    };
+    let mut ids: Vec<u32> = cores.keys().copied().collect();
+    ids.sort_unstable();
+    for id in ids {
+        if let Some(ks) = cores.get(&id) {
+            snap.new_keyspaces.push(KeyspaceDef {
+                id,
+                name: ks.name.clone(),
+                layout: ks.kind.encode(),
+            });
+            let mut k = KsEdit::new(id);
+            k.log_number = Some(ks.log_number.load(Ordering::SeqCst));
+            ks.sv().version.snapshot(&mut k);
+            snap.keyspaces.push(k);
+        }
+    }
+    let manifest = ManifestWriter::create(&env, &dir, manifest_no, &snap)?;
+    let inner = inner_partial(manifest, LogWriter::new(wal_w));
+    // Remove files no one needs: old manifests, temp files, unreferenced tables, dead logs.
+    let live_tables: HashSet<String> = cores
+        .values()
+        .flat_map(|k| k.sv().version.files())
+        .map(|f| format!("{:06}.{}", f.meta.file_no, f.ext))
+        .collect();
+    let live_log_set: HashSet<u64> = live_logs.iter().copied().collect();
+    for name in &names {
+        let remove = if let Some(n) = name.strip_prefix("MANIFEST-") {
+            n.parse::<u64>().ok() != Some(manifest_no)
+        } else if name == "LOCK" || name == manifest::CURRENT {
+            false
+        } else if let Some((n, ext)) = parse_file_name(name) {
+            match ext {
+                "log" => !live_log_set.contains(&n),
+                "dbtmp" => true,
+                _ => !live_tables.contains(name),
+            }
+        } else {
+            false
+        };
+        if remove {
+            let _ = env.remove(&dir.join(name));
+        }
+    }
+    let _ = old_manifest;
+    Ok(inner)
+}

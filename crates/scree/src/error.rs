@@ -1,0 +1,92 @@
+//! The one error type of the engine: every fallible operation returns [`Result`].
+
+use std::path::PathBuf;
+
+/// Result alias used throughout Scree.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in Scree. Each variant says what and where.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O error, with the file it happened on.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The file or directory the operation was on.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Bytes on disk failed a checksum or structural check.
+    #[error("corruption in {file} at offset {offset}: {detail}")]
+    Corruption {
+        /// The file holding the bad bytes.
+        file: PathBuf,
+        /// Byte offset of the bad record or block.
+        offset: u64,
+        /// What was wrong.
+        detail: String,
+    },
+    /// An argument or option was out of range or inconsistent with stored state.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The operation is not offered by this keyspace's layout or this build.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// Another process (or another `Db` in this process) holds the database lock.
+    #[error("database at {0} is locked by another process")]
+    Locked(PathBuf),
+    /// A previous write or sync failed; the database refuses writes until reopened.
+    #[error("database is read-only after a background error: {0}")]
+    BackgroundError(String),
+    /// The database is shutting down.
+    #[error("database is closed")]
+    Closed,
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corruption(
+        file: impl Into<PathBuf>,
+        offset: u64,
+        detail: impl Into<String>,
+    ) -> Self {
+        Error::Corruption {
+            file: file.into(),
+            offset,
+            detail: detail.into(),
+        }
+    }
+
+    /// A copy of this error suitable for reporting the same cause twice
+    /// (I/O sources are not `Clone`).
+    pub(crate) fn duplicate(&self) -> Self {
+        match self {
+            Error::Io { path, source } => Error::Io {
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            Error::Corruption {
+                file,
+                offset,
+                detail,
+            } => Error::Corruption {
+                file: file.clone(),
+                offset: *offset,
+                detail: detail.clone(),
+            },
+            Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
+            Error::Unsupported(s) => Error::Unsupported(s.clone()),
+            Error::Locked(p) => Error::Locked(p.clone()),
+            Error::BackgroundError(s) => Error::BackgroundError(s.clone()),
+            Error::Closed => Error::Closed,
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! The file layer: every byte Scree reads or writes goes through [`FileSystem`].
+//!
+//! Real files live in [`std_fs`]; fault injection and band emulation implement the same trait.
+//! The engine wraps files in [`CountedWriter`] / [`CountedReader`] so that bytes and block reads
+//! are accounted by cause (see `stats`).
+
+pub mod std_fs;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::stats::{IoStats, ReadKind, WriteCause};
+
+/// A file opened for appending. Bytes are durable only after [`WritableFile::sync`].
+pub trait WritableFile: Send {
+    /// Appends `data` at the end of the file (may be buffered in user space).
+    fn append(&mut self, data: &[u8]) -> io::Result<()>;
+    /// Hands buffered bytes to the operating system (survives a process crash, not a power loss).
+    fn flush(&mut self) -> io::Result<()>;
+    /// Makes every appended byte durable (flush + fdatasync).
+    fn sync(&mut self) -> io::Result<()>;
+    /// Bytes appended so far.
+    fn len(&self) -> u64;
+}
+
+/// A file opened for positional reads.
+pub trait ReadableFile: Send + Sync {
+    /// Reads exactly `len` bytes at `offset`; a short file is an `UnexpectedEof` error.
+    fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>>;
+    /// The file's length in bytes.
+    fn len(&self) -> u64;
+}
+
+/// A held exclusive lock on a database directory; released on drop.
+pub trait FileLock: Send + Sync {}
+
+/// The operations Scree needs from a file system.
+pub trait FileSystem: Send + Sync + 'static {
+    /// Creates (or truncates) a file for appending.
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+    /// Opens a file for reading; `direct` asks for O_DIRECT reads that bypass the page cache.
+    fn open(&self, path: &Path, direct: bool) -> io::Result<Arc<dyn ReadableFile>>;
+    /// Reads a whole (small) file.
+    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
+        let f = self.open(path, false)?;
+        let len = usize::try_from(f.len()).map_err(|_| io::Error::other("file too large"))?;
+        f.read_at(0, len)
+    }
+    /// Atomically renames `from` to `to` (not durable until the directory is synced).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes a file.
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Names of the entries of a directory.
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Creates a directory and its parents.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Makes creates, renames and removes in `dir` durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Whether a file exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// Size of a file in bytes.
+    fn file_size(&self, path: &Path) -> io::Result<u64>;
+    /// Takes an exclusive lock; `Err(WouldBlock)` when someone else holds it.
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;
+}
+
+/// The file system plus the counters every I/O is accounted to.
+#[derive(Clone)]
+pub struct Env {
+    /// The file layer.
+    pub fs: Arc<dyn FileSystem>,
+    /// The engine's I/O counters.
+    pub stats: Arc<IoStats>,
+    /// Whether table reads use O_DIRECT.
+    pub direct_reads: bool,
+}
+
+impl Env {
+    /// Creates a file whose written bytes are counted under `cause`.
+    pub fn create(&self, path: &Path, cause: WriteCause) -> Result<CountedWriter> {
+        let inner = self.fs.create(path).map_err(|e| Error::io(path, e))?;
+        Ok(CountedWriter {
+            inner,
+            path: path.to_path_buf(),
+            cause,
+            stats: self.stats.clone(),
+        })
+    }
+
+    /// Opens a file for counted reads.
+    pub fn open(&self, path: &Path, direct: bool) -> Result<CountedReader> {
+        let inner = self.fs.open(path, direct).map_err(|e| Error::io(path, e))?;
+        Ok(CountedReader {
+            inner,
+            path: path.to_path_buf(),
+            stats: self.stats.clone(),
+        })
+    }
+
+    /// Reads a whole small file (counted as metadata).
+    pub fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+        let data = self.fs.read_all(path).map_err(|e| Error::io(path, e))?;
+        self.stats.count_read(ReadKind::Metadata, data.len() as u64);
+        Ok(data)
+    }
+
+    /// Renames a file.
+    pub fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.fs.rename(from, to).map_err(|e| Error::io(to, e))
+    }
+
+    /// Removes a file.
+    pub fn remove(&self, path: &Path) -> Result<()> {
+        self.fs.remove(path).map_err(|e| Error::io(path, e))
+    }
+
+    /// Syncs a directory.
+    pub fn sync_dir(&self, dir: &Path) -> Result<()> {
+        self.fs.sync_dir(dir).map_err(|e| Error::io(dir, e))
+    }
+
+    /// Lists a directory.
+    pub fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        self.fs.list(dir).map_err(|e| Error::io(dir, e))
+    }
+}
+
+/// A writable file whose bytes are counted under one [`WriteCause`].
+pub struct CountedWriter {
+    inner: Box<dyn WritableFile>,
+    path: PathBuf,
+    cause: WriteCause,
+    stats: Arc<IoStats>,
+}
+
+impl CountedWriter {
+    /// Appends bytes.
+    pub fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.inner
+            .append(data)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.stats.count_write(self.cause, data.len() as u64);
+        Ok(())
+    }
+    /// Hands buffered bytes to the OS.
+    pub fn flush(&mut self) -> Result<()> {
+        self.inner.flush().map_err(|e| Error::io(&self.path, e))
+    }
+    /// Makes the file durable.
+    pub fn sync(&mut self) -> Result<()> {
+        self.inner.sync().map_err(|e| Error::io(&self.path, e))
+    }
+    /// Bytes appended so far.
+    pub fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    /// Whether nothing was appended yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    /// Changes the cause later bytes are counted under.
+    pub fn set_cause(&mut self, cause: WriteCause) {
+        self.cause = cause;
+    }
+}
+
+/// A readable file whose block reads are counted by kind.
+#[derive(Clone)]
+pub struct CountedReader {
+    inner: Arc<dyn ReadableFile>,
+    path: PathBuf,
+    stats: Arc<IoStats>,
+}
+
+impl CountedReader {
+    /// Reads `len` bytes at `offset`, counted as one block read of `kind`.
+    pub fn read(&self, offset: u64, len: usize, kind: ReadKind) -> Result<Vec<u8>> {
+        let end = offset.checked_add(len as u64);
+        if end.is_none_or(|e| e > self.inner.len()) {
+            return Err(Error::corruption(
+                &self.path,
+                offset,
+                format!(
+                    "read of {len} bytes past end of file ({} bytes)",
+                    self.inner.len()
+                ),
+            ));
+        }
+        let data = self
+            .inner
+            .read_at(offset, len)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.stats.count_read(kind, len as u64);
+        Ok(data)
+    }
+    /// The file's length.
+    pub fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    /// Whether the file is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}

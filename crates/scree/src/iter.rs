@@ -1,0 +1,285 @@
+//! Internal iterators over internal keys: the trait every source implements, the memtable
+//! iterator, and the merging iterator that combines sources in internal-key order in either
+//! direction.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::key::{cmp_ikey, InternalKey};
+use crate::memtable::Memtable;
+
+/// A bidirectional cursor over internal keys in [`cmp_ikey`] order.
+pub trait InternalIter: Send {
+    /// Whether the cursor is on an entry.
+    fn valid(&self) -> bool;
+    /// Internal key of the current entry (only when valid).
+    fn key(&self) -> &[u8];
+    /// Value of the current entry (only when valid).
+    fn value(&self) -> &[u8];
+    /// Moves to the first entry.
+    fn seek_to_first(&mut self) -> Result<()>;
+    /// Moves to the last entry.
+    fn seek_to_last(&mut self) -> Result<()>;
+    /// Moves to the first entry >= `ikey`.
+    fn seek(&mut self, ikey: &[u8]) -> Result<()>;
+    /// Moves to the last entry <= `ikey`.
+    fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()>;
+    /// Advances.
+    fn next(&mut self) -> Result<()>;
+    /// Steps back.
+    fn prev(&mut self) -> Result<()>;
+}
+
+/// Iterates a memtable. Each step re-seeks the skiplist from the current key, so the
+/// iterator owns its position without borrowing the map.
+pub struct MemIter {
+    mem: Arc<Memtable>,
+    cur: Option<(InternalKey, Vec<u8>)>,
+}
+
+impl MemIter {
+    /// An unpositioned iterator.
+    pub fn new(mem: Arc<Memtable>) -> Self {
+        MemIter { mem, cur: None }
+    }
+    fn set(&mut self, e: Option<crossbeam_skiplist::map::Entry<'_, InternalKey, Vec<u8>>>) {
+        self.cur = e.map(|e| (e.key().clone(), e.value().clone()));
+    }
+}
+
+impl InternalIter for MemIter {
+    fn valid(&self) -> bool {
+        self.cur.is_some()
+    }
+    fn key(&self) -> &[u8] {
+        self.cur.as_ref().map(|c| &c.0 .0[..]).unwrap_or_default()
+    }
+    fn value(&self) -> &[u8] {
+        self.cur.as_ref().map(|c| &c.1[..]).unwrap_or_default()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        let m = self.mem.clone();
+        self.set(m.front());
+        Ok(())
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        let m = self.mem.clone();
+        self.set(m.back());
+        Ok(())
+    }
+    fn seek(&mut self, ikey: &[u8]) -> Result<()> {
+        let m = self.mem.clone();
+        let k = InternalKey(ikey.to_vec());
+        self.set(m.lower_bound(Bound::Included(&k)));
+        Ok(())
+    }
+    fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
+        let m = self.mem.clone();
+        let k = InternalKey(ikey.to_vec());
+        self.set(m.upper_bound(Bound::Included(&k)));
+        Ok(())
+    }
+    fn next(&mut self) -> Result<()> {
+        let m = self.mem.clone();
+        if let Some((k, _)) = self.cur.take() {
+            self.set(m.lower_bound(Bound::Excluded(&k)));
+        }
+        Ok(())
+    }
+    fn prev(&mut self) -> Result<()> {
+        let m = self.mem.clone();
+        if let Some((k, _)) = self.cur.take() {
+            self.set(m.upper_bound(Bound::Excluded(&k)));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Forward,
+    Reverse,
+}
+
+/// Merges several sources; with equal keys (which cannot happen for distinct sequence numbers)
+/// the earlier child wins.
+pub struct MergingIter {
+    children: Vec<Box<dyn InternalIter>>,
+    current: Option<usize>,
+    dir: Direction,
+}
+
+impl MergingIter {
+    /// Merges `children` (unpositioned).
+    pub fn new(children: Vec<Box<dyn InternalIter>>) -> Self {
+        MergingIter {
+            children,
+            current: None,
+            dir: Direction::Forward,
+        }
+    }
+
+    fn find_smallest(&mut self) {
+        let mut best: Option<usize> = None;
+        for (i, c) in self.children.iter().enumerate() {
+            if !c.valid() {
+                continue;
+            }
+            best = match best {
+                Some(b) if cmp_ikey(self.children[b].key(), c.key()).is_le() => Some(b),
+                _ => Some(i),
+            };
+        }
+        self.current = best;
+    }
+
+    fn find_largest(&mut self) {
+        let mut best: Option<usize> = None;
+        for (i, c) in self.children.iter().enumerate() {
+            if !c.valid() {
+                continue;
+            }
+            best = match best {
+                Some(b) if cmp_ikey(self.children[b].key(), c.key()).is_ge() => Some(b),
+                _ => Some(i),
+            };
+        }
+        self.current = best;
+    }
+
+    fn cur(&self) -> Option<&dyn InternalIter> {
+        self.current
+            .and_then(|i| self.children.get(i))
+            .map(|b| b.as_ref())
+    }
+}
+
+#[allow(clippy::indexing_slicing)] // indices come from enumerate over the same vector
+impl InternalIter for MergingIter {
+    fn valid(&self) -> bool {
+        self.cur().is_some_and(|c| c.valid())
+    }
+    fn key(&self) -> &[u8] {
+        self.cur().map(|c| c.key()).unwrap_or_default()
+    }
+    fn value(&self) -> &[u8] {
+        self.cur().map(|c| c.value()).unwrap_or_default()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        for c in &mut self.children {
+            c.seek_to_first()?;
+        }
+        self.dir = Direction::Forward;
+        self.find_smallest();
+        Ok(())
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        for c in &mut self.children {
+            c.seek_to_last()?;
+        }
+        self.dir = Direction::Reverse;
+        self.find_largest();
+        Ok(())
+    }
+    fn seek(&mut self, ikey: &[u8]) -> Result<()> {
+        for c in &mut self.children {
+            c.seek(ikey)?;
+        }
+        self.dir = Direction::Forward;
+        self.find_smallest();
+        Ok(())
+    }
+    fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
+        for c in &mut self.children {
+            c.seek_for_prev(ikey)?;
+        }
+        self.dir = Direction::Reverse;
+        self.find_largest();
+        Ok(())
+    }
+    fn next(&mut self) -> Result<()> {
+        let Some(cur) = self.current else {
+            return Ok(());
+        };
+        if self.dir == Direction::Reverse {
+            // Put every other child just after the current key.
+            let k = self.children[cur].key().to_vec();
+            for (i, c) in self.children.iter_mut().enumerate() {
+                if i == cur {
+                    continue;
+                }
+                c.seek(&k)?;
+                if c.valid() && cmp_ikey(c.key(), &k).is_eq() {
+                    c.next()?;
+                }
+            }
+            self.dir = Direction::Forward;
+        }
+        self.children[cur].next()?;
+        self.find_smallest();
+        Ok(())
+    }
+    fn prev(&mut self) -> Result<()> {
+        let Some(cur) = self.current else {
+            return Ok(());
+        };
+        if self.dir == Direction::Forward {
+            let k = self.children[cur].key().to_vec();
+            for (i, c) in self.children.iter_mut().enumerate() {
+                if i == cur {
+                    continue;
+                }
+                c.seek_for_prev(&k)?;
+                if c.valid() && cmp_ikey(c.key(), &k).is_eq() {
+                    c.prev()?;
+                }
+            }
+            self.dir = Direction::Reverse;
+        }
+        self.children[cur].prev()?;
+        self.find_largest();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{make_ikey, ValueKind};
+
+    #[test]
+    fn merging_both_directions() {
+        let a = Arc::new(Memtable::new(0));
+        let b = Arc::new(Memtable::new(0));
+        for i in 0..20u32 {
+            let m = if i % 2 == 0 { &a } else { &b };
+            m.insert(
+                format!("{i:02}").as_bytes(),
+                u64::from(i) + 1,
+                ValueKind::Put,
+                b"v",
+            );
+        }
+        let mut it = MergingIter::new(vec![
+            Box::new(MemIter::new(a.clone())),
+            Box::new(MemIter::new(b.clone())),
+        ]);
+        it.seek_to_first().unwrap();
+        let mut n = 0;
+        while it.valid() {
+            n += 1;
+            it.next().unwrap();
+        }
+        assert_eq!(n, 20);
+        it.seek(&make_ikey(b"10", u64::MAX >> 8, ValueKind::Put))
+            .unwrap();
+        assert_eq!(crate::key::user_key(it.key()), b"10");
+        it.prev().unwrap();
+        assert_eq!(crate::key::user_key(it.key()), b"09");
+        it.next().unwrap();
+        assert_eq!(crate::key::user_key(it.key()), b"10");
+        it.next().unwrap();
+        assert_eq!(crate::key::user_key(it.key()), b"11");
+    }
+}

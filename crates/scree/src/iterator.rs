@@ -1,0 +1,250 @@
+//! The user-facing range iterator: merges memtables and the layout's tables, hides versions
+//! newer than the read's sequence number and deleted keys, and walks forward and backward
+//! (two independent cursors that stop where they meet).
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::iter::{InternalIter, MemIter, MergingIter};
+use crate::key::{self, make_ikey, ValueKind, MAX_SEQ};
+
+/// A user key.
+pub type Key = Vec<u8>;
+/// A value.
+pub type Value = Vec<u8>;
+
+/// Builds the merged internal iterator of a read view.
+pub(crate) type SourceFn = Arc<dyn Fn() -> Result<MergingIter> + Send + Sync>;
+
+/// Forward and reverse iterator over a key range at one sequence number.
+pub struct RangeIter {
+    sources: SourceFn,
+    seq: u64,
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    front: Option<MergingIter>,
+    back: Option<MergingIter>,
+    last_front: Option<Vec<u8>>,
+    last_back: Option<Vec<u8>>,
+    done: bool,
+}
+
+impl std::fmt::Debug for RangeIter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RangeIter").field("seq", &self.seq).finish()
+    }
+}
+
+pub(crate) fn sources_for(
+    mems: Vec<Arc<crate::memtable::Memtable>>,
+    version: Arc<dyn crate::layout::LayoutVersion>,
+) -> SourceFn {
+    Arc::new(move || {
+        let mut children: Vec<Box<dyn InternalIter>> = Vec::new();
+        for m in &mems {
+            children.push(Box::new(MemIter::new(m.clone())));
+        }
+        version.add_iters(&mut children)?;
+        Ok(MergingIter::new(children))
+    })
+}
+
+impl RangeIter {
+    pub(crate) fn new(sources: SourceFn, seq: u64, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Self {
+        RangeIter {
+            sources,
+            seq,
+            lo,
+            hi,
+            front: None,
+            back: None,
+            last_front: None,
+            last_back: None,
+            done: false,
+        }
+    }
+
+    fn below_hi(&self, uk: &[u8]) -> bool {
+        match &self.hi {
+            Bound::Included(h) => uk <= h.as_slice(),
+            Bound::Excluded(h) => uk < h.as_slice(),
+            Bound::Unbounded => true,
+        }
+    }
+
+    fn above_lo(&self, uk: &[u8]) -> bool {
+        match &self.lo {
+            Bound::Included(l) => uk >= l.as_slice(),
+            Bound::Excluded(l) => uk > l.as_slice(),
+            Bound::Unbounded => true,
+        }
+    }
+
+    fn step_front(&mut self) -> Result<Option<(Key, Value)>> {
+        if self.front.is_none() {
+            let mut it = (self.sources)()?;
+            match &self.lo {
+                Bound::Included(l) => it.seek(&make_ikey(l, MAX_SEQ, ValueKind::Put))?,
+                Bound::Excluded(l) => it.seek(&make_ikey(l, 0, ValueKind::Delete))?,
+                Bound::Unbounded => it.seek_to_first()?,
+            }
+            self.front = Some(it);
+        }
+        let seq = self.seq;
+        loop {
+            let Some(it) = self.front.as_mut() else {
+                return Ok(None);
+            };
+            if !it.valid() {
+                return Ok(None);
+            }
+            let p = key::parse(it.key());
+            let uk = p.user_key.to_vec();
+            if matches!(&self.lo, Bound::Excluded(l) if uk == *l) || p.seq > seq {
+                it.next()?;
+                continue;
+            }
+            // First visible entry of this user key: the newest visible version.
+            let kind = p.kind;
+            let value = it.value().to_vec();
+            // Skip the remaining versions of this key.
+            it.next()?;
+            while it.valid() && key::user_key(it.key()) == uk.as_slice() {
+                it.next()?;
+            }
+            if !self.below_hi(&uk) {
+                return Ok(None);
+            }
+            if kind == ValueKind::Put as u8 {
+                return Ok(Some((uk, value)));
+            }
+        }
+    }
+
+    fn step_back(&mut self) -> Result<Option<(Key, Value)>> {
+        if self.back.is_none() {
+            let mut it = (self.sources)()?;
+            match &self.hi {
+                Bound::Included(h) => it.seek_for_prev(&make_ikey(h, 0, ValueKind::Delete))?,
+                Bound::Excluded(h) => it.seek_for_prev(&make_ikey(h, MAX_SEQ, ValueKind::Put))?,
+                Bound::Unbounded => it.seek_to_last()?,
+            }
+            self.back = Some(it);
+        }
+        let seq = self.seq;
+        loop {
+            let Some(it) = self.back.as_mut() else {
+                return Ok(None);
+            };
+            if !it.valid() {
+                return Ok(None);
+            }
+            let uk = key::user_key(it.key()).to_vec();
+            if matches!(&self.hi, Bound::Excluded(h) if uk == *h) {
+                it.prev()?;
+                continue;
+            }
+            // Walk back over every version of `uk` (oldest first); the last visible one seen
+            // is the newest visible version.
+            let mut cand: Option<(u8, Vec<u8>)> = None;
+            while it.valid() {
+                let p = key::parse(it.key());
+                if p.user_key != uk.as_slice() {
+                    break;
+                }
+                if p.seq <= seq {
+                    cand = Some((p.kind, it.value().to_vec()));
+                }
+                it.prev()?;
+            }
+            if !self.above_lo(&uk) {
+                return Ok(None);
+            }
+            if let Some((k, v)) = cand {
+                if k == ValueKind::Put as u8 {
+                    return Ok(Some((uk, v)));
+                }
+            }
+        }
+    }
+}
+
+impl Iterator for RangeIter {
+    type Item = Result<(Key, Value)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.step_front() {
+            Ok(Some((k, v))) => {
+                if self.last_back.as_ref().is_some_and(|b| k >= *b) {
+                    self.done = true;
+                    return None;
+                }
+                self.last_front = Some(k.clone());
+                Some(Ok((k, v)))
+            }
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+impl DoubleEndedIterator for RangeIter {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.step_back() {
+            Ok(Some((k, v))) => {
+                if self.last_front.as_ref().is_some_and(|f| k <= *f) {
+                    self.done = true;
+                    return None;
+                }
+                self.last_back = Some(k.clone());
+                Some(Ok((k, v)))
+            }
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// The smallest key greater than every key starting with `prefix` (None if there is none).
+pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut p = prefix.to_vec();
+    while let Some(last) = p.pop() {
+        if last < 0xff {
+            p.push(last + 1);
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// An iterator that yields one error.
+pub(crate) fn failed(e: Error) -> RangeIter {
+    let msg = std::sync::Mutex::new(Some(e));
+    let f: SourceFn = Arc::new(move || {
+        Err(msg
+            .lock()
+            .ok()
+            .and_then(|mut m| m.take())
+            .unwrap_or(Error::Closed))
+    });
+    RangeIter::new(f, 0, Bound::Unbounded, Bound::Unbounded)
+}

@@ -1,0 +1,532 @@
+//! The `leveled` layout, the baseline: L0 holds overlapping tables (newest first), L1.. hold
+//! non-overlapping tables sorted by key, each level `level_size_ratio` times the previous.
+//! Compaction merges one table (or all of L0) with the overlapping tables of the next level;
+//! a table with nothing to merge with is moved down without rewriting (trivial move).
+
+use std::any::Any;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::compaction::{merge_into_tables, Cutter, SizeCutter};
+use crate::error::{Error, Result};
+use crate::iter::{InternalIter, MergingIter};
+use crate::key::cmp_ikey;
+use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualStep, Pressure};
+use crate::manifest::edit::{AddedTable, KsEdit};
+use crate::memtable::{Lookup, Memtable};
+use crate::options::{KeyspaceOptions, Layout as LayoutKind, LeveledOptions};
+use crate::stats::{LevelStats, WriteCause};
+use crate::table::{ConcatIter, TableCtx, TableFile, TableMeta};
+
+/// One version: `levels[0]` newest first, deeper levels sorted by smallest key.
+pub struct LeveledVersion {
+    levels: Vec<Vec<Arc<TableFile>>>,
+}
+
+fn level_bytes(files: &[Arc<TableFile>]) -> u64 {
+    files.iter().map(|f| f.meta.size).sum()
+}
+
+fn overlapping(files: &[Arc<TableFile>], lo: &[u8], hi: &[u8]) -> Vec<Arc<TableFile>> {
+    files
+        .iter()
+        .filter(|f| f.meta.overlaps(Some(lo), Some(hi)))
+        .cloned()
+        .collect()
+}
+
+fn user_range(files: &[Arc<TableFile>]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let lo = files.iter().map(|f| f.meta.smallest_user()).min()?;
+    let hi = files.iter().map(|f| f.meta.largest_user()).max()?;
+    Some((lo.to_vec(), hi.to_vec()))
+}
+
+/// Looks `user_key` up in one table.
+pub fn table_get(f: &TableFile, user_key: &[u8], seq: u64) -> Result<Lookup> {
+    if user_key < f.meta.smallest_user() || user_key > f.meta.largest_user() || f.meta.min_seq > seq
+    {
+        return Ok(Lookup::Absent);
+    }
+    f.reader()?.get(user_key, seq)
+}
+
+impl LeveledVersion {
+    fn level(&self, l: usize) -> &[Arc<TableFile>] {
+        self.levels.get(l).map_or(&[], |v| v.as_slice())
+    }
+}
+
+impl LayoutVersion for LeveledVersion {
+    fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
+        for f in self.level(0) {
+            match table_get(f, user_key, seq)? {
+                Lookup::Absent => {}
+                found => return Ok(found),
+            }
+        }
+        for files in self.levels.iter().skip(1) {
+            let i = files.partition_point(|f| f.meta.largest_user() < user_key);
+            if let Some(f) = files.get(i) {
+                match table_get(f, user_key, seq)? {
+                    Lookup::Absent => {}
+                    found => return Ok(found),
+                }
+            }
+        }
+        Ok(Lookup::Absent)
+    }
+
+    fn add_iters(&self, out: &mut Vec<Box<dyn InternalIter>>) -> Result<()> {
+        for f in self.level(0) {
+            out.push(Box::new(f.iter(true)?));
+        }
+        for files in self.levels.iter().skip(1) {
+            if !files.is_empty() {
+                out.push(Box::new(ConcatIter::new(files.clone(), true)));
+            }
+        }
+        Ok(())
+    }
+
+    fn apply(&self, edit: &KsEdit, tables: &Arc<TableCtx>) -> Result<Arc<dyn LayoutVersion>> {
+        let mut levels = self.levels.clone();
+        let removed: HashSet<u64> = edit.removed.iter().copied().collect();
+        let mut moved: Vec<(usize, Arc<TableFile>)> = Vec::new();
+        for lvl in levels.iter_mut() {
+            lvl.retain(|f| {
+                if removed.contains(&f.meta.file_no) {
+                    moved.push((0, f.clone()));
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        for a in &edit.added {
+            let l = a.level as usize;
+            if l >= 64 {
+                return Err(Error::InvalidArgument(format!("level {l} out of range")));
+            }
+            if levels.len() <= l {
+                levels.resize(l + 1, Vec::new());
+            }
+            // A trivial move re-adds a removed file: keep its open handle.
+            let f = moved
+                .iter()
+                .find(|(_, f)| f.meta.file_no == a.meta.file_no)
+                .map(|(_, f)| f.clone())
+                .unwrap_or_else(|| TableFile::new(a.meta.clone(), tables.clone()));
+            if let Some(lv) = levels.get_mut(l) {
+                lv.push(f);
+            }
+        }
+        if let Some(l0) = levels.get_mut(0) {
+            l0.sort_by(|a, b| {
+                b.meta
+                    .max_seq
+                    .cmp(&a.meta.max_seq)
+                    .then(b.meta.file_no.cmp(&a.meta.file_no))
+            });
+        }
+        for lvl in levels.iter_mut().skip(1) {
+            lvl.sort_by(|a, b| cmp_ikey(&a.meta.smallest, &b.meta.smallest));
+        }
+        Ok(Arc::new(LeveledVersion { levels }))
+    }
+
+    fn snapshot(&self, out: &mut KsEdit) {
+        for (l, files) in self.levels.iter().enumerate() {
+            for f in files {
+                out.added.push(AddedTable {
+                    level: l as u32,
+                    slot: 0,
+                    format: 0,
+                    meta: f.meta.clone(),
+                });
+            }
+        }
+    }
+
+    fn files(&self) -> Vec<Arc<TableFile>> {
+        self.levels.iter().flatten().cloned().collect()
+    }
+
+    fn level_stats(&self) -> Vec<LevelStats> {
+        self.levels
+            .iter()
+            .enumerate()
+            .map(|(l, files)| LevelStats {
+                level: l as u32,
+                tables: files.len() as u64,
+                bytes: level_bytes(files),
+                detail: String::new(),
+            })
+            .collect()
+    }
+
+    fn check_invariants(&self) -> std::result::Result<(), String> {
+        for (l, files) in self.levels.iter().enumerate().skip(1) {
+            for w in files.windows(2) {
+                if let [a, b] = w {
+                    if a.meta.largest_user() >= b.meta.smallest_user() {
+                        return Err(format!(
+                            "L{l}: tables {} and {} overlap",
+                            a.meta.file_no, b.meta.file_no
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The leveled policy.
+pub struct Leveled {
+    busy: Arc<Mutex<HashSet<u64>>>,
+    /// Round-robin compaction pointer per level (largest user key compacted last).
+    pointers: Mutex<Vec<Vec<u8>>>,
+}
+
+impl Leveled {
+    /// A policy with `opts`.
+    pub fn new() -> Self {
+        Leveled {
+            busy: Arc::new(Mutex::new(HashSet::new())),
+            pointers: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn v<'a>(&self, version: &'a Arc<dyn LayoutVersion>) -> Option<&'a LeveledVersion> {
+        version.as_any().downcast_ref::<LeveledVersion>()
+    }
+
+    /// Levels in order of urgency with score >= 1.
+    fn scores(&self, v: &LeveledVersion, o: &LeveledOptions) -> Vec<(f64, usize)> {
+        let mut s = Vec::new();
+        let l0 = v.level(0).len();
+        if l0 >= o.l0_compaction_trigger {
+            s.push((l0 as f64 / o.l0_compaction_trigger as f64, 0));
+        }
+        let levels = o.max_levels.max(v.levels.len());
+        for l in 1..levels.saturating_sub(1) {
+            let score = level_bytes(v.level(l)) as f64 / max_bytes(o, l) as f64;
+            if score >= 1.0 {
+                s.push((score, l));
+            }
+        }
+        s.sort_by(|a, b| b.0.total_cmp(&a.0));
+        s
+    }
+
+    fn reserve(&self, files: &[Arc<TableFile>]) -> Option<Reservation> {
+        let mut busy = self.busy.lock();
+        if files.iter().any(|f| busy.contains(&f.meta.file_no)) {
+            return None;
+        }
+        let nos: Vec<u64> = files.iter().map(|f| f.meta.file_no).collect();
+        busy.extend(nos.iter().copied());
+        Some(Reservation {
+            busy: self.busy.clone(),
+            files: nos,
+        })
+    }
+
+    fn build_job(
+        &self,
+        v: &LeveledVersion,
+        o: &LeveledOptions,
+        level: usize,
+        inputs: Vec<Arc<TableFile>>,
+        bottom_level: Option<usize>,
+    ) -> Option<Box<dyn Job>> {
+        let out_level = bottom_level.unwrap_or(level + 1);
+        let (lo, hi) = user_range(&inputs)?;
+        let next: Vec<Arc<TableFile>> = if bottom_level.is_some() {
+            Vec::new()
+        } else {
+            overlapping(v.level(out_level), &lo, &hi)
+        };
+        let all: Vec<Arc<TableFile>> = inputs.iter().chain(next.iter()).cloned().collect();
+        let reservation = self.reserve(&all)?;
+        let bottommost = v
+            .levels
+            .iter()
+            .skip(out_level + 1)
+            .all(|files| overlapping(files, &lo, &hi).is_empty());
+        let grandparents = overlapping(v.level(out_level + 1), &lo, &hi);
+        if bottom_level.is_none() {
+            let mut p = self.pointers.lock();
+            if p.len() <= level {
+                p.resize(level + 1, Vec::new());
+            }
+            if let Some(slot) = p.get_mut(level) {
+                *slot = hi.clone();
+            }
+        }
+        Some(Box::new(LeveledJob {
+            level,
+            out_level,
+            inputs,
+            next,
+            bottommost,
+            grandparents,
+            target: o.target_table_bytes,
+            _reservation: reservation,
+        }))
+    }
+}
+
+struct Reservation {
+    busy: Arc<Mutex<HashSet<u64>>>,
+    files: Vec<u64>,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let mut b = self.busy.lock();
+        for f in &self.files {
+            b.remove(f);
+        }
+    }
+}
+
+impl Layout for Leveled {
+    fn kind(&self) -> LayoutKind {
+        LayoutKind::Leveled
+    }
+
+    fn empty_version(&self, _tables: &Arc<TableCtx>) -> Arc<dyn LayoutVersion> {
+        Arc::new(LeveledVersion {
+            levels: vec![Vec::new(); 2],
+        })
+    }
+
+    fn flush(
+        &self,
+        ctx: &JobCtx<'_>,
+        _version: &Arc<dyn LayoutVersion>,
+        mem: &Memtable,
+    ) -> Result<KsEdit> {
+        let meta = flush_to_table(ctx, mem)?;
+        let mut e = KsEdit::default();
+        if let Some(meta) = meta {
+            e.added.push(AddedTable {
+                level: 0,
+                slot: 0,
+                format: 0,
+                meta,
+            });
+        }
+        Ok(e)
+    }
+
+    fn pick(&self, version: &Arc<dyn LayoutVersion>, ctx: &JobCtx<'_>) -> Option<Box<dyn Job>> {
+        let v = self.v(version)?;
+        let o = &ctx.opts.leveled;
+        for (_, level) in self.scores(v, o) {
+            if level == 0 {
+                // All of L0 at once: taking only some L0 tables could put newer data below
+                // older data.
+                let inputs = v.level(0).to_vec();
+                if let Some(j) = self.build_job(v, o, 0, inputs, None) {
+                    return Some(j);
+                }
+                continue;
+            }
+            let files = v.level(level);
+            let ptr = self.pointers.lock().get(level).cloned().unwrap_or_default();
+            let start = files.partition_point(|f| f.meta.largest_user() <= ptr.as_slice());
+            let order = (start..files.len()).chain(0..start);
+            for i in order {
+                if let Some(f) = files.get(i) {
+                    if let Some(j) = self.build_job(v, o, level, vec![f.clone()], None) {
+                        return Some(j);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    fn needs_compaction(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> bool {
+        self.v(version)
+            .is_some_and(|v| !self.scores(v, &opts.leveled).is_empty())
+    }
+
+    fn manual(&self, version: &Arc<dyn LayoutVersion>, ctx: &JobCtx<'_>) -> ManualStep {
+        let Some(v) = self.v(version) else {
+            return ManualStep::Done;
+        };
+        let nonempty: Vec<usize> = (0..v.levels.len())
+            .filter(|&l| !v.level(l).is_empty())
+            .collect();
+        let Some(&deepest) = nonempty.last() else {
+            return ManualStep::Done;
+        };
+        let target = deepest.max(1);
+        if nonempty.len() == 1 && deepest >= 1 {
+            // One sorted level left: done unless it still holds droppable garbage, which a
+            // rewrite would not find cheaply; a single level is "as far as it goes".
+            return ManualStep::Done;
+        }
+        let inputs: Vec<Arc<TableFile>> = v.levels.iter().flatten().cloned().collect();
+        match self.build_job(v, &ctx.opts.leveled, 0, inputs, Some(target)) {
+            Some(j) => ManualStep::Run(j),
+            None => ManualStep::Wait,
+        }
+    }
+
+    fn pressure(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> Pressure {
+        let n = self.v(version).map_or(0, |v| v.level(0).len());
+        if n >= opts.leveled.l0_stop_trigger {
+            Pressure::Stop
+        } else if n >= opts.leveled.l0_slowdown_trigger {
+            Pressure::Slowdown
+        } else {
+            Pressure::None
+        }
+    }
+}
+
+impl Default for Leveled {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn max_bytes(o: &LeveledOptions, level: usize) -> u64 {
+    let mut b = o.level_base_bytes;
+    for _ in 1..level {
+        b = b.saturating_mul(o.level_size_ratio);
+    }
+    b
+}
+
+/// Writes a frozen memtable as one sorted table (None if it is empty).
+pub fn flush_to_table(ctx: &JobCtx<'_>, mem: &Memtable) -> Result<Option<TableMeta>> {
+    if mem.is_empty() {
+        return Ok(None);
+    }
+    let no = ctx.new_file_no();
+    let w = ctx.tables.env.create(
+        &crate::table::table_path(&ctx.tables.dir, no),
+        WriteCause::Flush,
+    )?;
+    let mut b =
+        crate::table::TableBuilder::new(w, no, ctx.opts.block_size, ctx.opts.bloom_bits_per_key);
+    for e in mem.iter() {
+        b.add(&e.key().0, e.value())?;
+    }
+    Ok(Some(b.finish()?))
+}
+
+/// Stops an output table at the target size or when it would overlap too much of the level
+/// below the output (LevelDB's grandparent rule: 10 × target).
+struct LeveledCutter {
+    size: SizeCutter,
+    grandparents: Vec<Arc<TableFile>>,
+    gp_index: usize,
+    overlap: u64,
+    limit: u64,
+    started: bool,
+}
+
+impl Cutter for LeveledCutter {
+    fn cut_before(&mut self, user_key: &[u8], current_bytes: u64) -> bool {
+        while let Some(g) = self.grandparents.get(self.gp_index) {
+            if g.meta.largest_user() >= user_key {
+                break;
+            }
+            if self.started {
+                self.overlap += g.meta.size;
+            }
+            self.gp_index += 1;
+        }
+        self.started = true;
+        if self.size.cut_before(user_key, current_bytes) || self.overlap > self.limit {
+            self.overlap = 0;
+            return true;
+        }
+        false
+    }
+}
+
+struct LeveledJob {
+    level: usize,
+    out_level: usize,
+    inputs: Vec<Arc<TableFile>>,
+    next: Vec<Arc<TableFile>>,
+    bottommost: bool,
+    grandparents: Vec<Arc<TableFile>>,
+    target: u64,
+    _reservation: Reservation,
+}
+
+impl Job for LeveledJob {
+    fn is_trivial(&self) -> bool {
+        self.inputs.len() == 1
+            && self.next.is_empty()
+            && self.level + 1 == self.out_level
+            && level_bytes(&self.grandparents) <= 10 * self.target
+    }
+
+    fn run(self: Box<Self>, ctx: &JobCtx<'_>) -> Result<KsEdit> {
+        let mut e = KsEdit::default();
+        if self.is_trivial() {
+            for f in &self.inputs {
+                e.removed.push(f.meta.file_no);
+                e.added.push(AddedTable {
+                    level: self.out_level as u32,
+                    slot: 0,
+                    format: 0,
+                    meta: f.meta.clone(),
+                });
+            }
+            return Ok(e);
+        }
+        let mut children: Vec<Box<dyn InternalIter>> = Vec::new();
+        // L0 inputs overlap each other; deeper inputs come from sorted levels.
+        let mut by_level: Vec<Arc<TableFile>> = Vec::new();
+        for f in self.inputs.iter().chain(self.next.iter()) {
+            by_level.push(f.clone());
+        }
+        for f in &by_level {
+            children.push(Box::new(f.iter(false)?));
+        }
+        let mut it = MergingIter::new(children);
+        let mut cutter = LeveledCutter {
+            size: SizeCutter(self.target),
+            grandparents: self.grandparents.clone(),
+            gp_index: 0,
+            overlap: 0,
+            limit: 10 * self.target,
+            started: false,
+        };
+        let outs = merge_into_tables(
+            ctx,
+            &mut it,
+            self.bottommost,
+            &mut cutter,
+            WriteCause::Compaction,
+        )?;
+        for f in &by_level {
+            e.removed.push(f.meta.file_no);
+        }
+        for meta in outs {
+            e.added.push(AddedTable {
+                level: self.out_level as u32,
+                slot: 0,
+                format: 0,
+                meta,
+            });
+        }
+        Ok(e)
+    }
+}

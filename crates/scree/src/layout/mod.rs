@@ -1,0 +1,140 @@
+//! The layout seam. A layout owns its part of a keyspace's version and answers four questions:
+//! where a flushed memtable goes ([`Layout::flush`]), which compaction is next
+//! ([`Layout::pick`]), how it runs ([`Job::run`]), and which tables may hold a key or a range
+//! ([`LayoutVersion::get`], [`LayoutVersion::add_iters`]). Layout-specific metadata travels in
+//! [`crate::manifest::edit::LayoutRecord`]s.
+
+pub mod leveled;
+
+use std::any::Any;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::iter::InternalIter;
+use crate::manifest::edit::KsEdit;
+use crate::memtable::{Lookup, Memtable};
+use crate::options::{KeyspaceOptions, Layout as LayoutKind};
+use crate::stats::{IoStats, LevelStats};
+use crate::table::{TableCtx, TableFile};
+
+/// The layouts this build implements.
+pub fn implemented() -> Vec<LayoutKind> {
+    vec![LayoutKind::Leveled]
+}
+
+/// What a background job needs from the engine.
+pub struct JobCtx<'a> {
+    /// Table files, cache and directory.
+    pub tables: &'a Arc<TableCtx>,
+    /// File number allocator.
+    pub next_file: &'a AtomicU64,
+    /// Versions at or below this sequence number are visible to no snapshot but the newest.
+    pub smallest_snapshot: u64,
+    /// The keyspace's options.
+    pub opts: &'a KeyspaceOptions,
+    /// I/O counters.
+    pub stats: &'a Arc<IoStats>,
+}
+
+impl JobCtx<'_> {
+    /// Allocates a file number.
+    pub fn new_file_no(&self) -> u64 {
+        self.next_file
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Whether writers must wait for compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pressure {
+    /// Write freely.
+    None,
+    /// Delay each write group by 1 ms.
+    Slowdown,
+    /// Wait until compaction catches up.
+    Stop,
+}
+
+/// One immutable state of a keyspace's layout.
+pub trait LayoutVersion: Send + Sync {
+    /// Newest version of `user_key` visible at `seq`.
+    fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup>;
+    /// Pushes iterators covering every table (sorted layouts); `Unsupported` otherwise.
+    fn add_iters(&self, out: &mut Vec<Box<dyn InternalIter>>) -> Result<()>;
+    /// A new version with `edit` applied. Files are looked up or opened through `tables`.
+    fn apply(&self, edit: &KsEdit, tables: &Arc<TableCtx>) -> Result<Arc<dyn LayoutVersion>>;
+    /// Records that recreate this version from nothing (manifest roll-over).
+    fn snapshot(&self, out: &mut KsEdit);
+    /// Every live file.
+    fn files(&self) -> Vec<Arc<TableFile>>;
+    /// Shape, for `stats()`.
+    fn level_stats(&self) -> Vec<LevelStats>;
+    /// Checks the layout's invariants (tests and `scree check`).
+    fn check_invariants(&self) -> std::result::Result<(), String>;
+    /// Downcasting support.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A background job (a compaction). Dropping it releases whatever it reserved.
+pub trait Job: Send {
+    /// Runs the job and returns the edit to install.
+    fn run(self: Box<Self>, ctx: &JobCtx<'_>) -> Result<KsEdit>;
+    /// Whether this was a trivial move (no data rewritten).
+    fn is_trivial(&self) -> bool {
+        false
+    }
+}
+
+/// A layout's policy for one keyspace.
+pub trait Layout: Send + Sync {
+    /// The layout's kind.
+    fn kind(&self) -> LayoutKind;
+    /// An empty version.
+    fn empty_version(&self, tables: &Arc<TableCtx>) -> Arc<dyn LayoutVersion>;
+    /// Records written when the keyspace is created (persistent layout parameters).
+    fn init_records(&self, _opts: &KeyspaceOptions, _out: &mut KsEdit) {}
+    /// Writes the tables for a frozen memtable and returns the edit adding them.
+    fn flush(
+        &self,
+        ctx: &JobCtx<'_>,
+        version: &Arc<dyn LayoutVersion>,
+        mem: &Memtable,
+    ) -> Result<KsEdit>;
+    /// The next background compaction, with its inputs reserved.
+    fn pick(&self, version: &Arc<dyn LayoutVersion>, ctx: &JobCtx<'_>) -> Option<Box<dyn Job>>;
+    /// Whether a background compaction is due (no reservation).
+    fn needs_compaction(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> bool;
+    /// The next step of a full compaction (`Db::compact`), or `None` when done. `Err(busy)`
+    /// semantics: `Some(None)`-like waiting is expressed by returning `ManualStep::Wait`.
+    fn manual(&self, version: &Arc<dyn LayoutVersion>, ctx: &JobCtx<'_>) -> ManualStep;
+    /// Write back-pressure.
+    fn pressure(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> Pressure;
+}
+
+/// The next step of a full compaction.
+pub enum ManualStep {
+    /// Run this job.
+    Run(Box<dyn Job>),
+    /// Inputs are busy with background work; wait and ask again.
+    Wait,
+    /// Everything is compacted as far as the layout goes.
+    Done,
+}
+
+/// Builds the policy object for a keyspace. Policies hold only run-time state (reservations,
+/// pointers); options are passed on every call so they can change on reopen.
+pub fn new_layout(kind: LayoutKind) -> Result<Arc<dyn Layout>> {
+    match kind {
+        LayoutKind::Leveled => Ok(Arc::new(leveled::Leveled::new())),
+        other => Err(crate::error::Error::Unsupported(format!(
+            "layout `{}` is not implemented in this build (implemented: {})",
+            other.name(),
+            implemented()
+                .iter()
+                .map(|l| l.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}

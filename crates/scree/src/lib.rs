@@ -1,0 +1,36 @@
+//! Scree: an embeddable key-value storage engine for write-heavy workloads of small items,
+//! offering the write-optimized designs of five research papers as per-keyspace *layouts*.
+#![deny(clippy::unwrap_used, clippy::indexing_slicing)]
+#![warn(missing_docs)]
+
+pub mod coding;
+pub mod error;
+pub mod filter;
+pub mod fs;
+pub mod htable;
+pub mod key;
+pub mod stats;
+
+pub use error::{Error, Result};
+pub use stats::Stats;
+
+pub mod batch;
+pub mod cache;
+pub mod compaction;
+mod db;
+pub mod iter;
+pub mod iterator;
+pub mod layout;
+pub mod log;
+pub mod manifest;
+pub mod memtable;
+pub mod options;
+pub mod table;
+
+pub use batch::{WriteBatch, WriteOptions};
+pub use db::{Db, Keyspace, Snapshot};
+pub use iterator::{Key, RangeIter, Value};
+pub use options::{
+    KeyspaceOptions, Layout, LeveledOptions, Options, WalRecovery, MAX_KEY_BYTES, MAX_VALUE_BYTES,
+};
+pub use stats::{BytesWritten, KeyspaceStats, LevelStats};

@@ -1,0 +1,174 @@
+//! The record log format shared by the WAL and the manifest.
+//!
+//! A log is a sequence of records `crc: u32 | len: u32 | type: u8 | payload[len]`, all integers
+//! little-endian; `crc` is the masked CRC32C of `type | payload`. See docs/format.md.
+
+use std::path::Path;
+
+use crate::coding::{crc2, get_u32, put_u32};
+use crate::error::{Error, Result};
+use crate::fs::CountedWriter;
+
+/// Header bytes before each payload.
+pub const HEADER: usize = 9;
+/// Record type of a complete record (the only type in format version 1).
+pub const FULL: u8 = 1;
+/// Largest payload accepted (a larger length field is corruption).
+pub const MAX_RECORD: usize = 1 << 30;
+
+/// Appends records to a log file.
+pub struct LogWriter {
+    w: CountedWriter,
+}
+
+impl LogWriter {
+    /// Wraps a fresh file.
+    pub fn new(w: CountedWriter) -> Self {
+        LogWriter { w }
+    }
+    /// Appends one record (buffered).
+    pub fn add_record(&mut self, payload: &[u8]) -> Result<()> {
+        let mut h = Vec::with_capacity(HEADER);
+        put_u32(&mut h, crc2(&[FULL], payload));
+        put_u32(&mut h, payload.len() as u32);
+        h.push(FULL);
+        self.w.append(&h)?;
+        self.w.append(payload)
+    }
+    /// Hands buffered records to the OS.
+    pub fn flush(&mut self) -> Result<()> {
+        self.w.flush()
+    }
+    /// Makes every record durable.
+    pub fn sync(&mut self) -> Result<()> {
+        self.w.sync()
+    }
+    /// Bytes written.
+    pub fn len(&self) -> u64 {
+        self.w.len()
+    }
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.w.is_empty()
+    }
+}
+
+/// How a log ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogEnd {
+    /// Every byte belonged to a valid record.
+    Clean,
+    /// A torn tail at `offset`: a bad or partial record with no valid record after it.
+    TornTail {
+        /// Where the torn record starts.
+        offset: u64,
+    },
+    /// A bad record at `offset` followed by a valid one: real corruption.
+    Corrupt {
+        /// Where the bad record starts.
+        offset: u64,
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+fn check_record(data: &[u8], pos: usize) -> std::result::Result<(usize, usize), String> {
+    let crc = get_u32(data, pos).ok_or("truncated record header")?;
+    let len = get_u32(data, pos + 4).ok_or("truncated record header")? as usize;
+    let ty = *data.get(pos + 8).ok_or("truncated record header")?;
+    if len > MAX_RECORD {
+        return Err(format!("record length {len} too large"));
+    }
+    if ty != FULL {
+        return Err(format!("unknown record type {ty}"));
+    }
+    let start = pos + HEADER;
+    let payload = data
+        .get(start..start + len)
+        .ok_or("record runs past end of file")?;
+    if crc2(&[ty], payload) != crc {
+        return Err("record checksum mismatch".into());
+    }
+    Ok((start, len))
+}
+
+/// Splits a whole log file into its payloads and says how it ended.
+pub fn read_records(data: &[u8]) -> (Vec<&[u8]>, LogEnd) {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos < data.len() {
+        match check_record(data, pos) {
+            Ok((start, len)) => {
+                if let Some(p) = data.get(start..start + len) {
+                    out.push(p);
+                }
+                pos = start + len;
+            }
+            Err(detail) => {
+                // A torn write leaves nothing valid after it. If the length field still points
+                // at a valid record, the bad bytes are in the middle of the log.
+                let next = get_u32(data, pos + 4)
+                    .map(|l| pos + HEADER + l as usize)
+                    .filter(|&n| n > pos && n < data.len());
+                let end = match next {
+                    Some(n) if check_record(data, n).is_ok() => LogEnd::Corrupt {
+                        offset: pos as u64,
+                        detail,
+                    },
+                    _ => LogEnd::TornTail { offset: pos as u64 },
+                };
+                return (out, end);
+            }
+        }
+    }
+    (out, LogEnd::Clean)
+}
+
+/// Turns a [`LogEnd::Corrupt`] into an error naming the file.
+pub fn corrupt_error(path: &Path, end: &LogEnd) -> Option<Error> {
+    match end {
+        LogEnd::Corrupt { offset, detail } => {
+            Some(Error::corruption(path, *offset, detail.clone()))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coding::crc2;
+
+    fn encode(records: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in records {
+            put_u32(&mut out, crc2(&[FULL], r));
+            put_u32(&mut out, r.len() as u32);
+            out.push(FULL);
+            out.extend_from_slice(r);
+        }
+        out
+    }
+
+    #[test]
+    fn round_trip_and_torn_tail() {
+        let data = encode(&[b"one", b"two", b"three"]);
+        let (recs, end) = read_records(&data);
+        assert_eq!(recs, vec![&b"one"[..], b"two", b"three"]);
+        assert_eq!(end, LogEnd::Clean);
+        for cut in 0..data.len() {
+            let (recs, end) = read_records(&data[..cut]);
+            assert!(recs.len() <= 3);
+            assert!(matches!(end, LogEnd::Clean | LogEnd::TornTail { .. }));
+        }
+    }
+
+    #[test]
+    fn middle_corruption_is_detected() {
+        let mut data = encode(&[b"one", b"two", b"three"]);
+        data[HEADER + 1] ^= 1; // inside the first payload
+        let (recs, end) = read_records(&data);
+        assert!(recs.is_empty());
+        assert!(matches!(end, LogEnd::Corrupt { offset: 0, .. }));
+    }
+}

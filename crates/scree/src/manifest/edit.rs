@@ -1,0 +1,299 @@
+//! Manifest edits: what changed in the database's state, encoded as tagged fields.
+//! Byte layout in docs/format.md ("Manifest").
+
+use crate::coding::{put_slice, put_varint, Reader};
+use crate::table::TableMeta;
+
+/// A table added to a keyspace, with its layout placement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddedTable {
+    /// Level (layout-defined; 0 = newest).
+    pub level: u32,
+    /// Layout-defined position inside the level (trie container id, …; 0 when unused).
+    pub slot: u64,
+    /// File format: 0 = sorted table, 1 = HTable.
+    pub format: u8,
+    /// The table.
+    pub meta: TableMeta,
+}
+
+/// A layout's own record (guards, containers, …), opaque to the engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayoutRecord {
+    /// Record type, defined by the layout.
+    pub tag: u8,
+    /// Record payload.
+    pub data: Vec<u8>,
+}
+
+/// Changes to one keyspace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KsEdit {
+    /// Keyspace id.
+    pub id: u32,
+    /// Oldest WAL file that may still hold unflushed data of this keyspace.
+    pub log_number: Option<u64>,
+    /// Tables added.
+    pub added: Vec<AddedTable>,
+    /// File numbers of tables removed.
+    pub removed: Vec<u64>,
+    /// Layout-specific records.
+    pub records: Vec<LayoutRecord>,
+}
+
+impl KsEdit {
+    /// An empty edit of keyspace `id`.
+    pub fn new(id: u32) -> Self {
+        KsEdit {
+            id,
+            ..Default::default()
+        }
+    }
+}
+
+/// A keyspace created in this edit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyspaceDef {
+    /// Keyspace id.
+    pub id: u32,
+    /// Name.
+    pub name: String,
+    /// Encoded layout and its persisted options.
+    pub layout: Vec<u8>,
+}
+
+/// One manifest record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Edit {
+    /// Next unused file number.
+    pub next_file_no: Option<u64>,
+    /// Last sequence number used.
+    pub last_seq: Option<u64>,
+    /// The database's random placement-hash key.
+    pub hash_key: Option<[u8; 16]>,
+    /// Keyspaces created.
+    pub new_keyspaces: Vec<KeyspaceDef>,
+    /// Per-keyspace changes.
+    pub keyspaces: Vec<KsEdit>,
+}
+
+const T_NEXT_FILE: u8 = 1;
+const T_LAST_SEQ: u8 = 2;
+const T_HASH_KEY: u8 = 3;
+const T_NEW_KS: u8 = 4;
+const T_KS_EDIT: u8 = 5;
+
+const K_LOG: u8 = 1;
+const K_ADD: u8 = 3;
+const K_REMOVE: u8 = 4;
+const K_RECORD: u8 = 5;
+
+impl Edit {
+    /// Encodes the edit.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        if let Some(n) = self.next_file_no {
+            out.push(T_NEXT_FILE);
+            put_varint(&mut out, n);
+        }
+        if let Some(n) = self.last_seq {
+            out.push(T_LAST_SEQ);
+            put_varint(&mut out, n);
+        }
+        if let Some(k) = &self.hash_key {
+            out.push(T_HASH_KEY);
+            out.extend_from_slice(k);
+        }
+        for d in &self.new_keyspaces {
+            out.push(T_NEW_KS);
+            put_varint(&mut out, u64::from(d.id));
+            put_slice(&mut out, d.name.as_bytes());
+            put_slice(&mut out, &d.layout);
+        }
+        for k in &self.keyspaces {
+            out.push(T_KS_EDIT);
+            put_slice(&mut out, &k.encode());
+        }
+        out
+    }
+
+    /// Decodes an edit; `Err` carries the offset and what was wrong.
+    pub fn decode(buf: &[u8]) -> Result<Edit, (usize, String)> {
+        let mut r = Reader::new(buf);
+        let mut e = Edit::default();
+        while !r.is_empty() {
+            let at = r.pos();
+            let bad = |d: &str| (at, d.to_string());
+            match r.u8() {
+                Some(T_NEXT_FILE) => {
+                    e.next_file_no = Some(r.varint().ok_or_else(|| bad("next file"))?)
+                }
+                Some(T_LAST_SEQ) => e.last_seq = Some(r.varint().ok_or_else(|| bad("last seq"))?),
+                Some(T_HASH_KEY) => {
+                    let k = r.bytes(16).ok_or_else(|| bad("hash key"))?;
+                    let mut a = [0u8; 16];
+                    a.copy_from_slice(k);
+                    e.hash_key = Some(a);
+                }
+                Some(T_NEW_KS) => {
+                    let id = r
+                        .varint()
+                        .and_then(|v| u32::try_from(v).ok())
+                        .ok_or_else(|| bad("keyspace id"))?;
+                    let name = r.slice().ok_or_else(|| bad("keyspace name"))?;
+                    let name = String::from_utf8(name.to_vec())
+                        .map_err(|_| bad("keyspace name is not UTF-8"))?;
+                    let layout = r.slice().ok_or_else(|| bad("keyspace layout"))?.to_vec();
+                    e.new_keyspaces.push(KeyspaceDef { id, name, layout });
+                }
+                Some(T_KS_EDIT) => {
+                    let body = r.slice().ok_or_else(|| bad("keyspace edit"))?;
+                    let k = KsEdit::decode(body).map_err(|(o, d)| (at + o, d))?;
+                    e.keyspaces.push(k);
+                }
+                Some(t) => return Err(bad(&format!("unknown edit tag {t}"))),
+                None => return Err(bad("truncated")),
+            }
+        }
+        Ok(e)
+    }
+}
+
+impl KsEdit {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_varint(&mut out, u64::from(self.id));
+        if let Some(n) = self.log_number {
+            out.push(K_LOG);
+            put_varint(&mut out, n);
+        }
+        for a in &self.added {
+            out.push(K_ADD);
+            put_varint(&mut out, u64::from(a.level));
+            put_varint(&mut out, a.slot);
+            out.push(a.format);
+            let m = &a.meta;
+            put_varint(&mut out, m.file_no);
+            put_varint(&mut out, m.size);
+            put_slice(&mut out, &m.smallest);
+            put_slice(&mut out, &m.largest);
+            put_varint(&mut out, m.entries);
+            put_varint(&mut out, m.min_seq);
+            put_varint(&mut out, m.max_seq);
+        }
+        for f in &self.removed {
+            out.push(K_REMOVE);
+            put_varint(&mut out, *f);
+        }
+        for rec in &self.records {
+            out.push(K_RECORD);
+            out.push(rec.tag);
+            put_slice(&mut out, &rec.data);
+        }
+        out
+    }
+
+    fn decode(buf: &[u8]) -> Result<KsEdit, (usize, String)> {
+        let mut r = Reader::new(buf);
+        let id = r
+            .varint()
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or((0, "keyspace id".to_string()))?;
+        let mut k = KsEdit::new(id);
+        while !r.is_empty() {
+            let at = r.pos();
+            let bad = |d: &str| (at, d.to_string());
+            match r.u8() {
+                Some(K_LOG) => k.log_number = Some(r.varint().ok_or_else(|| bad("log number"))?),
+                Some(K_ADD) => {
+                    let mut next = || r.varint();
+                    let level = next()
+                        .and_then(|v| u32::try_from(v).ok())
+                        .ok_or_else(|| bad("level"))?;
+                    let slot = r.varint().ok_or_else(|| bad("slot"))?;
+                    let format = r.u8().ok_or_else(|| bad("format"))?;
+                    let file_no = r.varint().ok_or_else(|| bad("file number"))?;
+                    let size = r.varint().ok_or_else(|| bad("size"))?;
+                    let smallest = r.slice().ok_or_else(|| bad("smallest key"))?.to_vec();
+                    let largest = r.slice().ok_or_else(|| bad("largest key"))?.to_vec();
+                    let entries = r.varint().ok_or_else(|| bad("entries"))?;
+                    let min_seq = r.varint().ok_or_else(|| bad("min seq"))?;
+                    let max_seq = r.varint().ok_or_else(|| bad("max seq"))?;
+                    k.added.push(AddedTable {
+                        level,
+                        slot,
+                        format,
+                        meta: TableMeta {
+                            file_no,
+                            size,
+                            smallest,
+                            largest,
+                            entries,
+                            min_seq,
+                            max_seq,
+                        },
+                    });
+                }
+                Some(K_REMOVE) => k
+                    .removed
+                    .push(r.varint().ok_or_else(|| bad("removed file"))?),
+                Some(K_RECORD) => {
+                    let tag = r.u8().ok_or_else(|| bad("record tag"))?;
+                    let data = r.slice().ok_or_else(|| bad("record data"))?.to_vec();
+                    k.records.push(LayoutRecord { tag, data });
+                }
+                Some(t) => return Err(bad(&format!("unknown keyspace edit tag {t}"))),
+                None => return Err(bad("truncated")),
+            }
+        }
+        Ok(k)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let e = Edit {
+            next_file_no: Some(9),
+            last_seq: Some(77),
+            hash_key: Some([7; 16]),
+            new_keyspaces: vec![KeyspaceDef {
+                id: 1,
+                name: "users".into(),
+                layout: vec![1, 2],
+            }],
+            keyspaces: vec![KsEdit {
+                id: 1,
+                log_number: Some(4),
+                added: vec![AddedTable {
+                    level: 2,
+                    slot: 5,
+                    format: 0,
+                    meta: TableMeta {
+                        file_no: 8,
+                        size: 100,
+                        smallest: b"a\0\0\0\0\0\0\0\0".to_vec(),
+                        largest: b"z\0\0\0\0\0\0\0\0".to_vec(),
+                        entries: 3,
+                        min_seq: 1,
+                        max_seq: 3,
+                    },
+                }],
+                removed: vec![3, 4],
+                records: vec![LayoutRecord {
+                    tag: 1,
+                    data: b"guard".to_vec(),
+                }],
+            }],
+        };
+        let b = e.encode();
+        assert_eq!(Edit::decode(&b).expect("decodes"), e);
+        for cut in 0..b.len() {
+            // Truncations either fail or decode a prefix of the fields, never panic.
+            let _ = Edit::decode(&b[..cut]);
+        }
+    }
+}

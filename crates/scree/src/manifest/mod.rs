@@ -1,0 +1,120 @@
+//! The manifest: a log of [`edit::Edit`] records (record format of `log`) naming every live
+//! table and layout record, plus `CURRENT`, which names the manifest in use. The manifest is
+//! rolled over to a fresh snapshot when it grows past `Options::max_manifest_bytes`.
+
+pub mod edit;
+
+use std::path::{Path, PathBuf};
+
+use crate::coding::crc;
+use crate::error::{Error, Result};
+use crate::fs::Env;
+use crate::log::{self, LogEnd, LogWriter};
+use crate::stats::WriteCause;
+use edit::Edit;
+
+/// Name of the file that names the current manifest.
+pub const CURRENT: &str = "CURRENT";
+
+/// Path of manifest number `n`.
+pub fn manifest_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("MANIFEST-{n:06}"))
+}
+
+/// Reads `CURRENT`: the number of the manifest in use.
+pub fn read_current(env: &Env, dir: &Path) -> Result<u64> {
+    let path = dir.join(CURRENT);
+    let data = env.read_all(&path)?;
+    let bad = |d: &str| Error::corruption(&path, 0, d.to_string());
+    let text = std::str::from_utf8(&data).map_err(|_| bad("CURRENT is not UTF-8"))?;
+    let line = text
+        .strip_suffix('\n')
+        .ok_or_else(|| bad("CURRENT lacks its newline"))?;
+    let (name, sum) = line
+        .split_once(' ')
+        .ok_or_else(|| bad("CURRENT lacks its checksum"))?;
+    let want = u32::from_str_radix(sum, 16).map_err(|_| bad("CURRENT checksum is not hex"))?;
+    if crc(name.as_bytes()) != want || sum.len() != 8 {
+        return Err(bad("CURRENT checksum mismatch"));
+    }
+    let n = name
+        .strip_prefix("MANIFEST-")
+        .and_then(|n| n.parse::<u64>().ok())
+        .ok_or_else(|| bad("CURRENT does not name a manifest"))?;
+    Ok(n)
+}
+
+/// Points `CURRENT` at manifest `n` (write temp, sync, rename, sync directory).
+pub fn write_current(env: &Env, dir: &Path, n: u64) -> Result<()> {
+    let name = format!("MANIFEST-{n:06}");
+    let text = format!("{name} {:08x}\n", crc(name.as_bytes()));
+    let tmp = dir.join(format!("{n:06}.dbtmp"));
+    let mut w = env.create(&tmp, WriteCause::Metadata)?;
+    w.append(text.as_bytes())?;
+    w.sync()?;
+    drop(w);
+    env.rename(&tmp, &dir.join(CURRENT))?;
+    env.sync_dir(dir)
+}
+
+/// Reads every edit of a manifest. A torn tail is dropped (the engine writes a fresh manifest
+/// at open); any other bad record is corruption.
+pub fn read_manifest(env: &Env, path: &Path) -> Result<Vec<Edit>> {
+    let data = env.read_all(path)?;
+    let (records, end) = log::read_records(&data);
+    if let Some(e) = log::corrupt_error(path, &end) {
+        return Err(e);
+    }
+    let mut out = Vec::with_capacity(records.len());
+    let mut offset = 0u64;
+    for r in records {
+        let e = Edit::decode(r).map_err(|(o, d)| {
+            Error::corruption(
+                path,
+                offset + log::HEADER as u64 + o as u64,
+                format!("manifest edit: {d}"),
+            )
+        })?;
+        offset += (log::HEADER + r.len()) as u64;
+        out.push(e);
+    }
+    if let LogEnd::TornTail { .. } = end {
+        // Accepted: the edit being written when the process stopped was never acknowledged.
+    }
+    Ok(out)
+}
+
+/// The manifest being appended to.
+pub struct ManifestWriter {
+    /// Its number.
+    pub number: u64,
+    log: LogWriter,
+}
+
+impl ManifestWriter {
+    /// Creates manifest `number` holding `snapshot`, synced, and points CURRENT at it.
+    pub fn create(env: &Env, dir: &Path, number: u64, snapshot: &Edit) -> Result<Self> {
+        let w = env.create(&manifest_path(dir, number), WriteCause::Metadata)?;
+        let mut log = LogWriter::new(w);
+        log.add_record(&snapshot.encode())?;
+        log.sync()?;
+        write_current(env, dir, number)?;
+        Ok(ManifestWriter { number, log })
+    }
+
+    /// Appends and syncs one edit.
+    pub fn append(&mut self, e: &Edit) -> Result<()> {
+        self.log.add_record(&e.encode())?;
+        self.log.sync()
+    }
+
+    /// Current size in bytes.
+    pub fn len(&self) -> u64 {
+        self.log.len()
+    }
+
+    /// Whether the manifest is empty.
+    pub fn is_empty(&self) -> bool {
+        self.log.is_empty()
+    }
+}

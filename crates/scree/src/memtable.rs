@@ -1,0 +1,138 @@
+//! The memtable: a concurrent skiplist (crossbeam-skiplist) of internal keys with a byte budget.
+
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use crossbeam_skiplist::SkipMap;
+
+use crate::key::{self, InternalKey, ValueKind};
+
+/// Result of a point lookup in one source (memtable or table).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// The newest visible version is a value.
+    Value(Vec<u8>),
+    /// The newest visible version is a tombstone.
+    Deleted,
+    /// This source holds no visible version.
+    Absent,
+}
+
+/// One memtable generation.
+pub struct Memtable {
+    map: SkipMap<InternalKey, Vec<u8>>,
+    bytes: AtomicUsize,
+    /// Number of the WAL file that was current when this memtable was created.
+    pub log_number: u64,
+    max_seq: AtomicU64,
+}
+
+/// Approximate per-entry overhead of the skiplist, counted against the budget.
+const ENTRY_OVERHEAD: usize = 64;
+
+impl Memtable {
+    /// An empty memtable whose data is logged from `log_number` on.
+    pub fn new(log_number: u64) -> Self {
+        Memtable {
+            map: SkipMap::new(),
+            bytes: AtomicUsize::new(0),
+            log_number,
+            max_seq: AtomicU64::new(0),
+        }
+    }
+
+    /// Inserts one entry.
+    pub fn insert(&self, user_key: &[u8], seq: u64, kind: ValueKind, value: &[u8]) {
+        let ik = key::make_ikey(user_key, seq, kind);
+        self.bytes
+            .fetch_add(ik.len() + value.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
+        self.max_seq.fetch_max(seq, Ordering::Relaxed);
+        self.map.insert(InternalKey(ik), value.to_vec());
+    }
+
+    /// Approximate memory used.
+    pub fn approximate_bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Whether the memtable holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Largest sequence number inserted.
+    pub fn max_seq(&self) -> u64 {
+        self.max_seq.load(Ordering::Relaxed)
+    }
+
+    /// Newest version of `user_key` with seq <= `seq`.
+    pub fn get(&self, user_key: &[u8], seq: u64) -> Lookup {
+        let lk = InternalKey(key::lookup_key(user_key, seq));
+        let Some(e) = self.map.lower_bound(Bound::Included(&lk)) else {
+            return Lookup::Absent;
+        };
+        let p = key::parse(&e.key().0);
+        if p.user_key != user_key {
+            return Lookup::Absent;
+        }
+        match ValueKind::from_u8(p.kind) {
+            Some(ValueKind::Put) => Lookup::Value(e.value().clone()),
+            _ => Lookup::Deleted,
+        }
+    }
+
+    /// Iterates entries in internal-key order.
+    pub fn iter(&self) -> crossbeam_skiplist::map::Iter<'_, InternalKey, Vec<u8>> {
+        self.map.iter()
+    }
+
+    /// The first entry with internal key >= `ikey` (`Included`) or > (`Excluded`).
+    pub fn lower_bound(
+        &self,
+        b: Bound<&InternalKey>,
+    ) -> Option<crossbeam_skiplist::map::Entry<'_, InternalKey, Vec<u8>>> {
+        self.map.lower_bound(b)
+    }
+
+    /// The last entry with internal key <= `ikey` (`Included`) or < (`Excluded`).
+    pub fn upper_bound(
+        &self,
+        b: Bound<&InternalKey>,
+    ) -> Option<crossbeam_skiplist::map::Entry<'_, InternalKey, Vec<u8>>> {
+        self.map.upper_bound(b)
+    }
+
+    /// First entry.
+    pub fn front(&self) -> Option<crossbeam_skiplist::map::Entry<'_, InternalKey, Vec<u8>>> {
+        self.map.front()
+    }
+
+    /// Last entry.
+    pub fn back(&self) -> Option<crossbeam_skiplist::map::Entry<'_, InternalKey, Vec<u8>>> {
+        self.map.back()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn get_sees_newest_visible_version() {
+        let m = Memtable::new(1);
+        m.insert(b"k", 1, ValueKind::Put, b"v1");
+        m.insert(b"k", 3, ValueKind::Delete, b"");
+        m.insert(b"k", 5, ValueKind::Put, b"v5");
+        assert_eq!(m.get(b"k", 0), Lookup::Absent);
+        assert_eq!(m.get(b"k", 2), Lookup::Value(b"v1".to_vec()));
+        assert_eq!(m.get(b"k", 4), Lookup::Deleted);
+        assert_eq!(m.get(b"k", 9), Lookup::Value(b"v5".to_vec()));
+        assert_eq!(m.get(b"j", 9), Lookup::Absent);
+        assert_eq!(m.get(b"kk", 9), Lookup::Absent);
+    }
+}

@@ -1,0 +1,305 @@
+//! Options of a database ([`Options`]) and of a keyspace ([`KeyspaceOptions`]), and the
+//! [`Layout`] a keyspace chooses.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::fs::FileSystem;
+
+/// Largest key accepted (bytes).
+pub const MAX_KEY_BYTES: usize = 64 * 1024;
+/// Largest value accepted (bytes).
+pub const MAX_VALUE_BYTES: usize = 64 * 1024 * 1024;
+/// Largest encoded write batch accepted (bytes).
+pub const MAX_BATCH_BYTES: usize = 512 * 1024 * 1024;
+
+/// What recovery does with a WAL record that fails its checksum in the middle of a log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WalRecovery {
+    /// A torn tail (a bad record with nothing valid after it) is dropped; corruption in the
+    /// middle of a log is an `Error::Corruption`.
+    #[default]
+    TolerateTornTail,
+    /// Recover up to the first bad record and discard everything after it (RocksDB's
+    /// point-in-time recovery).
+    PointInTime,
+}
+
+/// Database-wide options.
+#[derive(Clone)]
+pub struct Options {
+    /// Byte budget of the block cache (0 disables it). Default 32 MiB.
+    pub block_cache_bytes: usize,
+    /// Threads running flushes and compactions. Default: number of cores.
+    pub background_threads: usize,
+    /// Read table blocks with O_DIRECT (cold reads on a machine whose page cache holds the data).
+    pub direct_reads: bool,
+    /// Manifest size at which it is rolled over to a fresh snapshot. Default 4 MiB.
+    pub max_manifest_bytes: u64,
+    /// Immutable memtables per keyspace waiting for flush before writers stall. Default 2.
+    pub max_immutable_memtables: usize,
+    /// WAL recovery mode.
+    pub wal_recovery: WalRecovery,
+    /// Create the database if it does not exist. Default true.
+    pub create_if_missing: bool,
+    /// Probe the last level in parallel with the upper levels on point lookups (layouts with a
+    /// distinct last level). Default false: it pays only for cold reads (see docs).
+    pub parallel_search: bool,
+    /// The file layer (default: real files).
+    pub fs: Option<Arc<dyn FileSystem>>,
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("block_cache_bytes", &self.block_cache_bytes)
+            .field("background_threads", &self.background_threads)
+            .field("direct_reads", &self.direct_reads)
+            .field("max_manifest_bytes", &self.max_manifest_bytes)
+            .field("max_immutable_memtables", &self.max_immutable_memtables)
+            .field("wal_recovery", &self.wal_recovery)
+            .field("parallel_search", &self.parallel_search)
+            .finish()
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            block_cache_bytes: 32 << 20,
+            background_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            direct_reads: false,
+            max_manifest_bytes: 4 << 20,
+            max_immutable_memtables: 2,
+            wal_recovery: WalRecovery::default(),
+            create_if_missing: true,
+            parallel_search: false,
+            fs: None,
+        }
+    }
+}
+
+impl Options {
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.background_threads == 0 || self.background_threads > 256 {
+            return Err(Error::InvalidArgument(format!(
+                "background_threads must be 1..=256, got {}",
+                self.background_threads
+            )));
+        }
+        if self.max_immutable_memtables == 0 {
+            return Err(Error::InvalidArgument(
+                "max_immutable_memtables must be at least 1".into(),
+            ));
+        }
+        if self.max_manifest_bytes < 4096 {
+            return Err(Error::InvalidArgument(
+                "max_manifest_bytes must be at least 4096".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The design a keyspace stores its data with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Layout {
+    /// LevelDB/RocksDB-style leveled LSM (the baseline).
+    Leveled,
+    /// PebblesDB's fragmented LSM with guards.
+    Fragmented,
+    /// LSM-trie: hash-addressed containers of HTables.
+    Trie,
+    /// SlimDB's semi-sorted layout (not implemented yet).
+    SemiSorted {
+        /// Bytes of the key prefix that is kept sorted.
+        prefix_len: usize,
+    },
+    /// LWC-tree's light-weight compaction (not implemented yet).
+    Lightweight,
+}
+
+impl Layout {
+    /// The layout's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Layout::Leveled => "leveled",
+            Layout::Fragmented => "fragmented",
+            Layout::Trie => "trie",
+            Layout::SemiSorted { .. } => "semisorted",
+            Layout::Lightweight => "lightweight",
+        }
+    }
+
+    /// The layouts this build implements.
+    pub fn implemented() -> Vec<Layout> {
+        crate::layout::implemented()
+    }
+
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        match self {
+            Layout::Leveled => vec![1],
+            Layout::Fragmented => vec![2],
+            Layout::Trie => vec![3],
+            Layout::SemiSorted { prefix_len } => {
+                let mut v = vec![4];
+                crate::coding::put_varint(&mut v, *prefix_len as u64);
+                v
+            }
+            Layout::Lightweight => vec![5],
+        }
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Option<Layout> {
+        let mut r = crate::coding::Reader::new(b);
+        match r.u8()? {
+            1 => Some(Layout::Leveled),
+            2 => Some(Layout::Fragmented),
+            3 => Some(Layout::Trie),
+            4 => Some(Layout::SemiSorted {
+                prefix_len: r.len()?,
+            }),
+            5 => Some(Layout::Lightweight),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Layout {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "leveled" => Ok(Layout::Leveled),
+            "fragmented" => Ok(Layout::Fragmented),
+            "trie" => Ok(Layout::Trie),
+            "lightweight" => Ok(Layout::Lightweight),
+            _ => {
+                if let Some(n) = s.strip_prefix("semisorted") {
+                    let n = n.trim_start_matches(':');
+                    let prefix_len = if n.is_empty() {
+                        4
+                    } else {
+                        n.parse().map_err(|_| {
+                            Error::InvalidArgument(format!("bad prefix length in {s:?}"))
+                        })?
+                    };
+                    return Ok(Layout::SemiSorted { prefix_len });
+                }
+                Err(Error::InvalidArgument(format!(
+                    "unknown layout {s:?} (expected leveled, fragmented, trie, semisorted[:N], lightweight)"
+                )))
+            }
+        }
+    }
+}
+
+/// Options of the `leveled` layout (LevelDB-like defaults).
+#[derive(Debug, Clone)]
+pub struct LeveledOptions {
+    /// L0 tables that trigger an L0→L1 compaction. Default 4.
+    pub l0_compaction_trigger: usize,
+    /// L0 tables at which each write is delayed 1 ms. Default 8.
+    pub l0_slowdown_trigger: usize,
+    /// L0 tables at which writes stop until compaction catches up. Default 12.
+    pub l0_stop_trigger: usize,
+    /// Target bytes of L1. Default 10 MiB.
+    pub level_base_bytes: u64,
+    /// Size ratio between adjacent levels. Default 10.
+    pub level_size_ratio: u64,
+    /// Target size of a compaction output table. Default 2 MiB.
+    pub target_table_bytes: u64,
+    /// Number of levels. Default 7.
+    pub max_levels: usize,
+}
+
+impl Default for LeveledOptions {
+    fn default() -> Self {
+        LeveledOptions {
+            l0_compaction_trigger: 4,
+            l0_slowdown_trigger: 8,
+            l0_stop_trigger: 12,
+            level_base_bytes: 10 << 20,
+            level_size_ratio: 10,
+            target_table_bytes: 2 << 20,
+            max_levels: 7,
+        }
+    }
+}
+
+/// Options of one keyspace.
+#[derive(Debug, Clone)]
+pub struct KeyspaceOptions {
+    /// The layout (persisted; reopening with another is an error).
+    pub layout: Layout,
+    /// Memtable budget before it is frozen and flushed. Default 64 MiB.
+    pub write_buffer_bytes: usize,
+    /// Bloom filter bits per key (0 = no filter). Default 10.
+    pub bloom_bits_per_key: u32,
+    /// Target data block size of sorted tables. Default 4096.
+    pub block_size: usize,
+    /// Options of the `leveled` layout.
+    pub leveled: LeveledOptions,
+}
+
+impl KeyspaceOptions {
+    /// Defaults for `layout`.
+    pub fn new(layout: Layout) -> Self {
+        KeyspaceOptions {
+            layout,
+            write_buffer_bytes: 64 << 20,
+            bloom_bits_per_key: 10,
+            block_size: 4096,
+            leveled: LeveledOptions::default(),
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidArgument(m));
+        if self.write_buffer_bytes < 64 * 1024 {
+            return bad(format!(
+                "write_buffer_bytes must be at least 64 KiB, got {}",
+                self.write_buffer_bytes
+            ));
+        }
+        if self.bloom_bits_per_key > 64 {
+            return bad(format!(
+                "bloom_bits_per_key must be 0..=64, got {}",
+                self.bloom_bits_per_key
+            ));
+        }
+        if !(256..=1 << 20).contains(&self.block_size) {
+            return bad(format!(
+                "block_size must be 256..=1048576, got {}",
+                self.block_size
+            ));
+        }
+        let l = &self.leveled;
+        if l.l0_compaction_trigger == 0
+            || l.l0_slowdown_trigger < l.l0_compaction_trigger
+            || l.l0_stop_trigger < l.l0_slowdown_trigger
+        {
+            return bad(
+                "leveled: need 0 < l0_compaction_trigger <= l0_slowdown_trigger <= l0_stop_trigger"
+                    .into(),
+            );
+        }
+        if l.level_size_ratio < 2
+            || l.max_levels < 2
+            || l.max_levels > 16
+            || l.target_table_bytes < 4096
+            || l.level_base_bytes < 4096
+        {
+            return bad("leveled: need level_size_ratio >= 2, 2 <= max_levels <= 16, target_table_bytes and level_base_bytes >= 4096".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,224 @@
+//! I/O accounting and the public [`Stats`] report (definitions in DESIGN.md, "I/O accounting").
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use serde::{Deserialize, Serialize};
+
+/// Why bytes were written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteCause {
+    /// Write-ahead log records.
+    Wal,
+    /// Tables written by memtable flushes.
+    Flush,
+    /// Tables written by compactions.
+    Compaction,
+    /// Manifest, CURRENT, and filters/indexes written on their own.
+    Metadata,
+    /// Garbage collection and division rewrites.
+    Gc,
+}
+
+/// What kind of block a read fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadKind {
+    /// A block holding keys and values.
+    Data,
+    /// Index, filter, footer, manifest and other metadata.
+    Metadata,
+    /// Any block read by a compaction or flush (kept apart from lookup costs).
+    Compaction,
+}
+
+/// Live counters, shared by every file of a database.
+#[derive(Debug, Default)]
+pub struct IoStats {
+    written: [AtomicU64; 5],
+    data_reads: AtomicU64,
+    meta_reads: AtomicU64,
+    compaction_reads: AtomicU64,
+    bytes_read: AtomicU64,
+    pub(crate) cache_hits: AtomicU64,
+    pub(crate) cache_misses: AtomicU64,
+    pub(crate) user_bytes: AtomicU64,
+    pub(crate) gets: AtomicU64,
+    pub(crate) stall_micros: AtomicU64,
+    pub(crate) slowdown_micros: AtomicU64,
+    pub(crate) compactions: AtomicU64,
+    pub(crate) flushes: AtomicU64,
+    pub(crate) trivial_moves: AtomicU64,
+}
+
+fn cause_index(c: WriteCause) -> usize {
+    match c {
+        WriteCause::Wal => 0,
+        WriteCause::Flush => 1,
+        WriteCause::Compaction => 2,
+        WriteCause::Metadata => 3,
+        WriteCause::Gc => 4,
+    }
+}
+
+impl IoStats {
+    pub(crate) fn count_write(&self, cause: WriteCause, n: u64) {
+        if let Some(c) = self.written.get(cause_index(cause)) {
+            c.fetch_add(n, Relaxed);
+        }
+    }
+    pub(crate) fn count_read(&self, kind: ReadKind, n: u64) {
+        match kind {
+            ReadKind::Data => self.data_reads.fetch_add(1, Relaxed),
+            ReadKind::Metadata => self.meta_reads.fetch_add(1, Relaxed),
+            ReadKind::Compaction => self.compaction_reads.fetch_add(1, Relaxed),
+        };
+        self.bytes_read.fetch_add(n, Relaxed);
+    }
+    fn written(&self, cause: WriteCause) -> u64 {
+        self.written
+            .get(cause_index(cause))
+            .map_or(0, |c| c.load(Relaxed))
+    }
+
+    /// A consistent-enough copy of the counters (each counter read once).
+    pub(crate) fn snapshot(&self) -> Stats {
+        let bytes_written = BytesWritten {
+            wal: self.written(WriteCause::Wal),
+            flush: self.written(WriteCause::Flush),
+            compaction: self.written(WriteCause::Compaction),
+            metadata: self.written(WriteCause::Metadata),
+            gc: self.written(WriteCause::Gc),
+        };
+        let user_bytes = self.user_bytes.load(Relaxed);
+        let total = bytes_written.total();
+        let ratio = |n: u64| {
+            if user_bytes == 0 {
+                0.0
+            } else {
+                n as f64 / user_bytes as f64
+            }
+        };
+        let gets = self.gets.load(Relaxed);
+        let data_block_reads = self.data_reads.load(Relaxed);
+        let metadata_block_reads = self.meta_reads.load(Relaxed);
+        let per_get = |n: u64| {
+            if gets == 0 {
+                0.0
+            } else {
+                n as f64 / gets as f64
+            }
+        };
+        Stats {
+            user_bytes,
+            write_amplification: ratio(total),
+            write_amplification_without_wal: ratio(total - bytes_written.wal),
+            bytes_written,
+            bytes_read: self.bytes_read.load(Relaxed),
+            data_block_reads,
+            metadata_block_reads,
+            compaction_block_reads: self.compaction_reads.load(Relaxed),
+            cache_hits: self.cache_hits.load(Relaxed),
+            cache_misses: self.cache_misses.load(Relaxed),
+            gets,
+            data_block_reads_per_get: per_get(data_block_reads),
+            metadata_block_reads_per_get: per_get(metadata_block_reads),
+            stall_seconds: self.stall_micros.load(Relaxed) as f64 / 1e6,
+            slowdown_seconds: self.slowdown_micros.load(Relaxed) as f64 / 1e6,
+            compactions: self.compactions.load(Relaxed),
+            flushes: self.flushes.load(Relaxed),
+            trivial_moves: self.trivial_moves.load(Relaxed),
+            keyspaces: Vec::new(),
+        }
+    }
+}
+
+/// Bytes written, by cause.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BytesWritten {
+    /// Write-ahead log.
+    pub wal: u64,
+    /// Memtable flushes.
+    pub flush: u64,
+    /// Compactions.
+    pub compaction: u64,
+    /// Manifest, CURRENT and separately written metadata.
+    pub metadata: u64,
+    /// Garbage collection.
+    pub gc: u64,
+}
+
+impl BytesWritten {
+    /// Sum over all causes.
+    pub fn total(&self) -> u64 {
+        self.wal + self.flush + self.compaction + self.metadata + self.gc
+    }
+}
+
+/// One level (or sub-level group) of a keyspace's layout.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LevelStats {
+    /// Level number (0 = newest).
+    pub level: u32,
+    /// Number of tables in the level.
+    pub tables: u64,
+    /// Bytes of those tables.
+    pub bytes: u64,
+    /// Layout-specific detail (guards, containers, sub-levels), free text.
+    pub detail: String,
+}
+
+/// Per-keyspace part of [`Stats`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct KeyspaceStats {
+    /// Keyspace name.
+    pub name: String,
+    /// Layout name.
+    pub layout: String,
+    /// Levels of the layout.
+    pub levels: Vec<LevelStats>,
+    /// Bytes in the active and immutable memtables.
+    pub memtable_bytes: u64,
+}
+
+/// Statistics of a database since it was opened. Serializable with serde.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Stats {
+    /// Σ key+value length of puts + key length of deletes.
+    pub user_bytes: u64,
+    /// Bytes written by cause.
+    pub bytes_written: BytesWritten,
+    /// All bytes written / user bytes.
+    pub write_amplification: f64,
+    /// (All bytes written − WAL bytes) / user bytes.
+    pub write_amplification_without_wal: f64,
+    /// Bytes read from files.
+    pub bytes_read: u64,
+    /// Data blocks read from files (cache misses).
+    pub data_block_reads: u64,
+    /// Metadata blocks read from files (index, filter, footer, manifest).
+    pub metadata_block_reads: u64,
+    /// Blocks read by compactions and flushes.
+    pub compaction_block_reads: u64,
+    /// Block cache hits.
+    pub cache_hits: u64,
+    /// Block cache misses.
+    pub cache_misses: u64,
+    /// Point lookups served.
+    pub gets: u64,
+    /// `data_block_reads / gets` (includes reads by scans and compactions, so measure a read
+    /// phase on its own to get per-lookup costs).
+    pub data_block_reads_per_get: f64,
+    /// `metadata_block_reads / gets`.
+    pub metadata_block_reads_per_get: f64,
+    /// Seconds writers waited because flushes or compactions fell behind.
+    pub stall_seconds: f64,
+    /// Seconds writers were slowed down (L0 slowdown trigger).
+    pub slowdown_seconds: f64,
+    /// Compactions run.
+    pub compactions: u64,
+    /// Memtable flushes run.
+    pub flushes: u64,
+    /// Compactions that moved a table without rewriting it.
+    pub trivial_moves: u64,
+    /// Per-keyspace level shapes.
+    pub keyspaces: Vec<KeyspaceStats>,
+}

@@ -1,0 +1,683 @@
+//! The sorted table (SST): ≈4 KiB data blocks with prefix compression and restart points, an
+//! index block, a whole-table Bloom filter over user keys, and a fixed footer. Byte layout in
+//! docs/format.md. Also the shared handle ([`TableFile`]) that owns a table file's lifetime.
+
+pub mod block;
+
+use std::cmp::Ordering;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering as AtOrd};
+use std::sync::{Arc, OnceLock};
+
+use crate::cache::BlockCache;
+use crate::coding::{crc, get_u32, get_u64, put_u32, put_u64, put_varint, Reader};
+use crate::error::{Error, Result};
+use crate::filter::bloom;
+use crate::fs::{CountedReader, CountedWriter, Env};
+use crate::iter::InternalIter;
+use crate::key::{self, cmp_ikey, ValueKind};
+use crate::memtable::Lookup;
+use crate::stats::ReadKind;
+use block::{Block, BlockBuilder};
+
+/// Footer size in bytes.
+pub const FOOTER: usize = 48;
+/// Magic number at the end of every sorted table.
+pub const MAGIC: u64 = 0x5343_5245_4553_5354; // "SCREESST"
+/// Format version written in the footer.
+pub const VERSION: u32 = 1;
+
+/// What the manifest records about a table file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableMeta {
+    /// File number (names the file).
+    pub file_no: u64,
+    /// File size in bytes.
+    pub size: u64,
+    /// Smallest internal key.
+    pub smallest: Vec<u8>,
+    /// Largest internal key.
+    pub largest: Vec<u8>,
+    /// Number of entries.
+    pub entries: u64,
+    /// Smallest sequence number inside.
+    pub min_seq: u64,
+    /// Largest sequence number inside.
+    pub max_seq: u64,
+}
+
+impl TableMeta {
+    /// Smallest user key.
+    pub fn smallest_user(&self) -> &[u8] {
+        key::user_key(&self.smallest)
+    }
+    /// Largest user key.
+    pub fn largest_user(&self) -> &[u8] {
+        key::user_key(&self.largest)
+    }
+    /// Whether the table's user-key range intersects `[lo, hi]` (None = unbounded).
+    pub fn overlaps(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
+        !(lo.is_some_and(|l| self.largest_user() < l)
+            || hi.is_some_and(|h| self.smallest_user() > h))
+    }
+}
+
+/// File name of a sorted table.
+pub fn table_path(dir: &Path, file_no: u64) -> PathBuf {
+    dir.join(format!("{file_no:06}.sst"))
+}
+
+/// Writes one sorted table.
+pub struct TableBuilder {
+    w: CountedWriter,
+    file_no: u64,
+    block: BlockBuilder,
+    index: BlockBuilder,
+    block_size: usize,
+    bloom_bits: u32,
+    hashes: Vec<u64>,
+    last_user: Vec<u8>,
+    smallest: Vec<u8>,
+    largest: Vec<u8>,
+    entries: u64,
+    min_seq: u64,
+    max_seq: u64,
+    offset: u64,
+}
+
+impl TableBuilder {
+    /// Starts a table in `w`.
+    pub fn new(w: CountedWriter, file_no: u64, block_size: usize, bloom_bits: u32) -> Self {
+        TableBuilder {
+            w,
+            file_no,
+            block: BlockBuilder::new(16),
+            index: BlockBuilder::new(1),
+            block_size,
+            bloom_bits,
+            hashes: Vec::new(),
+            last_user: Vec::new(),
+            smallest: Vec::new(),
+            largest: Vec::new(),
+            entries: 0,
+            min_seq: u64::MAX,
+            max_seq: 0,
+            offset: 0,
+        }
+    }
+
+    /// Adds an entry; internal keys must arrive in increasing order.
+    pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        let p = key::parse(ikey);
+        if self.entries == 0 {
+            self.smallest = ikey.to_vec();
+        }
+        if self.entries == 0 || p.user_key != self.last_user.as_slice() {
+            self.hashes.push(bloom::bloom_hash(p.user_key));
+            self.last_user.clear();
+            self.last_user.extend_from_slice(p.user_key);
+        }
+        self.min_seq = self.min_seq.min(p.seq);
+        self.max_seq = self.max_seq.max(p.seq);
+        self.block.add(ikey, value);
+        self.largest.clear();
+        self.largest.extend_from_slice(ikey);
+        self.entries += 1;
+        if self.block.estimated_size() >= self.block_size {
+            self.flush_block()?;
+        }
+        Ok(())
+    }
+
+    fn flush_block(&mut self) -> Result<()> {
+        if self.block.is_empty() {
+            return Ok(());
+        }
+        let last = self.block.last_key().to_vec();
+        let raw = self.block.finish();
+        let mut handle = Vec::with_capacity(16);
+        put_varint(&mut handle, self.offset);
+        put_varint(&mut handle, raw.len() as u64);
+        self.index.add(&last, &handle);
+        self.w.append(&raw)?;
+        self.offset += raw.len() as u64;
+        Ok(())
+    }
+
+    /// Bytes written so far (approximate final size).
+    pub fn estimated_size(&self) -> u64 {
+        self.offset + self.block.estimated_size() as u64
+    }
+    /// Entries added.
+    pub fn entries(&self) -> u64 {
+        self.entries
+    }
+    /// The last internal key added.
+    pub fn last_key(&self) -> &[u8] {
+        &self.largest
+    }
+
+    /// Writes filter, index and footer, syncs, and returns the table's metadata.
+    pub fn finish(mut self) -> Result<TableMeta> {
+        self.flush_block()?;
+        let mut filter = if self.bloom_bits > 0 {
+            bloom::encode(&self.hashes, self.bloom_bits)
+        } else {
+            Vec::new()
+        };
+        let filter_off = self.offset;
+        let fc = crc(&filter);
+        put_u32(&mut filter, fc);
+        self.w.append(&filter)?;
+        self.offset += filter.len() as u64;
+        let index_raw = self.index.finish();
+        let index_off = self.offset;
+        self.w.append(&index_raw)?;
+        self.offset += index_raw.len() as u64;
+        let mut footer = Vec::with_capacity(FOOTER);
+        put_u64(&mut footer, index_off);
+        put_u64(&mut footer, index_raw.len() as u64);
+        put_u64(&mut footer, filter_off);
+        put_u64(&mut footer, filter.len() as u64);
+        put_u32(&mut footer, VERSION);
+        let c = crc(&footer);
+        put_u32(&mut footer, c);
+        put_u64(&mut footer, MAGIC);
+        self.w.append(&footer)?;
+        self.offset += footer.len() as u64;
+        self.w.sync()?;
+        Ok(TableMeta {
+            file_no: self.file_no,
+            size: self.offset,
+            smallest: self.smallest,
+            largest: self.largest,
+            entries: self.entries,
+            min_seq: if self.entries == 0 { 0 } else { self.min_seq },
+            max_seq: self.max_seq,
+        })
+    }
+}
+
+/// An open sorted table: index and filter pinned in memory, data blocks through the cache.
+pub struct TableReader {
+    file: CountedReader,
+    file_no: u64,
+    index: Block,
+    filter: Vec<u8>,
+    cache: BlockCache,
+    stats: Arc<crate::stats::IoStats>,
+}
+
+impl TableReader {
+    /// Opens a table and verifies footer, index and filter checksums.
+    pub fn open(env: &Env, path: &Path, file_no: u64, cache: BlockCache) -> Result<TableReader> {
+        let file = env.open(path, env.direct_reads)?;
+        let len = file.len();
+        let corrupt = |off: u64, d: &str| Error::corruption(path, off, d.to_string());
+        if len < FOOTER as u64 {
+            return Err(corrupt(0, "file shorter than a table footer"));
+        }
+        let foot_off = len - FOOTER as u64;
+        let f = file.read(foot_off, FOOTER, ReadKind::Metadata)?;
+        if get_u64(&f, 40) != Some(MAGIC) {
+            return Err(corrupt(foot_off + 40, "bad table magic"));
+        }
+        if get_u32(&f, 36) != Some(crc(f.get(..36).unwrap_or_default())) {
+            return Err(corrupt(foot_off, "footer checksum mismatch"));
+        }
+        let version = get_u32(&f, 32).unwrap_or(0);
+        if version != VERSION {
+            return Err(corrupt(
+                foot_off + 32,
+                &format!("unsupported table version {version}"),
+            ));
+        }
+        let (io, is, fo, fs) = (
+            get_u64(&f, 0).unwrap_or(0),
+            get_u64(&f, 8).unwrap_or(0),
+            get_u64(&f, 16).unwrap_or(0),
+            get_u64(&f, 24).unwrap_or(0),
+        );
+        let in_file = |o: u64, s: u64| o.checked_add(s).is_some_and(|e| e <= foot_off);
+        if !in_file(io, is) || !in_file(fo, fs) || fs < 4 || is > 1 << 30 || fs > 1 << 30 {
+            return Err(corrupt(foot_off, "footer block handles out of range"));
+        }
+        let raw_index = file.read(io, is as usize, ReadKind::Metadata)?;
+        let index = Block::decode(raw_index).map_err(|(o, d)| corrupt(io + o as u64, &d))?;
+        let mut filter = file.read(fo, fs as usize, ReadKind::Metadata)?;
+        let split = filter.len() - 4;
+        if get_u32(&filter, split) != Some(crc(filter.get(..split).unwrap_or_default())) {
+            return Err(corrupt(fo, "filter checksum mismatch"));
+        }
+        filter.truncate(split);
+        for i in 0..index.len() {
+            if !key::valid_ikey(index.key(i)) {
+                return Err(corrupt(io, "index key is not an internal key"));
+            }
+        }
+        Ok(TableReader {
+            stats: env.stats.clone(),
+            file,
+            file_no,
+            index,
+            filter,
+            cache,
+        })
+    }
+
+    fn handle(&self, i: usize) -> Result<(u64, usize)> {
+        let mut r = Reader::new(self.index.value(i));
+        match (r.varint(), r.len()) {
+            (Some(o), Some(s)) if s <= 1 << 30 => Ok((o, s)),
+            _ => Err(Error::corruption(
+                self.file.path(),
+                0,
+                "bad block handle in index",
+            )),
+        }
+    }
+
+    /// Reads data block `i` of the index; `fill_cache` false for compaction reads.
+    fn block(&self, i: usize, fill_cache: bool) -> Result<Arc<Block>> {
+        let (off, size) = self.handle(i)?;
+        if let Some(b) = self.cache.get(self.file_no, off) {
+            self.stats.cache_hits.fetch_add(1, AtOrd::Relaxed);
+            return Ok(b);
+        }
+        let kind = if fill_cache {
+            self.stats.cache_misses.fetch_add(1, AtOrd::Relaxed);
+            ReadKind::Data
+        } else {
+            ReadKind::Compaction
+        };
+        let raw = self.file.read(off, size, kind)?;
+        let b = Arc::new(
+            Block::decode(raw)
+                .map_err(|(o, d)| Error::corruption(self.file.path(), off + o as u64, d))?,
+        );
+        for j in 0..b.len() {
+            if !key::valid_ikey(b.key(j)) {
+                return Err(Error::corruption(
+                    self.file.path(),
+                    off,
+                    "entry key is not an internal key",
+                ));
+            }
+        }
+        if fill_cache {
+            self.cache.insert(self.file_no, off, b.clone());
+        }
+        Ok(b)
+    }
+
+    /// Whether the Bloom filter admits `user_key`.
+    pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        self.filter.is_empty() || bloom::may_contain(&self.filter, bloom::bloom_hash(user_key))
+    }
+
+    /// Newest version of `user_key` visible at `seq`.
+    pub fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
+        if !self.may_contain(user_key) {
+            return Ok(Lookup::Absent);
+        }
+        let lk = key::lookup_key(user_key, seq);
+        let bi = self.index.lower_bound(&lk, cmp_ikey);
+        if bi >= self.index.len() {
+            return Ok(Lookup::Absent);
+        }
+        let b = self.block(bi, true)?;
+        let i = b.lower_bound(&lk, cmp_ikey);
+        if i >= b.len() {
+            return Ok(Lookup::Absent);
+        }
+        let p = key::parse(b.key(i));
+        if p.user_key != user_key {
+            return Ok(Lookup::Absent);
+        }
+        Ok(match ValueKind::from_u8(p.kind) {
+            Some(ValueKind::Put) => Lookup::Value(b.value(i).to_vec()),
+            _ => Lookup::Deleted,
+        })
+    }
+
+    /// Number of data blocks.
+    pub fn blocks(&self) -> usize {
+        self.index.len()
+    }
+}
+
+/// A cursor over one table.
+pub struct TableIter {
+    t: Arc<TableReader>,
+    fill_cache: bool,
+    bi: usize,
+    blk: Option<Arc<Block>>,
+    pos: usize,
+}
+
+impl TableIter {
+    /// An unpositioned cursor; `fill_cache` false for compactions.
+    pub fn new(t: Arc<TableReader>, fill_cache: bool) -> Self {
+        TableIter {
+            t,
+            fill_cache,
+            bi: 0,
+            blk: None,
+            pos: 0,
+        }
+    }
+    fn load(&mut self, bi: usize) -> Result<bool> {
+        if bi >= self.t.index.len() {
+            self.blk = None;
+            return Ok(false);
+        }
+        self.bi = bi;
+        self.blk = Some(self.t.block(bi, self.fill_cache)?);
+        Ok(true)
+    }
+    fn blen(&self) -> usize {
+        self.blk.as_ref().map_or(0, |b| b.len())
+    }
+    fn skip_empty_forward(&mut self) -> Result<()> {
+        while self.blk.is_some() && self.pos >= self.blen() {
+            if !self.load(self.bi + 1)? {
+                return Ok(());
+            }
+            self.pos = 0;
+        }
+        Ok(())
+    }
+}
+
+impl InternalIter for TableIter {
+    fn valid(&self) -> bool {
+        self.pos < self.blen()
+    }
+    fn key(&self) -> &[u8] {
+        self.blk
+            .as_ref()
+            .map(|b| b.key(self.pos))
+            .unwrap_or_default()
+    }
+    fn value(&self) -> &[u8] {
+        self.blk
+            .as_ref()
+            .map(|b| b.value(self.pos))
+            .unwrap_or_default()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.load(0)?;
+        self.pos = 0;
+        self.skip_empty_forward()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        let n = self.t.index.len();
+        if n == 0 {
+            self.blk = None;
+            return Ok(());
+        }
+        self.load(n - 1)?;
+        self.pos = self.blen().saturating_sub(1);
+        Ok(())
+    }
+    fn seek(&mut self, ikey: &[u8]) -> Result<()> {
+        let bi = self.t.index.lower_bound(ikey, cmp_ikey);
+        if !self.load(bi)? {
+            return Ok(());
+        }
+        self.pos = self
+            .blk
+            .as_ref()
+            .map_or(0, |b| b.lower_bound(ikey, cmp_ikey));
+        self.skip_empty_forward()
+    }
+    fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
+        self.seek(ikey)?;
+        if !self.valid() {
+            return self.seek_to_last();
+        }
+        if cmp_ikey(self.key(), ikey) == Ordering::Greater {
+            self.prev()?;
+        }
+        Ok(())
+    }
+    fn next(&mut self) -> Result<()> {
+        if !self.valid() {
+            return Ok(());
+        }
+        self.pos += 1;
+        self.skip_empty_forward()
+    }
+    fn prev(&mut self) -> Result<()> {
+        if !self.valid() {
+            return Ok(());
+        }
+        if self.pos > 0 {
+            self.pos -= 1;
+            return Ok(());
+        }
+        loop {
+            if self.bi == 0 {
+                self.blk = None;
+                return Ok(());
+            }
+            self.load(self.bi - 1)?;
+            if self.blen() > 0 {
+                self.pos = self.blen() - 1;
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Shared context for opening tables of one database.
+pub struct TableCtx {
+    /// The file layer.
+    pub env: Env,
+    /// The block cache.
+    pub cache: BlockCache,
+    /// The database directory.
+    pub dir: PathBuf,
+}
+
+/// A live table file. When it is marked obsolete (no version names it any more) the file is
+/// deleted as soon as the last reader drops its handle.
+pub struct TableFile {
+    /// What the manifest knows of it.
+    pub meta: TableMeta,
+    /// File name extension (`sst` for sorted tables, others for layout-specific formats).
+    pub ext: &'static str,
+    /// A reader of a layout-specific format, opened by the layout that owns the file.
+    pub aux: OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
+    ctx: Arc<TableCtx>,
+    reader: OnceLock<Arc<TableReader>>,
+    obsolete: AtomicBool,
+}
+
+impl std::fmt::Debug for TableFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TableFile({})", self.meta.file_no)
+    }
+}
+
+impl TableFile {
+    /// A handle for a table named by the manifest (opened lazily).
+    pub fn new(meta: TableMeta, ctx: Arc<TableCtx>) -> Arc<TableFile> {
+        Self::with_ext(meta, ctx, "sst")
+    }
+    /// A handle for a file of another format (`ext` names it).
+    pub fn with_ext(meta: TableMeta, ctx: Arc<TableCtx>, ext: &'static str) -> Arc<TableFile> {
+        Arc::new(TableFile {
+            meta,
+            ext,
+            aux: OnceLock::new(),
+            ctx,
+            reader: OnceLock::new(),
+            obsolete: AtomicBool::new(false),
+        })
+    }
+    /// The file's path.
+    pub fn path(&self) -> PathBuf {
+        self.ctx
+            .dir
+            .join(format!("{:06}.{}", self.meta.file_no, self.ext))
+    }
+    /// The shared table context.
+    pub fn ctx(&self) -> &Arc<TableCtx> {
+        &self.ctx
+    }
+    /// The open reader (opens the file on first use).
+    pub fn reader(&self) -> Result<Arc<TableReader>> {
+        if let Some(r) = self.reader.get() {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(TableReader::open(
+            &self.ctx.env,
+            &self.path(),
+            self.meta.file_no,
+            self.ctx.cache.clone(),
+        )?);
+        Ok(self.reader.get_or_init(|| r).clone())
+    }
+    /// Marks the file for deletion once unreferenced.
+    pub fn mark_obsolete(&self) {
+        self.obsolete.store(true, AtOrd::SeqCst);
+    }
+    /// A cursor over the table.
+    pub fn iter(&self, fill_cache: bool) -> Result<TableIter> {
+        Ok(TableIter::new(self.reader()?, fill_cache))
+    }
+}
+
+impl Drop for TableFile {
+    fn drop(&mut self) {
+        if self.obsolete.load(AtOrd::SeqCst) {
+            let _ = self.ctx.env.fs.remove(&self.path());
+        }
+    }
+}
+
+/// Iterates a sorted run of non-overlapping tables (one level, or one guard's table in order).
+pub struct ConcatIter {
+    tables: Vec<Arc<TableFile>>,
+    fill_cache: bool,
+    idx: usize,
+    cur: Option<TableIter>,
+}
+
+impl ConcatIter {
+    /// Iterates `tables`, which must be sorted and non-overlapping.
+    pub fn new(tables: Vec<Arc<TableFile>>, fill_cache: bool) -> Self {
+        ConcatIter {
+            tables,
+            fill_cache,
+            idx: 0,
+            cur: None,
+        }
+    }
+    fn open(&mut self, idx: usize) -> Result<bool> {
+        match self.tables.get(idx) {
+            Some(t) => {
+                self.idx = idx;
+                self.cur = Some(t.iter(self.fill_cache)?);
+                Ok(true)
+            }
+            None => {
+                self.cur = None;
+                Ok(false)
+            }
+        }
+    }
+    fn forward_fix(&mut self) -> Result<()> {
+        while self.cur.as_ref().is_some_and(|c| !c.valid()) {
+            if !self.open(self.idx + 1)? {
+                return Ok(());
+            }
+            if let Some(c) = self.cur.as_mut() {
+                c.seek_to_first()?;
+            }
+        }
+        Ok(())
+    }
+    fn backward_fix(&mut self) -> Result<()> {
+        while self.cur.as_ref().is_some_and(|c| !c.valid()) {
+            if self.idx == 0 {
+                self.cur = None;
+                return Ok(());
+            }
+            self.open(self.idx - 1)?;
+            if let Some(c) = self.cur.as_mut() {
+                c.seek_to_last()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl InternalIter for ConcatIter {
+    fn valid(&self) -> bool {
+        self.cur.as_ref().is_some_and(|c| c.valid())
+    }
+    fn key(&self) -> &[u8] {
+        self.cur.as_ref().map(|c| c.key()).unwrap_or_default()
+    }
+    fn value(&self) -> &[u8] {
+        self.cur.as_ref().map(|c| c.value()).unwrap_or_default()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        if self.open(0)? {
+            if let Some(c) = self.cur.as_mut() {
+                c.seek_to_first()?;
+            }
+        }
+        self.forward_fix()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        if self.tables.is_empty() {
+            self.cur = None;
+            return Ok(());
+        }
+        self.open(self.tables.len() - 1)?;
+        if let Some(c) = self.cur.as_mut() {
+            c.seek_to_last()?;
+        }
+        self.backward_fix()
+    }
+    fn seek(&mut self, ikey: &[u8]) -> Result<()> {
+        let idx = self
+            .tables
+            .partition_point(|t| cmp_ikey(&t.meta.largest, ikey) == Ordering::Less);
+        if self.open(idx)? {
+            if let Some(c) = self.cur.as_mut() {
+                c.seek(ikey)?;
+            }
+        }
+        self.forward_fix()
+    }
+    fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
+        let idx = self
+            .tables
+            .partition_point(|t| cmp_ikey(&t.meta.smallest, ikey) != Ordering::Greater);
+        if idx == 0 {
+            self.cur = None;
+            return Ok(());
+        }
+        self.open(idx - 1)?;
+        if let Some(c) = self.cur.as_mut() {
+            c.seek_for_prev(ikey)?;
+        }
+        self.backward_fix()
+    }
+    fn next(&mut self) -> Result<()> {
+        if let Some(c) = self.cur.as_mut() {
+            c.next()?;
+        }
+        self.forward_fix()
+    }
+    fn prev(&mut self) -> Result<()> {
+        if let Some(c) = self.cur.as_mut() {
+            c.prev()?;
+        }
+        self.backward_fix()
+    }
+}
