@@ -86,7 +86,8 @@ pub(crate) fn plan(groups: &[Vec<(u32, usize)>], cap: usize) -> Vec<Vec<u32>> {
             if dest.get(s).and_then(|d| d.get(i)) != Some(&src) {
                 continue; // already bound for the overflow region
             }
-            let load_of = |b: u32, load: &[usize]| load.get(b as usize).copied().unwrap_or(usize::MAX);
+            let load_of =
+                |b: u32, load: &[usize]| load.get(b as usize).copied().unwrap_or(usize::MAX);
             let target = match current {
                 Some(d) if load_of(d, &load).saturating_add(size) <= cap => Some(d),
                 _ => match list.first() {
@@ -166,7 +167,14 @@ mod tests {
         let dest = plan(&groups, 100);
         assert_eq!(dest[0], vec![0, 0, 0, 1, 1]);
         let recs = records(&groups, &dest);
-        assert_eq!(recs, vec![Migration { src: 0, mark: 30, dest: 1 }]);
+        assert_eq!(
+            recs,
+            vec![Migration {
+                src: 0,
+                mark: 30,
+                dest: 1
+            }]
+        );
         assert_eq!(locate(&recs, 0, 29), 0);
         assert_eq!(locate(&recs, 0, 30), 1);
         assert_eq!(locate(&recs, 0, u32::MAX), 1);
@@ -181,7 +189,14 @@ mod tests {
         // bytes free, so it goes to the overflow region too.
         assert_eq!(dest[0], vec![0, OVERFLOW, OVERFLOW]);
         let recs = records(&groups, &dest);
-        assert_eq!(recs, vec![Migration { src: 0, mark: 2, dest: 2 }]);
+        assert_eq!(
+            recs,
+            vec![Migration {
+                src: 0,
+                mark: 2,
+                dest: 2
+            }]
+        );
         assert_eq!(locate(&recs, 0, 3), 2);
     }
 

@@ -202,7 +202,8 @@ impl HTableBuilder {
                 "bucket_fill_cap must be in (0, 1]".into(),
             ));
         }
-        let cap = ((opts.bucket_fill_cap * BUCKET_CAPACITY as f64) as usize).clamp(1, BUCKET_CAPACITY);
+        let cap =
+            ((opts.bucket_fill_cap * BUCKET_CAPACITY as f64) as usize).clamp(1, BUCKET_CAPACITY);
         self.items.sort_by(cmp_item);
         if self
             .items
@@ -258,7 +259,11 @@ impl HTableBuilder {
         // For each bucket, the item-index range of each group inside per_bucket[b].
         let mut group_ranges: Vec<Vec<(usize, usize)>> = Vec::with_capacity(n);
         for (b, idx) in per_bucket.iter_mut().enumerate() {
-            let rank = |i: &usize| items.get(*i).map_or(0, |it| rank_in_bucket(it.hash, b as u32));
+            let rank = |i: &usize| {
+                items
+                    .get(*i)
+                    .map_or(0, |it| rank_in_bucket(it.hash, b as u32))
+            };
             // Items are already in (hash, ikey) order; a stable sort by rank keeps that.
             idx.sort_by_key(rank);
             let mut gs = Vec::new();
@@ -290,7 +295,8 @@ impl HTableBuilder {
         let mut physical: Vec<Vec<usize>> = vec![Vec::new(); n];
         let mut overflow_items: Vec<usize> = Vec::new();
         let mut migrated = 0u64;
-        for (b, ((ranges, ds), idx)) in group_ranges.iter().zip(&dest).zip(&per_bucket).enumerate() {
+        for (b, ((ranges, ds), idx)) in group_ranges.iter().zip(&dest).zip(&per_bucket).enumerate()
+        {
             for (&(s, e), &d) in ranges.iter().zip(ds) {
                 let members = idx.get(s..e).unwrap_or_default();
                 if d == OVERFLOW {

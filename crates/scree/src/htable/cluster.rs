@@ -79,7 +79,9 @@ impl BloomClusterBuilder {
             )));
         }
         if self.sublevels.len() >= usize::from(u16::MAX) {
-            return Err(Error::InvalidArgument("too many sub-levels for a BloomCluster".into()));
+            return Err(Error::InvalidArgument(
+                "too many sub-levels for a BloomCluster".into(),
+            ));
         }
         self.table_ids.push(table_id);
         self.sublevels.push(filters);
@@ -196,7 +198,9 @@ impl BloomColumn {
     /// Whether sub-level `i` may hold the key whose Bloom hash is `h`
     /// (`crate::filter::bloom::bloom_hash(user_key)`).
     pub fn may_contain(&self, i: usize, h: u64) -> bool {
-        self.filters.get(i).is_some_and(|f| filter_may_contain(f, h))
+        self.filters
+            .get(i)
+            .is_some_and(|f| filter_may_contain(f, h))
     }
     /// The sub-levels (ascending index) that may hold `user_key`.
     pub fn candidates(&self, user_key: &[u8]) -> Vec<usize> {
@@ -255,7 +259,8 @@ impl BloomClusterReader {
     /// Opens a cluster file: reads and checks its trailer (two Metadata reads).
     pub fn open(file: CountedReader) -> Result<Self> {
         let len = file.len();
-        let bad = |off: u64, d: &str| Error::corruption(file.path(), off, format!("bloom cluster: {d}"));
+        let bad =
+            |off: u64, d: &str| Error::corruption(file.path(), off, format!("bloom cluster: {d}"));
         if len < TAIL_SIZE as u64 {
             return Err(bad(0, "file too short"));
         }
@@ -268,7 +273,9 @@ impl BloomClusterReader {
         let s = get_u32(&tail, 8).ok_or_else(|| bad(tail_off, "short trailer"))?;
         let data_len = n_columns.checked_mul(CLUSTER_BLOCK_SIZE as u64);
         let trailer_len = u64::from(s) * 8 + TAIL_SIZE as u64;
-        if data_len.and_then(|d| d.checked_add(trailer_len)) != Some(len) || n_columns > u64::from(u32::MAX) {
+        if data_len.and_then(|d| d.checked_add(trailer_len)) != Some(len)
+            || n_columns > u64::from(u32::MAX)
+        {
             return Err(bad(tail_off, "sizes do not match the file length"));
         }
         let trailer_off = len - trailer_len;
@@ -332,6 +339,7 @@ impl BloomClusterReader {
 
     /// The one place cluster blocks are read (a cache can be inserted here).
     fn read_block(&self, offset: u64) -> Result<Vec<u8>> {
-        self.file.read(offset, CLUSTER_BLOCK_SIZE, ReadKind::Metadata)
+        self.file
+            .read(offset, CLUSTER_BLOCK_SIZE, ReadKind::Metadata)
     }
 }

@@ -72,7 +72,11 @@ fn read_entries<'a>(
         let ikey = r.bytes(klen).ok_or_else(bad)?;
         let value = r.bytes(vlen).ok_or_else(bad)?;
         if !key::valid_ikey(ikey) {
-            return Err(corrupt(file, offset, format!("malformed internal key in entry {i}")));
+            return Err(corrupt(
+                file,
+                offset,
+                format!("malformed internal key in entry {i}"),
+            ));
         }
         out.push(Entry { ikey, value });
     }
@@ -105,7 +109,11 @@ pub(crate) fn encode_bucket(offset: u64, entries: &[(&[u8], &[u8])]) -> Result<V
 }
 
 /// Checks and decodes a bucket read from file offset `offset`.
-pub(crate) fn decode_bucket<'a>(file: &Path, offset: u64, block: &'a [u8]) -> Result<Vec<Entry<'a>>> {
+pub(crate) fn decode_bucket<'a>(
+    file: &Path,
+    offset: u64,
+    block: &'a [u8],
+) -> Result<Vec<Entry<'a>>> {
     if block.len() != BUCKET_SIZE {
         return Err(corrupt(file, offset, "short bucket"));
     }
@@ -114,8 +122,12 @@ pub(crate) fn decode_bucket<'a>(file: &Path, offset: u64, block: &'a [u8]) -> Re
         return Err(corrupt(file, offset, "bucket checksum mismatch"));
     }
     let mut r = Reader::new(block.get(4..).unwrap_or_default());
-    let lo = r.u8().ok_or_else(|| corrupt(file, offset, "short bucket"))?;
-    let hi = r.u8().ok_or_else(|| corrupt(file, offset, "short bucket"))?;
+    let lo = r
+        .u8()
+        .ok_or_else(|| corrupt(file, offset, "short bucket"))?;
+    let hi = r
+        .u8()
+        .ok_or_else(|| corrupt(file, offset, "short bucket"))?;
     let count = usize::from(u16::from_le_bytes([lo, hi]));
     read_entries(&mut r, count, file, offset)
 }
@@ -202,7 +214,11 @@ pub(crate) struct OverflowEntry {
 }
 
 /// Encodes the metadata block placed at file offset `offset`.
-pub(crate) fn encode_meta(offset: u64, migrations: &[Migration], overflow: &[OverflowEntry]) -> Vec<u8> {
+pub(crate) fn encode_meta(
+    offset: u64,
+    migrations: &[Migration],
+    overflow: &[OverflowEntry],
+) -> Vec<u8> {
     let mut b = Vec::new();
     put_varint(&mut b, migrations.len() as u64);
     for m in migrations {
@@ -287,7 +303,10 @@ pub(crate) fn decode_meta(
         if next_offset > overflow_len {
             return Err(bad("overflow record past the overflow region"));
         }
-        if overflow.last().is_some_and(|p: &OverflowEntry| p.hash >= hash) {
+        if overflow
+            .last()
+            .is_some_and(|p: &OverflowEntry| p.hash >= hash)
+        {
             return Err(bad("overflow index out of order"));
         }
         overflow.push(OverflowEntry {
@@ -373,7 +392,12 @@ pub(crate) fn encode_filters(offset: u64, filters: &[Vec<u8>]) -> Vec<u8> {
 }
 
 /// Checks and decodes the filter block.
-pub(crate) fn decode_filters(file: &Path, offset: u64, block: &[u8], n_buckets: u32) -> Result<FilterSet> {
+pub(crate) fn decode_filters(
+    file: &Path,
+    offset: u64,
+    block: &[u8],
+    n_buckets: u32,
+) -> Result<FilterSet> {
     let body = checked_body(file, offset, block, "filter block")?;
     let bad = |d: &str| corrupt(file, offset, format!("filter block: {d}"));
     let mut r = Reader::new(body);

@@ -73,8 +73,9 @@ impl HTableReader {
         }
         let fb = file.read(len - FOOTER_SIZE as u64, FOOTER_SIZE, ReadKind::Metadata)?;
         let footer = Footer::decode(file.path(), len, &fb)?;
-        let meta_len = usize::try_from(footer.meta_len)
-            .map_err(|_| Error::corruption(file.path(), footer.meta_offset, "metadata too large"))?;
+        let meta_len = usize::try_from(footer.meta_len).map_err(|_| {
+            Error::corruption(file.path(), footer.meta_offset, "metadata too large")
+        })?;
         let meta = file.read(footer.meta_offset, meta_len, ReadKind::Metadata)?;
         let (migrations, overflow) = decode_meta(
             file.path(),
@@ -105,8 +106,9 @@ impl HTableReader {
     /// Reads the filter block (one Metadata read), whether or not filters are held in memory.
     pub fn read_filters(&self) -> Result<FilterSet> {
         let f = &self.footer;
-        let len = usize::try_from(f.filter_len)
-            .map_err(|_| Error::corruption(self.file.path(), f.filter_offset, "filters too large"))?;
+        let len = usize::try_from(f.filter_len).map_err(|_| {
+            Error::corruption(self.file.path(), f.filter_offset, "filters too large")
+        })?;
         let block = self.read_block(f.filter_offset, len, ReadKind::Metadata)?;
         decode_filters(self.file.path(), f.filter_offset, &block, f.n_buckets)
     }
@@ -224,8 +226,11 @@ impl HTableReader {
     /// sits where a lookup would look for it, and that the item count matches the footer.
     pub fn items(&self) -> Result<Vec<HItem>> {
         let path = self.file.path();
-        let mut out: Vec<HItem> =
-            Vec::with_capacity(usize::try_from(self.footer.item_count).unwrap_or(0).min(1 << 24));
+        let mut out: Vec<HItem> = Vec::with_capacity(
+            usize::try_from(self.footer.item_count)
+                .unwrap_or(0)
+                .min(1 << 24),
+        );
         let hash_key = self.footer.hash_key;
         let mut push = |e: &Entry<'_>, at: Location, offset: u64| -> Result<()> {
             let hash = placement_hash(&hash_key, key::user_key(e.ikey));
@@ -261,7 +266,11 @@ impl HTableReader {
         }
         if self.footer.overflow_len > 0 {
             let len = usize::try_from(self.footer.overflow_len).map_err(|_| {
-                Error::corruption(path, self.footer.overflow_offset, "overflow region too large")
+                Error::corruption(
+                    path,
+                    self.footer.overflow_offset,
+                    "overflow region too large",
+                )
             })?;
             let region = self.read_block(self.footer.overflow_offset, len, ReadKind::Data)?;
             for o in &self.overflow {
@@ -270,10 +279,16 @@ impl HTableReader {
                     .ok()
                     .zip(usize::try_from(o.len).ok())
                     .and_then(|(s, l)| region.get(s..s.checked_add(l)?))
-                    .ok_or_else(|| Error::corruption(path, offset, "overflow record out of range"))?;
+                    .ok_or_else(|| {
+                        Error::corruption(path, offset, "overflow record out of range")
+                    })?;
                 for e in decode_overflow_record(path, offset, rec)? {
                     if placement_hash(&hash_key, key::user_key(e.ikey)) != o.hash {
-                        return Err(Error::corruption(path, offset, "overflow item under a wrong hash"));
+                        return Err(Error::corruption(
+                            path,
+                            offset,
+                            "overflow item under a wrong hash",
+                        ));
                     }
                     push(&e, Location::Overflow, offset)?;
                 }

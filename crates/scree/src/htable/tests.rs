@@ -1,1 +1,569 @@
-//! HTable tests.
+//! HTable tests: round trips through real files, balancing under skew and crafted collisions,
+//! version visibility, byte-flip robustness, reads per lookup, and BloomCluster round trips.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::error::Error;
+use crate::fs::std_fs::StdFs;
+use crate::fs::{CountedReader, Env};
+use crate::key::{make_ikey, ValueKind, MAX_SEQ};
+use crate::stats::{IoStats, WriteCause};
+
+const HK: [u8; 16] = *b"0123456789abcdef";
+
+fn env() -> Env {
+    Env {
+        fs: Arc::new(StdFs),
+        stats: Arc::new(IoStats::default()),
+        direct_reads: false,
+    }
+}
+
+/// (user key, seq, kind, value)
+type Version = (Vec<u8>, u64, ValueKind, Vec<u8>);
+
+fn builder_for(versions: &[Version], opts: HTableOptions) -> HTableBuilder {
+    let mut b = HTableBuilder::new(HK, opts);
+    for (k, s, kind, v) in versions {
+        b.add(placement_hash(&HK, k), make_ikey(k, *s, *kind), v.clone())
+            .unwrap();
+    }
+    b
+}
+
+fn write_table(env: &Env, path: &Path, versions: &[Version], opts: HTableOptions) -> HTableSummary {
+    let mut w = env.create(path, WriteCause::Flush).unwrap();
+    let s = builder_for(versions, opts).finish(&mut w).unwrap();
+    w.sync().unwrap();
+    assert_eq!(w.len(), s.file_size);
+    s
+}
+
+fn open(env: &Env, path: &Path, load_filters: bool) -> crate::Result<HTableReader> {
+    HTableReader::open(env.open(path, false)?, load_filters)
+}
+
+/// The newest version of `k` visible at `snap` according to the model.
+fn expected(versions: &[Version], k: &[u8], snap: u64) -> Option<(u64, ValueKind, Vec<u8>)> {
+    versions
+        .iter()
+        .filter(|(uk, s, _, _)| uk == k && *s <= snap)
+        .max_by_key(|(_, s, _, _)| *s)
+        .map(|(_, s, kind, v)| (*s, *kind, v.clone()))
+}
+
+fn sorted_items(versions: &[Version]) -> Vec<HItem> {
+    let mut v: Vec<HItem> = versions
+        .iter()
+        .map(|(k, s, kind, val)| HItem {
+            hash: placement_hash(&HK, k),
+            ikey: make_ikey(k, *s, *kind),
+            value: val.clone(),
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        a.hash
+            .cmp(&b.hash)
+            .then_with(|| crate::key::cmp_ikey(&a.ikey, &b.ikey))
+    });
+    v
+}
+
+fn check_all(r: &HTableReader, versions: &[Version]) {
+    let keys: BTreeMap<&[u8], Vec<u64>> = versions.iter().fold(BTreeMap::new(), |mut m, v| {
+        m.entry(&v.0[..]).or_insert_with(Vec::new).push(v.1);
+        m
+    });
+    for (k, seqs) in &keys {
+        let h = placement_hash(&HK, k);
+        let mut snaps = vec![MAX_SEQ, 0];
+        for s in seqs {
+            snaps.push(*s);
+            snaps.push(s.saturating_sub(1));
+        }
+        for snap in snaps {
+            assert_eq!(
+                r.get(h, k, snap).unwrap(),
+                expected(versions, k, snap),
+                "key {k:?} snap {snap}"
+            );
+        }
+    }
+    for i in 0..50u32 {
+        let k = format!("absent-{i}").into_bytes();
+        assert_eq!(r.get(placement_hash(&HK, &k), &k, MAX_SEQ).unwrap(), None);
+    }
+    assert_eq!(r.items().unwrap(), sorted_items(versions));
+}
+
+fn value(len: usize, seed: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| (seed as usize).wrapping_mul(31).wrapping_add(i) as u8)
+        .collect()
+}
+
+#[test]
+fn hash_bit_layout() {
+    let h: u128 = 0b101 << 125 | (0b011 << 122) | (0xdead_beef_u128 << 64) | 12345;
+    assert_eq!(trie_child(h, 0), Some(0b101));
+    assert_eq!(trie_child(h, 1), Some(0b011));
+    assert_eq!(trie_child(h, 41), Some(((12345u32 >> 2) & 7) as u8));
+    assert_eq!(trie_child(h, 42), None);
+    assert_eq!(hash_mark_infix(h), 0xdead_beef);
+    assert_eq!(bucket_of(h, 1000), 345);
+    assert_eq!(rank_in_bucket(h, 4), 0xdead_beefu32.rotate_left(4));
+    // The placement hash is keyed and stable.
+    assert_ne!(placement_hash(&HK, b"a"), placement_hash(&[0; 16], b"a"));
+    assert_eq!(placement_hash(&HK, b"a"), placement_hash(&HK, b"a"));
+}
+
+#[test]
+fn empty_and_tiny_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = env();
+    for (name, versions) in [
+        ("empty", vec![]),
+        (
+            "one",
+            vec![(b"k".to_vec(), 5, ValueKind::Put, b"v".to_vec())],
+        ),
+        ("tomb", vec![(b"".to_vec(), 7, ValueKind::Delete, vec![])]),
+    ] {
+        let p = dir.path().join(name);
+        let s = write_table(&env, &p, &versions, HTableOptions::default());
+        assert_eq!(s.n_buckets, 1);
+        let r = open(&env, &p, true).unwrap();
+        check_all(&r, &versions);
+    }
+}
+
+#[test]
+fn builder_rejects_bad_input() {
+    let mut b = HTableBuilder::new(HK, HTableOptions::default());
+    assert!(matches!(
+        b.add(0, make_ikey(b"k", 1, ValueKind::Put), vec![]),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        b.add(placement_hash(&HK, b"k"), b"short".to_vec(), vec![]),
+        Err(Error::InvalidArgument(_))
+    ));
+    let v = vec![
+        (b"k".to_vec(), 1, ValueKind::Put, vec![]),
+        (b"k".to_vec(), 1, ValueKind::Put, vec![1]),
+    ];
+    assert!(matches!(
+        builder_for(&v, HTableOptions::default()).finish_to_vec(),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn crafted_collisions_many_versions_and_large_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = env();
+    let n = 16;
+    let mut versions: Vec<Version> = Vec::new();
+    // 400 keys that all hash to bucket 3 of 16: about 13 buckets' worth of data in one bucket.
+    let mut i = 0u64;
+    while versions.len() < 400 {
+        let k = format!("crafted-{i}").into_bytes();
+        if bucket_of(placement_hash(&HK, &k), n) == 3 {
+            versions.push((k, i + 1, ValueKind::Put, value(100, i)));
+        }
+        i += 1;
+    }
+    // One key with 300 versions (one 30 KiB group: goes to the overflow region together).
+    for s in 0..300u64 {
+        let kind = if s % 7 == 3 {
+            ValueKind::Delete
+        } else {
+            ValueKind::Put
+        };
+        versions.push((b"hot".to_vec(), 10_000 + s * 2, kind, value(90, s)));
+    }
+    // Large values, one with an older small version.
+    versions.push((b"big".to_vec(), 50_000, ValueKind::Put, value(20_000, 1)));
+    versions.push((b"big".to_vec(), 40_000, ValueKind::Put, value(10, 2)));
+    versions.push((b"big2".to_vec(), 50_001, ValueKind::Put, value(4_095, 3)));
+    let p = dir.path().join("t");
+    let s = write_table(
+        &env,
+        &p,
+        &versions,
+        HTableOptions {
+            n_buckets: Some(n),
+            ..Default::default()
+        },
+    );
+    assert!(s.migrated_items > 0, "{s:?}");
+    assert!(s.overflow_items >= 303, "{s:?}");
+    let r = open(&env, &p, true).unwrap();
+    check_all(&r, &versions);
+}
+
+fn arb_versions() -> impl Strategy<Value = Vec<Version>> {
+    let size = prop_oneof![
+        8 => 0usize..200,
+        2 => 200usize..1500,
+        1 => 3000usize..9000,
+    ];
+    let ver = (0u64..1000, any::<bool>(), size);
+    let key = prop::collection::vec(0u8..4, 0..6);
+    prop::collection::btree_map(
+        key,
+        prop::collection::btree_map(0u64..1000, ver, 1..5),
+        0..120,
+    )
+    .prop_map(|m| {
+        let mut out = Vec::new();
+        for (k, vs) in m {
+            for (seq, (seed, put, len)) in vs {
+                let kind = if put {
+                    ValueKind::Put
+                } else {
+                    ValueKind::Delete
+                };
+                let v = if put { value(len, seed) } else { vec![] };
+                out.push((k.clone(), seq + 1, kind, v));
+            }
+        }
+        out
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_item_found_after_balancing(
+        versions in arb_versions(),
+        n_buckets in prop::option::of(1u32..12),
+        cap in prop_oneof![Just(0.95f64), Just(1.0), Just(0.6)],
+        load_filters in any::<bool>(),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let env = env();
+        let p = dir.path().join("t");
+        let opts = HTableOptions { n_buckets, bucket_fill_cap: cap, ..Default::default() };
+        let s = write_table(&env, &p, &versions, opts);
+        prop_assert_eq!(s.items, versions.len() as u64);
+        prop_assert!(s.max_fill <= cap + 1e-9);
+        let r = open(&env, &p, load_filters).unwrap();
+        check_all(&r, &versions);
+    }
+}
+
+fn small_table_versions() -> Vec<Version> {
+    let mut v: Vec<Version> = Vec::new();
+    for i in 0..60u64 {
+        let k = format!("key{i}").into_bytes();
+        v.push((
+            k.clone(),
+            100 + i,
+            ValueKind::Put,
+            value(60 + (i as usize % 5) * 20, i),
+        ));
+        if i % 10 == 0 {
+            v.push((k, 10 + i, ValueKind::Delete, vec![]));
+        }
+    }
+    v.push((b"large".to_vec(), 500, ValueKind::Put, value(5000, 9)));
+    v
+}
+
+#[test]
+fn every_byte_flip_is_detected_or_harmless() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = env();
+    let versions = small_table_versions();
+    let (bytes, s) = builder_for(
+        &versions,
+        HTableOptions {
+            n_buckets: Some(2),
+            ..Default::default()
+        },
+    )
+    .finish_to_vec()
+    .unwrap();
+    assert!(s.migrated_items > 0 && s.overflow_items > 0, "{s:?}");
+    let mut keys: Vec<Vec<u8>> = versions.iter().map(|v| v.0.clone()).collect();
+    keys.dedup();
+    keys.push(b"absent".to_vec());
+    let p = dir.path().join("flip");
+    let want_items = sorted_items(&versions);
+    let is_corruption = |e: &Error| matches!(e, Error::Corruption { .. });
+    let mut detected = 0usize;
+    for pos in 0..bytes.len() {
+        for x in [0x01u8, 0xff] {
+            let mut b = bytes.clone();
+            b[pos] ^= x;
+            std::fs::write(&p, &b).unwrap();
+            for load_filters in [true, false] {
+                let r = match open(&env, &p, load_filters) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        assert!(is_corruption(&e), "pos {pos}: {e}");
+                        detected += 1;
+                        continue;
+                    }
+                };
+                for k in &keys {
+                    match r.get(placement_hash(&HK, k), k, MAX_SEQ) {
+                        Ok(got) => {
+                            assert_eq!(got, expected(&versions, k, MAX_SEQ), "pos {pos} key {k:?}")
+                        }
+                        Err(e) => {
+                            assert!(is_corruption(&e), "pos {pos}: {e}");
+                            detected += 1;
+                        }
+                    }
+                }
+                match r.items() {
+                    Ok(items) => assert_eq!(items, want_items, "pos {pos}"),
+                    Err(e) => assert!(is_corruption(&e), "pos {pos}: {e}"),
+                }
+            }
+        }
+    }
+    assert!(detected > bytes.len());
+}
+
+fn reads_per_lookup(n_items: u64, value_len: impl Fn(u64) -> usize, label: &str) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let env = env();
+    let key = |i: u64| format!("{:016x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).into_bytes();
+    let versions: Vec<Version> = (0..n_items)
+        .map(|i| (key(i), i + 1, ValueKind::Put, value(value_len(i), i)))
+        .collect();
+    let p = dir.path().join("t");
+    let s = write_table(&env, &p, &versions, HTableOptions::default());
+    let r = open(&env, &p, true).unwrap();
+    let before = env.stats.snapshot();
+    for (k, s, _, v) in &versions {
+        let got = r.get(placement_hash(&HK, k), k, MAX_SEQ).unwrap().unwrap();
+        assert_eq!((got.0, &got.2), (*s, v));
+    }
+    let mid = env.stats.snapshot();
+    let absent = 100_000u64;
+    for i in 0..absent {
+        let k = format!("absent{i:010}").into_bytes();
+        assert!(r
+            .get(placement_hash(&HK, &k), &k, MAX_SEQ)
+            .unwrap()
+            .is_none());
+    }
+    let after = env.stats.snapshot();
+    let per = (mid.data_block_reads - before.data_block_reads) as f64 / n_items as f64;
+    let fp = (after.data_block_reads - mid.data_block_reads) as f64 / absent as f64;
+    assert_eq!(mid.metadata_block_reads, before.metadata_block_reads);
+    println!(
+        "{label}: {n_items} items, {} buckets, migrated {} ({:.2}%), overflow {}, sources {} ({:.1}%), \
+         records {} ({} B pinned), filters {} B, meta {} B, file {} B ({:.1}% of entry bytes), \
+         data reads per positive lookup {per:.4}, per absent lookup {fp:.5}",
+        s.n_buckets,
+        s.migrated_items,
+        100.0 * s.migrated_items as f64 / n_items as f64,
+        s.overflow_items,
+        s.source_buckets,
+        100.0 * f64::from(s.source_buckets) / f64::from(s.n_buckets),
+        s.migration_records,
+        s.migration_records * 12,
+        s.filter_len,
+        s.meta_len,
+        s.file_size,
+        100.0 * s.file_size as f64 / s.entry_bytes as f64,
+    );
+    per
+}
+
+#[test]
+fn about_one_data_read_per_lookup() {
+    let per = reads_per_lookup(100_000, |_| 100, "16B keys / 100B values");
+    assert!(per < 1.05, "{per}");
+    let per = reads_per_lookup(
+        100_000,
+        |i| 1 + (i.wrapping_mul(2_654_435_761) % 200) as usize,
+        "16B keys / 1..200B values",
+    );
+    assert!(per < 1.05, "{per}");
+}
+
+// ---- BloomCluster ----
+
+fn cluster_fixture(
+    dir: &Path,
+    env: &Env,
+    n: u32,
+    sublevels: u64,
+    per_level: u64,
+) -> (Vec<Vec<Version>>, Vec<HTableReader>) {
+    let mut all = Vec::new();
+    let mut readers = Vec::new();
+    for lvl in 0..sublevels {
+        let versions: Vec<Version> = (0..per_level)
+            .map(|i| {
+                let k = format!("L{lvl}-k{i}").into_bytes();
+                (k, lvl * 1_000_000 + i + 1, ValueKind::Put, value(50, i))
+            })
+            .collect();
+        let p = dir.join(format!("sub{lvl}"));
+        write_table(
+            env,
+            &p,
+            &versions,
+            HTableOptions {
+                n_buckets: Some(n),
+                ..Default::default()
+            },
+        );
+        readers.push(open(env, &p, false).unwrap());
+        all.push(versions);
+    }
+    (all, readers)
+}
+
+#[test]
+fn bloom_cluster_round_trip_and_lookup() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = env();
+    let n = 8;
+    let (all, readers) = cluster_fixture(dir.path(), &env, n, 6, 300);
+    let mut b = BloomClusterBuilder::new(n);
+    for (i, r) in readers.iter().take(5).enumerate() {
+        b.add_sublevel(100 + i as u64, r.read_filters().unwrap())
+            .unwrap();
+    }
+    assert_eq!(b.overflowing_column(), None);
+    let cp = dir.path().join("cluster");
+    let mut w = env.create(&cp, WriteCause::Metadata).unwrap();
+    b.finish(&mut w).unwrap();
+    w.sync().unwrap();
+
+    // Adding the sixth sub-level rebuilds from the old cluster, same bytes as from scratch.
+    let c = BloomClusterReader::open(env.open(&cp, false).unwrap()).unwrap();
+    assert_eq!(c.table_ids(), &[100, 101, 102, 103, 104]);
+    let mut b2 = BloomClusterBuilder::from_reader(&c).unwrap();
+    b2.add_sublevel(105, readers[5].read_filters().unwrap())
+        .unwrap();
+    b.add_sublevel(105, readers[5].read_filters().unwrap())
+        .unwrap();
+    assert_eq!(b2.finish_to_vec().unwrap(), b.finish_to_vec().unwrap());
+    std::fs::write(&cp, b2.finish_to_vec().unwrap()).unwrap();
+    let c = BloomClusterReader::open(env.open(&cp, false).unwrap()).unwrap();
+    assert_eq!(c.n_sublevels(), 6);
+
+    // Lookup: one metadata read (the column), then about one data read.
+    let before = env.stats.snapshot();
+    let mut lookups = 0u64;
+    let mut false_candidates = 0usize;
+    for (lvl, versions) in all.iter().enumerate() {
+        for (k, s, _, v) in versions {
+            let h = placement_hash(&HK, k);
+            let col = c.column(bucket_of(h, n)).unwrap();
+            let cands = col.candidates(k);
+            assert!(cands.contains(&lvl));
+            false_candidates += cands.len() - 1;
+            let got = readers[lvl].get(h, k, MAX_SEQ).unwrap().unwrap();
+            assert_eq!((got.0, &got.2), (*s, v));
+            lookups += 1;
+        }
+    }
+    let after = env.stats.snapshot();
+    assert_eq!(
+        after.metadata_block_reads - before.metadata_block_reads,
+        lookups
+    );
+    assert_eq!(after.data_block_reads - before.data_block_reads, lookups);
+    assert!(
+        false_candidates < lookups as usize / 20,
+        "{false_candidates}"
+    );
+    let k = b"absent";
+    let col = c.column(bucket_of(placement_hash(&HK, k), n)).unwrap();
+    assert!(col.candidates(k).len() <= 1);
+    assert!(matches!(c.column(n), Err(Error::InvalidArgument(_))));
+
+    // retain drops a sub-level.
+    b.retain(|id| id != 102);
+    assert_eq!(b.table_ids(), &[100, 101, 103, 104, 105]);
+}
+
+#[test]
+fn bloom_cluster_too_large_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = env();
+    // 2 buckets of ~60 keys: ~120 B filters per column per sub-level; 40 sub-levels do not fit.
+    let (_, readers) = cluster_fixture(dir.path(), &env, 2, 1, 120);
+    let f = readers[0].read_filters().unwrap();
+    let mut b = BloomClusterBuilder::new(2);
+    for i in 0..40 {
+        b.add_sublevel(i, f.clone()).unwrap();
+    }
+    let (col, need) = b.overflowing_column().unwrap();
+    assert!(need > CLUSTER_BLOCK_SIZE);
+    match b.finish_to_vec() {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains(&format!("column {col}")), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        b.add_sublevel(99, FilterSet::from_filters([vec![1u8]])),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn bloom_cluster_byte_flips_are_detected_or_harmless() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = env();
+    let n = 2;
+    let (_, readers) = cluster_fixture(dir.path(), &env, n, 3, 30);
+    let mut b = BloomClusterBuilder::new(n);
+    for (i, r) in readers.iter().enumerate() {
+        b.add_sublevel(i as u64 + 7, r.read_filters().unwrap())
+            .unwrap();
+    }
+    let bytes = b.finish_to_vec().unwrap();
+    let cp = dir.path().join("c");
+    std::fs::write(&cp, &bytes).unwrap();
+    let good = BloomClusterReader::open(env.open(&cp, false).unwrap()).unwrap();
+    let good_cols: Vec<BloomColumn> = (0..n).map(|c| good.column(c).unwrap()).collect();
+    for pos in 0..bytes.len() {
+        let mut fb = bytes.clone();
+        fb[pos] ^= 0x10;
+        std::fs::write(&cp, &fb).unwrap();
+        let r = match BloomClusterReader::open(env.open(&cp, false).unwrap()) {
+            Ok(r) => r,
+            Err(e) => {
+                assert!(matches!(e, Error::Corruption { .. }), "pos {pos}: {e}");
+                continue;
+            }
+        };
+        assert_eq!(r.table_ids(), good.table_ids());
+        for c in 0..n {
+            match r.column(c) {
+                Ok(col) => assert_eq!(col, good_cols[c as usize], "pos {pos}"),
+                Err(e) => assert!(matches!(e, Error::Corruption { .. }), "pos {pos}: {e}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn reader_rejects_non_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = env();
+    let p = dir.path().join("x");
+    for bytes in [vec![], vec![0u8; 50], vec![7u8; 9000]] {
+        std::fs::write(&p, &bytes).unwrap();
+        let e = open(&env, &p, true).unwrap_err();
+        assert!(matches!(e, Error::Corruption { .. }), "{e}");
+    }
+    let _: Option<CountedReader> = None;
+}
