@@ -1,0 +1,31 @@
+//! Shared helpers for integration tests: small options that exercise every level.
+#![allow(dead_code)]
+
+use scree::{KeyspaceOptions, Layout, Options};
+
+/// Options with small buffers so that flushes and compactions happen in tiny tests.
+pub fn small_ks(layout: Layout) -> KeyspaceOptions {
+    let mut o = KeyspaceOptions::new(layout);
+    o.write_buffer_bytes = 64 * 1024;
+    o.block_size = 512;
+    o.leveled.level_base_bytes = 16 * 1024;
+    o.leveled.target_table_bytes = 8 * 1024;
+    o.leveled.level_size_ratio = 4;
+    scree_test_tune(&mut o);
+    o
+}
+
+/// Layout-specific small settings (extended as layouts land).
+pub fn scree_test_tune(_o: &mut KeyspaceOptions) {}
+
+pub fn small_db() -> Options {
+    let mut o = Options::default();
+    o.background_threads = 2;
+    o.block_cache_bytes = 256 * 1024;
+    o
+}
+
+/// Whether the layout offers ordered scans.
+pub fn has_scans(l: Layout) -> bool {
+    !matches!(l, Layout::Trie)
+}

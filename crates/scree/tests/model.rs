@@ -1,0 +1,216 @@
+//! Model-based test: random operation sequences against a `BTreeMap`, for every layout.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use proptest::prelude::*;
+use scree::{Db, Error, Layout, WriteBatch, WriteOptions};
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(u16, u16),
+    Delete(u16),
+    Batch(Vec<(u16, Option<u16>)>),
+    Get(u16),
+    Range(u16, u16, bool),
+    Prefix(u8),
+    Snapshot,
+    ReadSnapshot(usize, u16, u16),
+    DropSnapshot,
+    Flush,
+    Compact,
+    Reopen,
+}
+
+fn key(k: u16) -> Vec<u8> {
+    // Two-level key space so prefix scans have something to find.
+    format!("{:02}/{:04}", k % 7, k).into_bytes()
+}
+
+fn value(k: u16, v: u16) -> Vec<u8> {
+    let len = (v as usize * 37) % 900;
+    let mut out = format!("v{k}-{v}-").into_bytes();
+    out.resize(out.len() + len, b'a' + (v % 26) as u8);
+    out
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let k = 0u16..300;
+    prop_oneof![
+        30 => (k.clone(), any::<u16>()).prop_map(|(k, v)| Op::Put(k, v)),
+        8 => k.clone().prop_map(Op::Delete),
+        4 => prop::collection::vec((k.clone(), prop::option::of(any::<u16>())), 1..8).prop_map(Op::Batch),
+        10 => k.clone().prop_map(Op::Get),
+        4 => (k.clone(), k.clone(), any::<bool>()).prop_map(|(a, b, r)| Op::Range(a.min(b), a.max(b), r)),
+        2 => (0u8..7).prop_map(Op::Prefix),
+        2 => Just(Op::Snapshot),
+        3 => (any::<usize>(), k.clone(), k.clone()).prop_map(|(i, a, b)| Op::ReadSnapshot(i, a.min(b), a.max(b))),
+        1 => Just(Op::DropSnapshot),
+        2 => Just(Op::Flush),
+        1 => Just(Op::Compact),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn model_range(m: &Model, lo: &[u8], hi: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    m.range::<[u8], _>((Bound::Included(lo), Bound::Excluded(hi)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn run(layout: Layout, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let scans = common::has_scans(layout);
+    let open = || -> scree::Result<(Db, scree::Keyspace)> {
+        let db = Db::open(dir.path(), common::small_db())?;
+        let ks = db.keyspace("t", common::small_ks(layout))?;
+        Ok((db, ks))
+    };
+    let (mut db, mut ks) = open().map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let mut model = Model::new();
+    let mut snaps: Vec<(scree::Snapshot, Model)> = Vec::new();
+    let fail = |e: Error| TestCaseError::fail(format!("{e}"));
+    for op in ops {
+        match op {
+            Op::Put(k, v) => {
+                ks.put(key(k), value(k, v)).map_err(fail)?;
+                model.insert(key(k), value(k, v));
+            }
+            Op::Delete(k) => {
+                ks.delete(key(k)).map_err(fail)?;
+                model.remove(&key(k));
+            }
+            Op::Batch(items) => {
+                let mut b = WriteBatch::new();
+                for (k, v) in &items {
+                    match v {
+                        Some(v) => b.put(&ks, key(*k), value(*k, *v)),
+                        None => b.delete(&ks, key(*k)),
+                    }
+                }
+                db.write(b, &WriteOptions { sync: items.len() % 2 == 0 }).map_err(fail)?;
+                for (k, v) in items {
+                    match v {
+                        Some(v) => model.insert(key(k), value(k, v)),
+                        None => model.remove(&key(k)),
+                    };
+                }
+            }
+            Op::Get(k) => {
+                let got = ks.get(key(k)).map_err(fail)?;
+                prop_assert_eq!(got.as_ref(), model.get(&key(k)), "get {}", k);
+            }
+            Op::Range(a, b, rev) => {
+                let (lo, hi) = (key(a).min(key(b)), key(a).max(key(b)));
+                let it = ks.range(lo.clone()..hi.clone());
+                if !scans {
+                    let first = ks.range(lo..hi).next();
+                    prop_assert!(matches!(first, Some(Err(Error::Unsupported(_)))));
+                    continue;
+                }
+                let mut want = model_range(&model, &lo, &hi);
+                let got: Vec<_> = if rev {
+                    want.reverse();
+                    it.rev().collect::<scree::Result<_>>().map_err(fail)?
+                } else {
+                    it.collect::<scree::Result<_>>().map_err(fail)?
+                };
+                prop_assert_eq!(got, want, "range {}..{} rev={}", a, b, rev);
+            }
+            Op::Prefix(p) => {
+                if !scans {
+                    continue;
+                }
+                let pre = format!("{p:02}/").into_bytes();
+                let got: Vec<_> = ks.prefix(&pre).collect::<scree::Result<_>>().map_err(fail)?;
+                let want: Vec<_> = model
+                    .iter()
+                    .filter(|(k, _)| k.starts_with(&pre))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                prop_assert_eq!(got, want, "prefix {}", p);
+                // Mixed directions meet in the middle without repeating.
+                let mut it = ks.prefix(&pre);
+                let mut seen = Vec::new();
+                let mut front = true;
+                loop {
+                    let n = if front { it.next() } else { it.next_back() };
+                    front = !front;
+                    match n {
+                        Some(r) => seen.push(r.map_err(fail)?.0),
+                        None => break,
+                    }
+                }
+                seen.sort();
+                let want_keys: Vec<_> = model.keys().filter(|k| k.starts_with(&pre)).cloned().collect();
+                prop_assert_eq!(seen, want_keys);
+            }
+            Op::Snapshot => {
+                snaps.push((db.snapshot(), model.clone()));
+            }
+            Op::ReadSnapshot(i, a, b) => {
+                if snaps.is_empty() {
+                    continue;
+                }
+                let (s, m) = &snaps[i % snaps.len()];
+                let got = s.get(&ks, key(a)).map_err(fail)?;
+                prop_assert_eq!(got.as_ref(), m.get(&key(a)));
+                if scans {
+                    let (lo, hi) = (key(a).min(key(b)), key(a).max(key(b)));
+                    let (a, b) = (lo, hi);
+                    let got: Vec<_> = s.range(&ks, a.clone()..b.clone()).collect::<scree::Result<_>>().map_err(fail)?;
+                    prop_assert_eq!(got, model_range(m, &a, &b));
+                }
+            }
+            Op::DropSnapshot => {
+                if !snaps.is_empty() {
+                    snaps.remove(0);
+                }
+            }
+            Op::Flush => db.flush().map_err(fail)?,
+            Op::Compact => {
+                db.compact().map_err(fail)?;
+                db.check_invariants().map_err(fail)?;
+            }
+            Op::Reopen => {
+                snaps.clear();
+                drop(ks);
+                drop(db);
+                let (d, k) = open().map_err(fail)?;
+                db = d;
+                ks = k;
+            }
+        }
+    }
+    // Final full check.
+    for (k, v) in &model {
+        let got = ks.get(k).map_err(fail)?;
+        prop_assert_eq!(got.as_ref(), Some(v));
+    }
+    if scans {
+        let all: Vec<_> = ks.range::<Vec<u8>, _>(..).collect::<scree::Result<_>>().map_err(fail)?;
+        let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        prop_assert_eq!(all, want);
+    }
+    db.check_invariants().map_err(fail)?;
+    Ok(())
+}
+
+fn cases() -> u32 {
+    std::env::var("SCREE_MODEL_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_layout_matches_a_btreemap(ops in prop::collection::vec(op(), 1..400)) {
+        for layout in Layout::implemented() {
+            run(layout, ops.clone())?;
+        }
+    }
+}
