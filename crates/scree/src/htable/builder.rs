@@ -222,7 +222,7 @@ impl HTableBuilder {
 
         // Bucket count from the bytes that can live in buckets (hash groups up to the cap).
         let n_buckets = match opts.n_buckets {
-            Some(n) if n >= 1 && n < u32::MAX => n,
+            Some(n) if (1..u32::MAX).contains(&n) => n,
             Some(_) => {
                 return Err(Error::InvalidArgument("n_buckets out of range".into()));
             }

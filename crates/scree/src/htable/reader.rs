@@ -2,11 +2,11 @@
 //! lookups that read about one bucket, and the full scan in (hash, internal key) order that
 //! compaction consumes.
 //!
-//! Memory: the reader keeps every migration record (12 bytes each; at most one or two per
-//! overloaded bucket) and the overflow index (about 26 bytes per overflowing key) in memory.
-//! The paper keeps records only for the most overloaded 20% of buckets to save memory; with
-//! 4 KiB buckets of ~100-byte items the records are well under 1% of the table's Bloom filters,
-//! so keeping all of them buys exactly one bucket read per positive lookup.
+//! Memory: the reader keeps every migration record (12 bytes each; about one per overloaded
+//! bucket, ~0.4 per bucket at the default fill) and the overflow index (32 bytes per overflowing
+//! hash) in memory. The paper keeps records only for the most overloaded 20% of buckets; here
+//! all of them cost ~8% of the table's 16-bit Bloom filters (16 KB per 100k 116-byte items), and
+//! buy exactly one bucket read per positive lookup, so all are kept.
 
 use crate::error::{Error, Result};
 use crate::filter::bloom;
@@ -167,9 +167,17 @@ impl HTableReader {
     /// Whether the in-memory filter of `hash`'s bucket may contain `user_key` (`true` when
     /// filters were not loaded).
     pub fn may_contain(&self, hash: u128, user_key: &[u8]) -> bool {
-        match self.bucket_filter(self.bucket_of(hash)) {
-            Some(f) => filter_may_contain(f, bloom::bloom_hash(user_key)),
-            None => self.filters.is_none(),
+        self.may_contain_hashed(hash, bloom::bloom_hash(user_key))
+    }
+
+    /// [`HTableReader::may_contain`] with the key's Bloom hash
+    /// (`crate::filter::bloom::bloom_hash(user_key)`) computed once by the caller.
+    pub fn may_contain_hashed(&self, hash: u128, bloom_hash: u64) -> bool {
+        match &self.filters {
+            Some(fs) => fs
+                .get(self.bucket_of(hash) as usize)
+                .is_some_and(|f| filter_may_contain(f, bloom_hash)),
+            None => true,
         }
     }
 
@@ -193,9 +201,32 @@ impl HTableReader {
         user_key: &[u8],
         snapshot_seq: u64,
     ) -> Result<Option<(u64, ValueKind, Vec<u8>)>> {
-        if !self.may_contain(hash, user_key) {
+        self.get_prehashed(hash, bloom::bloom_hash(user_key), user_key, snapshot_seq)
+    }
+
+    /// [`HTableReader::get`] with the key's Bloom hash computed once by the caller (a lookup
+    /// probes many tables).
+    pub fn get_prehashed(
+        &self,
+        hash: u128,
+        bloom_hash: u64,
+        user_key: &[u8],
+        snapshot_seq: u64,
+    ) -> Result<Option<(u64, ValueKind, Vec<u8>)>> {
+        if !self.may_contain_hashed(hash, bloom_hash) {
             return Ok(None);
         }
+        self.get_unfiltered(hash, user_key, snapshot_seq)
+    }
+
+    /// [`HTableReader::get`] without consulting the table's own filters (the caller already
+    /// asked a BloomCluster): reads one bucket or one overflow record.
+    pub fn get_unfiltered(
+        &self,
+        hash: u128,
+        user_key: &[u8],
+        snapshot_seq: u64,
+    ) -> Result<Option<(u64, ValueKind, Vec<u8>)>> {
         match self.locate(hash) {
             Location::Bucket(b) => {
                 let offset = u64::from(b) * BUCKET_SIZE as u64;

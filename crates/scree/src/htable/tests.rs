@@ -109,6 +109,13 @@ fn value(len: usize, seed: u64) -> Vec<u8> {
 }
 
 #[test]
+fn readers_are_shareable_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<HTableReader>();
+    assert_send_sync::<BloomClusterReader>();
+}
+
+#[test]
 fn hash_bit_layout() {
     let h: u128 = 0b101 << 125 | (0b011 << 122) | (0xdead_beef_u128 << 64) | 12345;
     assert_eq!(trie_child(h, 0), Some(0b101));
@@ -335,7 +342,12 @@ fn every_byte_flip_is_detected_or_harmless() {
     assert!(detected > bytes.len());
 }
 
-fn reads_per_lookup(n_items: u64, value_len: impl Fn(u64) -> usize, label: &str) -> f64 {
+fn reads_per_lookup(
+    n_items: u64,
+    value_len: impl Fn(u64) -> usize,
+    label: &str,
+    opts: HTableOptions,
+) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     let env = env();
     let key = |i: u64| format!("{:016x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).into_bytes();
@@ -343,7 +355,7 @@ fn reads_per_lookup(n_items: u64, value_len: impl Fn(u64) -> usize, label: &str)
         .map(|i| (key(i), i + 1, ValueKind::Put, value(value_len(i), i)))
         .collect();
     let p = dir.path().join("t");
-    let s = write_table(&env, &p, &versions, HTableOptions::default());
+    let s = write_table(&env, &p, &versions, opts);
     let r = open(&env, &p, true).unwrap();
     let before = env.stats.snapshot();
     for (k, s, _, v) in &versions {
@@ -366,7 +378,7 @@ fn reads_per_lookup(n_items: u64, value_len: impl Fn(u64) -> usize, label: &str)
     println!(
         "{label}: {n_items} items, {} buckets, migrated {} ({:.2}%), overflow {}, sources {} ({:.1}%), \
          records {} ({} B pinned), filters {} B, meta {} B, file {} B ({:.1}% of entry bytes), \
-         data reads per positive lookup {per:.4}, per absent lookup {fp:.5}",
+         max fill {:.3}, data reads per positive lookup {per:.4}, per absent lookup {fp:.5}",
         s.n_buckets,
         s.migrated_items,
         100.0 * s.migrated_items as f64 / n_items as f64,
@@ -379,20 +391,44 @@ fn reads_per_lookup(n_items: u64, value_len: impl Fn(u64) -> usize, label: &str)
         s.meta_len,
         s.file_size,
         100.0 * s.file_size as f64 / s.entry_bytes as f64,
+        s.max_fill,
     );
     per
 }
 
 #[test]
 fn about_one_data_read_per_lookup() {
-    let per = reads_per_lookup(100_000, |_| 100, "16B keys / 100B values");
+    let opts = HTableOptions::default();
+    let per = reads_per_lookup(100_000, |_| 100, "16B keys / 100B values", opts);
     assert!(per < 1.05, "{per}");
-    let per = reads_per_lookup(
-        100_000,
-        |i| 1 + (i.wrapping_mul(2_654_435_761) % 200) as usize,
-        "16B keys / 1..200B values",
-    );
+    let uniform = |i: u64| 1 + (i.wrapping_mul(2_654_435_761) % 200) as usize;
+    let per = reads_per_lookup(100_000, uniform, "16B keys / 1..200B values", opts);
     assert!(per < 1.05, "{per}");
+}
+
+/// Parameter sweep behind the defaults in docs/format-htable.md (run with `--ignored`).
+#[test]
+#[ignore]
+fn sweep_fill_parameters() {
+    let uniform = |i: u64| 1 + (i.wrapping_mul(2_654_435_761) % 200) as usize;
+    let large = |i: u64| 1 + (i.wrapping_mul(2_654_435_761) % 800) as usize;
+    for (target_fill, bucket_fill_cap) in [
+        (0.90, 0.95),
+        (0.90, 1.0),
+        (0.95, 1.0),
+        (0.85, 0.95),
+        (0.80, 0.90),
+    ] {
+        let opts = HTableOptions {
+            target_fill,
+            bucket_fill_cap,
+            ..Default::default()
+        };
+        let label = format!("fill {target_fill} cap {bucket_fill_cap} 1..200B");
+        reads_per_lookup(100_000, uniform, &label, opts);
+        let label = format!("fill {target_fill} cap {bucket_fill_cap} 1..800B");
+        reads_per_lookup(30_000, large, &label, opts);
+    }
 }
 
 // ---- BloomCluster ----
@@ -470,7 +506,7 @@ fn bloom_cluster_round_trip_and_lookup() {
             let cands = col.candidates(k);
             assert!(cands.contains(&lvl));
             false_candidates += cands.len() - 1;
-            let got = readers[lvl].get(h, k, MAX_SEQ).unwrap().unwrap();
+            let got = readers[lvl].get_unfiltered(h, k, MAX_SEQ).unwrap().unwrap();
             assert_eq!((got.0, &got.2), (*s, v));
             lookups += 1;
         }
