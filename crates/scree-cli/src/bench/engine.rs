@@ -1,0 +1,235 @@
+//! The engine interface every workload is written against, and what an engine reports about
+//! itself. Scree (`scree_engine.rs`) and the C++ peers (`crate::peers`) implement it, so the
+//! same workload code drives all of them.
+
+use std::fmt;
+use std::path::Path;
+
+/// Why an engine operation failed.
+#[derive(Debug, Clone)]
+pub enum EngineError {
+    /// The engine or layout does not offer this operation (e.g. range scans on `trie`): the
+    /// workload is reported as unsupported, not as a failed run.
+    Unsupported(String),
+    /// Anything else: the run fails.
+    Failed(String),
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineError::Unsupported(m) => write!(f, "unsupported: {m}"),
+            EngineError::Failed(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+/// Result of an engine operation.
+pub type EResult<T> = Result<T, EngineError>;
+
+/// Bytes an engine wrote, by cause (those it can tell apart).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WrittenByCause {
+    /// Write-ahead log.
+    pub wal: u64,
+    /// Memtable flushes.
+    pub flush: u64,
+    /// Compactions.
+    pub compaction: u64,
+    /// Manifest and other metadata.
+    pub metadata: u64,
+    /// Garbage collection.
+    pub gc: u64,
+}
+
+impl WrittenByCause {
+    /// Sum of all causes.
+    pub fn total(&self) -> u64 {
+        self.wal + self.flush + self.compaction + self.metadata + self.gc
+    }
+    /// `self - earlier`, saturating (counters only grow, but a reopened engine restarts them).
+    pub fn since(&self, earlier: &WrittenByCause) -> WrittenByCause {
+        WrittenByCause {
+            wal: self.wal.saturating_sub(earlier.wal),
+            flush: self.flush.saturating_sub(earlier.flush),
+            compaction: self.compaction.saturating_sub(earlier.compaction),
+            metadata: self.metadata.saturating_sub(earlier.metadata),
+            gc: self.gc.saturating_sub(earlier.gc),
+        }
+    }
+    /// (cause, bytes) pairs, for reports and plots.
+    pub fn parts(&self) -> [(&'static str, u64); 5] {
+        [
+            ("wal", self.wal),
+            ("flush", self.flush),
+            ("compaction", self.compaction),
+            ("metadata", self.metadata),
+            ("gc", self.gc),
+        ]
+    }
+}
+
+/// A snapshot of an engine's own cumulative counters; `None` where it has no such counter.
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    /// User bytes as the engine counts them (Scree only).
+    pub user_bytes: Option<u64>,
+    /// Bytes the engine says it wrote, by cause.
+    pub written: Option<WrittenByCause>,
+    /// Seconds writers were stalled.
+    pub stall_seconds: Option<f64>,
+    /// Data blocks read from files.
+    pub data_block_reads: Option<u64>,
+    /// Metadata (index, filter, …) blocks read from files.
+    pub metadata_block_reads: Option<u64>,
+}
+
+/// One store under test: a Scree keyspace of some layout, RocksDB, or LevelDB.
+pub trait BenchEngine: Send + Sync {
+    /// `"scree"`, `"rocksdb"` or `"leveldb"`.
+    fn engine(&self) -> &'static str;
+    /// The Scree layout, `None` for peers.
+    fn layout(&self) -> Option<String>;
+    /// Writes `key → value`.
+    fn put(&self, key: &[u8], value: &[u8]) -> EResult<()>;
+    /// Reads `key` into `out`; `Ok(false)` when absent.
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> EResult<bool>;
+    /// Deletes `key`.
+    fn delete(&self, key: &[u8]) -> EResult<()>;
+    /// Positions at the first key ≥ `start` and visits up to `limit` entries in key order (one
+    /// seek and `limit - 1` nexts); returns how many were visited.
+    fn scan(
+        &self,
+        start: &[u8],
+        limit: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> EResult<usize>;
+    /// Waits until background flushes and compactions are done.
+    fn wait_for_compactions(&self) -> EResult<()>;
+    /// The engine's cumulative counters.
+    fn counters(&self) -> Counters;
+    /// The settings the engine runs with, as (name, value), for the report.
+    fn settings(&self) -> Vec<(String, String)>;
+    /// How `wait_for_compactions` works for this engine (for the report).
+    fn wait_method(&self) -> &'static str;
+}
+
+/// Settings every engine gets, from the command line.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Memtable size in bytes.
+    pub write_buffer_bytes: usize,
+    /// Bloom filter bits per key.
+    pub bloom_bits: u32,
+    /// fsync every write.
+    pub sync: bool,
+    /// Bypass the page cache for reads where the engine can.
+    pub direct_reads: bool,
+}
+
+/// Whether `dir` is missing or empty (a fresh database).
+pub fn dir_is_empty(dir: &Path) -> bool {
+    std::fs::read_dir(dir).map_or(true, |mut d| d.next().is_none())
+}
+
+#[cfg(test)]
+pub mod memory {
+    //! An in-memory engine (a `BTreeMap` behind a lock) for testing the workload, report and
+    //! plot code without a real store.
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::RwLock;
+
+    /// The in-memory engine.
+    #[derive(Default)]
+    pub struct MemEngine {
+        map: RwLock<BTreeMap<Vec<u8>, Vec<u8>>>,
+        written: AtomicU64,
+        /// Refuse scans, like a `trie` keyspace.
+        pub no_scans: bool,
+        /// Lose every 1000th put (to test that verification catches it).
+        pub lossy: bool,
+    }
+
+    impl BenchEngine for MemEngine {
+        fn engine(&self) -> &'static str {
+            "scree"
+        }
+        fn layout(&self) -> Option<String> {
+            Some("memory".into())
+        }
+        fn put(&self, key: &[u8], value: &[u8]) -> EResult<()> {
+            let n = self
+                .written
+                .fetch_add((key.len() + value.len()) as u64, Ordering::Relaxed);
+            if self.lossy && n % 1000 == 0 {
+                return Ok(());
+            }
+            let mut m = self
+                .map
+                .write()
+                .map_err(|_| EngineError::Failed("poisoned".into()))?;
+            m.insert(key.to_vec(), value.to_vec());
+            Ok(())
+        }
+        fn get(&self, key: &[u8], out: &mut Vec<u8>) -> EResult<bool> {
+            let m = self
+                .map
+                .read()
+                .map_err(|_| EngineError::Failed("poisoned".into()))?;
+            Ok(m.get(key).map(|v| out.clone_from(v)).is_some())
+        }
+        fn delete(&self, key: &[u8]) -> EResult<()> {
+            let mut m = self
+                .map
+                .write()
+                .map_err(|_| EngineError::Failed("poisoned".into()))?;
+            m.remove(key);
+            Ok(())
+        }
+        fn scan(
+            &self,
+            start: &[u8],
+            limit: usize,
+            visit: &mut dyn FnMut(&[u8], &[u8]),
+        ) -> EResult<usize> {
+            if self.no_scans {
+                return Err(EngineError::Unsupported("no scans here".into()));
+            }
+            let m = self
+                .map
+                .read()
+                .map_err(|_| EngineError::Failed("poisoned".into()))?;
+            let mut n = 0;
+            for (k, v) in m.range(start.to_vec()..).take(limit) {
+                visit(k, v);
+                n += 1;
+            }
+            Ok(n)
+        }
+        fn wait_for_compactions(&self) -> EResult<()> {
+            Ok(())
+        }
+        fn counters(&self) -> Counters {
+            Counters {
+                written: Some(WrittenByCause {
+                    wal: self.written.load(Ordering::Relaxed),
+                    ..Default::default()
+                }),
+                stall_seconds: Some(0.0),
+                data_block_reads: Some(0),
+                metadata_block_reads: Some(0),
+                ..Default::default()
+            }
+        }
+        fn settings(&self) -> Vec<(String, String)> {
+            vec![("kind".into(), "in-memory test engine".into())]
+        }
+        fn wait_method(&self) -> &'static str {
+            "nothing to wait for"
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! Keys, values and randomness shared by every workload.
+//!
+//! Key `i` is the big-endian `u64` `2·i` in its first 8 bytes, padded with `'0'` up to
+//! `--key-size` (db_bench pads the same way). Odd numbers are never written, so key `2·i+1` is
+//! a *missing* key that sorts between two present ones — readmissing probes the filters, not the
+//! ends of the key range. A value starts with its key index (little-endian, when the value has
+//! room for 8 bytes) so that reads can check they got the value of the key they asked for; the
+//! rest is taken from a buffer of random bytes (incompressible, like db_bench's generator).
+
+/// A small, fast, seedable PRNG (xoshiro256++ seeded through SplitMix64). Our own so that a
+/// `--seed` gives the same keys on every build, whatever the `rand` crate version.
+#[derive(Clone, Debug)]
+pub struct Rng {
+    s: [u64; 4],
+}
+
+/// SplitMix64's finalizer: a bijective 64-bit mixer.
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl Rng {
+    /// A generator for `seed`; `stream` separates threads and phases.
+    pub fn new(seed: u64, stream: u64) -> Rng {
+        let mut x = seed ^ mix64(stream.wrapping_add(0x9e37_79b9_7f4a_7c15));
+        let mut next = || {
+            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            mix64(x)
+        };
+        Rng {
+            s: [next(), next(), next(), next()],
+        }
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let s = &mut self.s;
+        let result = s[0].wrapping_add(s[3]).rotate_left(23).wrapping_add(s[0]);
+        let t = s[1] << 17;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = s[3].rotate_left(45);
+        result
+    }
+
+    /// Uniform in `[0, n)` (`n > 0`), by Lemire's multiply-shift (bias below 2⁻⁶⁴·n).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+}
+
+/// A keyed pseudo-random permutation of `[0, n)`: a balanced Feistel network over the smallest
+/// even number of bits covering `n`, with cycle walking. fillrandom writes `permute(0..n)`, so
+/// every key is written exactly once, in random order, with no memory for a shuffled array, and
+/// threads can split the index range.
+#[derive(Clone, Debug)]
+pub struct Permutation {
+    n: u64,
+    half_bits: u32,
+    keys: [u64; 4],
+}
+
+impl Permutation {
+    /// The permutation of `[0, n)` chosen by `seed`.
+    pub fn new(n: u64, seed: u64) -> Permutation {
+        let bits = 64 - n.saturating_sub(1).leading_zeros();
+        let half_bits = bits.div_ceil(2).max(1);
+        let mut rng = Rng::new(seed, 0xfe15_7e1);
+        Permutation {
+            n,
+            half_bits,
+            keys: [
+                rng.next_u64(),
+                rng.next_u64(),
+                rng.next_u64(),
+                rng.next_u64(),
+            ],
+        }
+    }
+
+    fn round(&self, x: u64) -> u64 {
+        let mask = (1u64 << self.half_bits) - 1;
+        let (mut l, mut r) = (x >> self.half_bits, x & mask);
+        for k in self.keys {
+            let f = mix64(r ^ k) & mask;
+            (l, r) = (r, l ^ f);
+        }
+        (l << self.half_bits) | r
+    }
+
+    /// The image of `i` (`i < n`).
+    pub fn get(&self, i: u64) -> u64 {
+        debug_assert!(i < self.n);
+        let mut x = self.round(i);
+        while x >= self.n {
+            x = self.round(x);
+        }
+        x
+    }
+}
+
+/// Builds keys and values of the configured sizes.
+#[derive(Clone, Debug)]
+pub struct KeyCodec {
+    /// Bytes per key (≥ 8).
+    pub key_size: usize,
+    /// Bytes per value.
+    pub value_size: usize,
+    random: std::sync::Arc<Vec<u8>>,
+}
+
+impl KeyCodec {
+    /// A codec; `seed` fills the random value buffer.
+    pub fn new(key_size: usize, value_size: usize, seed: u64) -> KeyCodec {
+        let len = (1 << 20).max(value_size * 4);
+        let mut rng = Rng::new(seed, 0x7a1e);
+        let mut random = Vec::with_capacity(len + 8);
+        while random.len() < len {
+            random.extend_from_slice(&rng.next_u64().to_le_bytes());
+        }
+        KeyCodec {
+            key_size,
+            value_size,
+            random: std::sync::Arc::new(random),
+        }
+    }
+
+    fn fill_key(&self, raw: u64, out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(&raw.to_be_bytes());
+        out.resize(self.key_size, b'0');
+    }
+
+    /// The key of present index `i`.
+    pub fn key(&self, i: u64, out: &mut Vec<u8>) {
+        self.fill_key(i.wrapping_mul(2), out)
+    }
+
+    /// A key that is never written: it sorts right after key `i`.
+    pub fn missing_key(&self, i: u64, out: &mut Vec<u8>) {
+        self.fill_key(i.wrapping_mul(2) | 1, out)
+    }
+
+    /// The index of a key built by [`KeyCodec::key`], `None` for anything else.
+    pub fn index_of(&self, key: &[u8]) -> Option<u64> {
+        let head: [u8; 8] = key.get(..8)?.try_into().ok()?;
+        let raw = u64::from_be_bytes(head);
+        (key.len() == self.key_size && raw % 2 == 0).then_some(raw / 2)
+    }
+
+    /// A value for index `i`; `rng` picks which random bytes follow the index.
+    pub fn value(&self, i: u64, rng: &mut Rng, out: &mut Vec<u8>) {
+        out.clear();
+        let start = rng.below((self.random.len() - self.value_size) as u64) as usize;
+        out.extend_from_slice(
+            self.random
+                .get(start..start + self.value_size)
+                .unwrap_or(&[]),
+        );
+        if let Some(head) = out.get_mut(..8) {
+            head.copy_from_slice(&i.to_le_bytes());
+        }
+    }
+
+    /// Whether `value` is a value this codec wrote for index `i`.
+    pub fn value_matches(&self, i: u64, value: &[u8]) -> bool {
+        value.len() == self.value_size
+            && value
+                .get(..8)
+                .is_none_or(|head| head == i.to_le_bytes().as_slice())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn permutation_is_a_bijection_for_awkward_sizes() {
+        for n in [1u64, 2, 3, 7, 1000, 4097, 65_537] {
+            let p = Permutation::new(n, 42);
+            let seen: HashSet<u64> = (0..n).map(|i| p.get(i)).collect();
+            assert_eq!(seen.len() as u64, n, "n={n}");
+            assert!(seen.iter().all(|&x| x < n));
+        }
+    }
+
+    #[test]
+    fn fillrandom_keys_are_unique_and_seeded() {
+        let codec = KeyCodec::new(16, 100, 1);
+        let n = 200_000;
+        let p = Permutation::new(n, 7);
+        let mut keys = HashSet::new();
+        let mut k = Vec::new();
+        for i in 0..n {
+            codec.key(p.get(i), &mut k);
+            assert_eq!(k.len(), 16);
+            assert!(keys.insert(k.clone()));
+        }
+        // Same seed, same order; another seed, another order.
+        let q = Permutation::new(n, 7);
+        assert!((0..1000).all(|i| p.get(i) == q.get(i)));
+        let r = Permutation::new(n, 8);
+        assert!((0..1000).filter(|&i| p.get(i) == r.get(i)).count() < 10);
+        // Random order: not the identity, and roughly half of the steps go down.
+        let downs = (1..n).filter(|&i| p.get(i) < p.get(i - 1)).count() as f64;
+        assert!((downs / n as f64 - 0.5).abs() < 0.02, "downs={downs}");
+    }
+
+    #[test]
+    fn missing_keys_interleave_and_decode() {
+        let codec = KeyCodec::new(16, 100, 1);
+        let (mut a, mut m, mut b) = (Vec::new(), Vec::new(), Vec::new());
+        codec.key(5, &mut a);
+        codec.missing_key(5, &mut m);
+        codec.key(6, &mut b);
+        assert!(a < m && m < b);
+        assert_eq!(codec.index_of(&a), Some(5));
+        assert_eq!(codec.index_of(&m), None);
+        let mut v = Vec::new();
+        codec.value(5, &mut Rng::new(1, 2), &mut v);
+        assert_eq!(v.len(), 100);
+        assert!(codec.value_matches(5, &v));
+        assert!(!codec.value_matches(6, &v));
+    }
+
+    #[test]
+    fn rng_below_is_uniform_enough() {
+        let mut r = Rng::new(3, 0);
+        let mut buckets = [0u32; 10];
+        for _ in 0..100_000 {
+            buckets[r.below(10) as usize] += 1;
+        }
+        assert!(buckets.iter().all(|&b| (9_000..11_000).contains(&b)));
+    }
+}

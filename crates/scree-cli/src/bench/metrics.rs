@@ -1,0 +1,230 @@
+//! Measurements around the workloads: latency histograms, the bytes the process wrote
+//! (`/proc/self/io`), the size of a directory, and throughput sampled over time.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+/// Latencies in nanoseconds, 3 significant digits, from 1 ns to one hour.
+pub struct Latency {
+    hist: Histogram<u64>,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Latency {
+    /// An empty histogram.
+    pub fn new() -> Latency {
+        // 1 ns .. 3600 s at 3 significant figures are valid bounds, so this cannot fail.
+        let hist = Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+            .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()));
+        Latency { hist }
+    }
+
+    /// Records one operation that took `d`.
+    #[inline]
+    pub fn record(&mut self, d: Duration) {
+        self.hist.saturating_record(d.as_nanos().max(1) as u64);
+    }
+
+    /// Adds another thread's histogram.
+    pub fn merge(&mut self, other: &Latency) {
+        // Same bounds on both sides, so adding cannot fail; saturate if it ever did.
+        let _ = self.hist.add(&other.hist);
+    }
+
+    /// Operations recorded.
+    pub fn count(&self) -> u64 {
+        self.hist.len()
+    }
+
+    /// The latency at quantile `q` (0..=1) in microseconds.
+    pub fn quantile_us(&self, q: f64) -> f64 {
+        self.hist.value_at_quantile(q) as f64 / 1000.0
+    }
+
+    /// Largest latency in microseconds.
+    pub fn max_us(&self) -> f64 {
+        self.hist.max() as f64 / 1000.0
+    }
+
+    /// Mean latency in microseconds.
+    pub fn mean_us(&self) -> f64 {
+        self.hist.mean() / 1000.0
+    }
+
+    /// (latency µs, fraction of operations at or below it) points for a CDF plot.
+    pub fn cdf(&self) -> Vec<(f64, f64)> {
+        let total = self.hist.len();
+        if total == 0 {
+            return Vec::new();
+        }
+        self.hist
+            .iter_quantiles(4)
+            .map(|v| {
+                (
+                    v.value_iterated_to() as f64 / 1000.0,
+                    v.quantile_iterated_to(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// Bytes this process has passed to `write`-like system calls (`wchar` in `/proc/self/io`),
+/// whether or not they reached the disk yet. `None` where the file does not exist.
+pub fn process_wchar() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/io").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Apparent and allocated bytes of every file under `dir`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DiskUsage {
+    /// Σ file lengths.
+    pub apparent: u64,
+    /// Σ allocated blocks × 512.
+    pub allocated: u64,
+    /// Files counted.
+    pub files: u64,
+}
+
+/// Walks `dir` (files may vanish under a running compaction; those are skipped).
+pub fn disk_usage(dir: &Path) -> std::io::Result<DiskUsage> {
+    use std::os::unix::fs::MetadataExt;
+    let mut usage = DiskUsage::default();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = match std::fs::read_dir(&d) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && d != dir => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else {
+                usage.apparent += meta.len();
+                usage.allocated += meta.blocks() * 512;
+                usage.files += 1;
+            }
+        }
+    }
+    Ok(usage)
+}
+
+/// Counts operations as they complete (threads add in batches) and samples the count every
+/// `interval` on a thread of its own, for throughput-over-time plots and the progress bar.
+pub struct Sampler {
+    ops: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Vec<(f64, u64)>>>,
+}
+
+impl Sampler {
+    /// Starts sampling; `on_sample(ops so far)` runs at every tick (progress bar updates).
+    pub fn start(interval: Duration, on_sample: impl Fn(u64) + Send + 'static) -> Sampler {
+        let ops = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (o, s) = (ops.clone(), stop.clone());
+        let handle = std::thread::Builder::new()
+            .name("bench-sampler".into())
+            .spawn(move || {
+                let start = Instant::now();
+                let mut samples = vec![(0.0, 0)];
+                let mut next = start + interval;
+                while !s.load(Ordering::Relaxed) {
+                    let now = Instant::now();
+                    if now < next {
+                        std::thread::sleep((next - now).min(Duration::from_millis(10)));
+                        continue;
+                    }
+                    let n = o.load(Ordering::Relaxed);
+                    samples.push((start.elapsed().as_secs_f64(), n));
+                    on_sample(n);
+                    next += interval;
+                }
+                samples.push((start.elapsed().as_secs_f64(), o.load(Ordering::Relaxed)));
+                samples
+            })
+            .ok();
+        Sampler { ops, stop, handle }
+    }
+
+    /// The shared operation counter workers add to.
+    pub fn counter(&self) -> Arc<AtomicU64> {
+        self.ops.clone()
+    }
+
+    /// Stops sampling and returns (seconds since start, ops completed) samples.
+    pub fn finish(mut self) -> Vec<(f64, u64)> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+/// Converts cumulative (t, ops) samples into (t, ops/s) over each interval.
+pub fn rates(samples: &[(f64, u64)]) -> Vec<(f64, f64)> {
+    samples
+        .windows(2)
+        .filter_map(|w| {
+            let [(t0, n0), (t1, n1)] = w else { return None };
+            let dt = t1 - t0;
+            (dt > 1e-6).then(|| (*t1, n1.saturating_sub(*n0) as f64 / dt))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_quantiles() {
+        let mut l = Latency::new();
+        for us in 1..=1000u64 {
+            l.record(Duration::from_micros(us));
+        }
+        assert_eq!(l.count(), 1000);
+        assert!((l.quantile_us(0.5) - 500.0).abs() < 1.0);
+        assert!((l.quantile_us(0.99) - 990.0).abs() < 2.0);
+        assert!((l.max_us() - 1000.0).abs() < 1.0);
+        let cdf = l.cdf();
+        assert!(cdf.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+        assert!((cdf.last().map_or(0.0, |p| p.1) - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn wchar_grows_when_we_write() {
+        let Some(before) = process_wchar() else {
+            return;
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("f"), vec![0u8; 100_000]).expect("write");
+        let after = process_wchar().expect("wchar");
+        assert!(after - before >= 100_000);
+        let usage = disk_usage(dir.path()).expect("usage");
+        assert_eq!(usage.apparent, 100_000);
+        assert_eq!(usage.files, 1);
+    }
+
+    #[test]
+    fn rates_from_samples() {
+        let r = rates(&[(0.0, 0), (0.1, 100), (0.2, 300)]);
+        assert_eq!(r.len(), 2);
+        assert!((r[0].1 - 1000.0).abs() < 1e-6 && (r[1].1 - 2000.0).abs() < 1e-6);
+    }
+}

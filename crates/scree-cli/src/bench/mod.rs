@@ -1,0 +1,374 @@
+//! `scree bench`: db_bench- and YCSB-style workloads against every Scree layout and, with the
+//! `peers` feature, the real RocksDB and LevelDB libraries, in one process run with the same
+//! workload code. See `docs/benchmarks.md` for what each number means.
+
+pub mod engine;
+pub mod keys;
+pub mod metrics;
+pub mod phase;
+pub mod plot;
+pub mod report;
+pub mod scree_engine;
+pub mod workloads;
+pub mod ycsb;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Args;
+
+use crate::peers::{self, Peer};
+use engine::{BenchEngine, EngineConfig};
+use keys::KeyCodec;
+use phase::{PhaseConfig, WorkloadResult};
+use workloads::{Presence, RunState, Workload};
+
+/// Default `--num`.
+pub const DEFAULT_NUM: u64 = 1_000_000;
+/// `--reads` defaults to `min(num, DEFAULT_READS_CAP)`: with 1M keys and every layout, the
+/// default run (fill, reads, seeks) finishes in about two minutes on a 2-core machine.
+pub const DEFAULT_READS_CAP: u64 = 200_000;
+
+/// Arguments of `scree bench`.
+#[derive(Args, Debug, Clone)]
+#[command(
+    after_help = "Workloads: fillrandom fillseq overwrite readrandom readmissing readseq \
+seekrandom deleterandom readwhilewriting ycsb-load ycsb-a ycsb-b ycsb-c ycsb-d ycsb-e ycsb-f\n\n\
+Example: scree bench --layout all --peers rocksdb,leveldb --num 300000 --json out.json"
+)]
+pub struct BenchArgs {
+    /// Workloads to run, in order, on the same database.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "fillrandom,readrandom,seekrandom"
+    )]
+    pub workloads: Vec<Workload>,
+    /// Keys written by fills (and the key range of random reads and overwrites).
+    #[arg(long, default_value_t = DEFAULT_NUM)]
+    pub num: u64,
+    /// Operations of reading workloads [default: min(num, 200000)].
+    #[arg(long)]
+    pub reads: Option<u64>,
+    /// Bytes per key (at least 8).
+    #[arg(long, default_value_t = 16)]
+    pub key_size: usize,
+    /// Bytes per value.
+    #[arg(long, default_value_t = 100)]
+    pub value_size: usize,
+    /// Client threads (readwhilewriting adds one writer).
+    #[arg(long, default_value_t = 1)]
+    pub threads: u64,
+    /// Seed of every random choice (keys, values, YCSB operations).
+    #[arg(long, default_value_t = 301)]
+    pub seed: u64,
+    /// Scree layouts: a comma-separated list, `all` (every implemented layout) or `none`.
+    #[arg(long, default_value = "all")]
+    pub layout: String,
+    /// Peer engines run in the same process: rocksdb, leveldb (needs the `peers` feature).
+    #[arg(long, value_delimiter = ',')]
+    pub peers: Vec<Peer>,
+    /// Override the YCSB request distribution of every ycsb-a..f workload (default: each
+    /// workload's own — zipfian, or latest for D).
+    #[arg(long, value_name = "zipfian|latest|uniform")]
+    pub request_distribution: Option<ycsb::Distribution>,
+    /// Keep the database(s) at DIR (one engine: DIR itself; several: DIR/<engine>).
+    /// Default: a temporary directory removed afterwards.
+    #[arg(long, value_name = "DIR")]
+    pub db: Option<PathBuf>,
+    /// Memtable (write buffer) size in MiB, the same for every engine.
+    #[arg(long, default_value_t = 64)]
+    pub write_buffer_mb: usize,
+    /// Bloom filter bits per key, the same for every engine.
+    #[arg(long, default_value_t = 10)]
+    pub bloom_bits: u32,
+    /// Sync the WAL on every write.
+    #[arg(long)]
+    pub sync: bool,
+    /// `next()` calls after each seek of seekrandom.
+    #[arg(long, default_value_t = 10)]
+    pub seek_nexts: usize,
+    /// After each workload, wait for background flushes/compactions and report how long it took.
+    #[arg(long)]
+    pub wait_compaction: bool,
+    /// Read table blocks with O_DIRECT (Scree, RocksDB; LevelDB has no such option).
+    #[arg(long)]
+    pub direct_reads: bool,
+    /// Write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write PNG plots (throughput over time, write amplification by cause, latency CDF) to DIR.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// No progress bars.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl BenchArgs {
+    /// `--reads`, or its default.
+    pub fn effective_reads(&self) -> u64 {
+        self.reads.unwrap_or(self.num.min(DEFAULT_READS_CAP))
+    }
+}
+
+/// Which store a run is for.
+#[derive(Debug, Clone)]
+pub enum EngineSpec {
+    /// A Scree keyspace of this layout.
+    Scree(scree::Layout),
+    /// A C++ peer.
+    Peer(Peer),
+}
+
+impl EngineSpec {
+    /// `scree/leveled`, `rocksdb`, …
+    pub fn label(&self) -> String {
+        match self {
+            EngineSpec::Scree(l) => format!("scree/{}", l.name()),
+            EngineSpec::Peer(p) => p.name().to_string(),
+        }
+    }
+    fn open(&self, dir: &Path, cfg: &EngineConfig) -> anyhow::Result<Box<dyn BenchEngine>> {
+        Ok(match self {
+            EngineSpec::Scree(l) => Box::new(scree_engine::ScreeEngine::open(dir, *l, cfg)?),
+            EngineSpec::Peer(p) => peers::open(*p, dir, cfg)?,
+        })
+    }
+}
+
+/// Everything measured for one engine.
+pub struct RunResult {
+    /// `scree`, `rocksdb`, `leveldb`.
+    pub engine: String,
+    /// Scree layout.
+    pub layout: Option<String>,
+    /// Column label.
+    pub label: String,
+    /// Settings the engine ran with.
+    pub settings: Vec<(String, String)>,
+    /// How waiting for compactions works for the engine.
+    pub wait_method: String,
+    /// Where the database was kept (`--db`), if it was.
+    pub kept_at: Option<PathBuf>,
+    /// Per-workload results.
+    pub workloads: Vec<WorkloadResult>,
+    /// Why the engine could not run at all.
+    pub error: Option<String>,
+}
+
+impl RunResult {
+    /// Any failure in this run.
+    pub fn failed(&self) -> bool {
+        self.error.is_some() || self.workloads.iter().any(|w| w.failed())
+    }
+}
+
+fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
+    if args.key_size < 8 {
+        bail!("--key-size must be at least 8 (the key index takes 8 bytes)");
+    }
+    if args.num == 0 {
+        bail!("--num must be at least 1");
+    }
+    if args.threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    if args.write_buffer_mb == 0 {
+        bail!("--write-buffer-mb must be at least 1");
+    }
+    if args.workloads.is_empty() {
+        bail!("--workloads is empty");
+    }
+    if !args.peers.is_empty() && !peers::AVAILABLE {
+        bail!("{}", peers::NOT_BUILT);
+    }
+    Ok(())
+}
+
+/// Runs `scree bench`; returns whether every run succeeded.
+pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
+    check_args(&args)?;
+    let mut specs: Vec<EngineSpec> = scree_engine::resolve_layouts(&args.layout)?
+        .into_iter()
+        .map(EngineSpec::Scree)
+        .collect();
+    let mut seen = Vec::new();
+    for p in &args.peers {
+        if !seen.contains(p) {
+            seen.push(*p);
+            specs.push(EngineSpec::Peer(*p));
+        }
+    }
+    if specs.is_empty() {
+        bail!("nothing to run: --layout none and no --peers");
+    }
+
+    let reads = args.effective_reads();
+    let engine_cfg = EngineConfig {
+        write_buffer_bytes: args.write_buffer_mb << 20,
+        bloom_bits: args.bloom_bits,
+        sync: args.sync,
+        direct_reads: args.direct_reads,
+    };
+    let phase_cfg = PhaseConfig {
+        num: args.num,
+        reads,
+        threads: args.threads,
+        seed: args.seed,
+        seek_nexts: args.seek_nexts,
+        request_distribution: args.request_distribution,
+        wait_compaction: args.wait_compaction,
+        progress: !args.quiet && std::io::stderr().is_terminal(),
+        sample_interval: Duration::from_millis(100),
+    };
+    let codec = KeyCodec::new(args.key_size, args.value_size, args.seed);
+    let capacity = args.num
+        + args
+            .workloads
+            .iter()
+            .map(|w| w.max_new_records(reads))
+            .sum::<u64>();
+
+    // One scratch directory for all temporary databases; removed when dropped.
+    let scratch = match &args.db {
+        Some(_) => None,
+        None => Some(
+            tempfile::Builder::new()
+                .prefix("scree-bench-")
+                .tempdir()
+                .context("creating a temporary directory for the databases")?,
+        ),
+    };
+
+    eprintln!(
+        "scree bench: {} on {} | num {} reads {} key {} B value {} B threads {}",
+        args.workloads
+            .iter()
+            .map(|w| w.name())
+            .collect::<Vec<_>>()
+            .join(","),
+        specs
+            .iter()
+            .map(EngineSpec::label)
+            .collect::<Vec<_>>()
+            .join(","),
+        args.num,
+        reads,
+        args.key_size,
+        args.value_size,
+        args.threads
+    );
+
+    let mut runs = Vec::new();
+    for spec in &specs {
+        let label = spec.label();
+        let dir = match (&args.db, &scratch) {
+            (Some(d), _) if specs.len() == 1 => d.clone(),
+            (Some(d), _) => d.join(label.replace('/', "-")),
+            (None, Some(s)) => s.path().join(label.replace('/', "-")),
+            (None, None) => unreachable!("either --db or a scratch dir"),
+        };
+        let run = run_engine(spec, &dir, &engine_cfg, &phase_cfg, &codec, &args, capacity);
+        if args.db.is_none() {
+            // Free the space before the next engine runs.
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        if let Some(e) = &run.error {
+            eprintln!("{label}: {e}");
+        }
+        runs.push(run);
+    }
+
+    let config = report::config_json(&args, reads, &specs);
+    print!("{}", report::table(&runs, &args));
+    let mut ok = runs.iter().all(|r| !r.failed());
+    if let Some(path) = &args.json {
+        let doc = report::json(config, &runs);
+        let text = serde_json::to_string_pretty(&doc).context("encoding the JSON report")?;
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("writing the JSON report to {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(dir) = &args.plot {
+        match plot::write_all(dir, &runs) {
+            Ok(files) => eprintln!("wrote {} plots to {}", files.len(), dir.display()),
+            Err(e) => {
+                eprintln!("plots failed: {e:#}");
+                ok = false;
+            }
+        }
+    }
+    Ok(ok)
+}
+
+fn run_engine(
+    spec: &EngineSpec,
+    dir: &Path,
+    engine_cfg: &EngineConfig,
+    phase_cfg: &PhaseConfig,
+    codec: &KeyCodec,
+    args: &BenchArgs,
+    capacity: u64,
+) -> RunResult {
+    let label = spec.label();
+    let mut run = RunResult {
+        engine: match spec {
+            EngineSpec::Scree(_) => "scree".into(),
+            EngineSpec::Peer(p) => p.name().into(),
+        },
+        layout: match spec {
+            EngineSpec::Scree(l) => Some(l.name().into()),
+            EngineSpec::Peer(_) => None,
+        },
+        label: label.clone(),
+        settings: Vec::new(),
+        wait_method: String::new(),
+        kept_at: args.db.as_ref().map(|_| dir.to_path_buf()),
+        workloads: Vec::new(),
+        error: None,
+    };
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        run.error = Some(format!("creating {}: {e}", dir.display()));
+        return run;
+    }
+    let fresh = engine::dir_is_empty(dir);
+    let engine = match spec.open(dir, engine_cfg) {
+        Ok(e) => e,
+        Err(e) => {
+            run.error = Some(format!("{e:#}"));
+            return run;
+        }
+    };
+    run.engine = engine.engine().to_string();
+    run.layout = engine.layout();
+    run.settings = engine.settings();
+    run.wait_method = engine.wait_method().into();
+    let state = RunState {
+        presence: Presence::new(capacity),
+        inserts: ycsb::InsertSequence::new(args.num),
+    };
+    if !fresh {
+        eprintln!(
+            "{label}: {} already holds data; assuming it holds keys 0..{} written by a previous run",
+            dir.display(),
+            args.num
+        );
+        state.presence.set_all_below(args.num);
+    }
+    for &w in &args.workloads {
+        let result = phase::run(engine.as_ref(), dir, &state, codec, w, phase_cfg, &label);
+        if !args.quiet {
+            eprintln!("{}", report::one_line(&label, &result));
+        }
+        let stop = result.failed();
+        run.workloads.push(result);
+        if stop {
+            break;
+        }
+    }
+    drop(engine);
+    run
+}

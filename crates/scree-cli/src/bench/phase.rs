@@ -1,0 +1,286 @@
+//! Runs one workload on one engine: worker threads, the throughput sampler and progress bar,
+//! the optional wait for compactions, and the before/after counters that give write
+//! amplification, stall time, block reads and disk usage for the phase.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::engine::{BenchEngine, EngineError, WrittenByCause};
+use super::keys::KeyCodec;
+use super::metrics::{self, DiskUsage, Latency, Sampler};
+use super::workloads::{run_thread, run_writer, Ctx, RunState, ThreadOutcome, Workload};
+
+/// Knobs of a phase, from the command line.
+#[derive(Debug, Clone)]
+pub struct PhaseConfig {
+    /// `--num`.
+    pub num: u64,
+    /// `--reads`.
+    pub reads: u64,
+    /// `--threads`.
+    pub threads: u64,
+    /// `--seed`.
+    pub seed: u64,
+    /// `--seek-nexts`.
+    pub seek_nexts: usize,
+    /// `--request-distribution`.
+    pub request_distribution: Option<super::ycsb::Distribution>,
+    /// `--wait-compaction`.
+    pub wait_compaction: bool,
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+    /// Throughput sampling interval.
+    pub sample_interval: Duration,
+}
+
+/// Everything measured for one workload on one engine.
+pub struct WorkloadResult {
+    /// Workload name.
+    pub name: String,
+    /// Does the workload write?
+    pub writes: bool,
+    /// Operations completed.
+    pub ops: u64,
+    /// Wall time of the operations (without the wait for compactions).
+    pub seconds: f64,
+    /// Key+value bytes moved.
+    pub bytes: u64,
+    /// Latencies.
+    pub latency: Latency,
+    /// Lookups that found their key (reading workloads).
+    pub found: Option<u64>,
+    /// Lookups of keys known to be present.
+    pub expected_found: Option<u64>,
+    /// Lookups made.
+    pub lookups: Option<u64>,
+    /// User bytes written (the engine's count for Scree, the benchmark's for peers).
+    pub user_bytes: u64,
+    /// Bytes the whole process wrote (`wchar` delta).
+    pub wchar_bytes: Option<u64>,
+    /// Engine-reported bytes written by cause.
+    pub engine_written: Option<WrittenByCause>,
+    /// Stall seconds during the phase.
+    pub stall_seconds: Option<f64>,
+    /// Data block reads during the phase.
+    pub data_block_reads: Option<u64>,
+    /// Metadata block reads during the phase.
+    pub metadata_block_reads: Option<u64>,
+    /// Disk usage after the phase.
+    pub disk: Option<DiskUsage>,
+    /// How long waiting for compactions took.
+    pub wait_compaction_seconds: Option<f64>,
+    /// (t, ops completed) samples.
+    pub samples: Vec<(f64, u64)>,
+    /// YCSB operation counts.
+    pub op_counts: BTreeMap<&'static str, u64>,
+    /// The engine does not support this workload (message).
+    pub unsupported: Option<String>,
+    /// Why the workload failed (engine error or wrong read results).
+    pub error: Option<String>,
+}
+
+impl WorkloadResult {
+    /// Operations per second.
+    pub fn ops_per_sec(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.ops as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+    /// Megabytes (10⁶) of keys and values per second.
+    pub fn mb_per_sec(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes as f64 / 1e6 / self.seconds
+        } else {
+            0.0
+        }
+    }
+    fn per_user_byte(&self, n: Option<u64>) -> Option<f64> {
+        (self.user_bytes > 0).then_some(())?;
+        n.map(|n| n as f64 / self.user_bytes as f64)
+    }
+    /// Engine-reported bytes written ÷ user bytes.
+    pub fn write_amplification(&self) -> Option<f64> {
+        self.per_user_byte(self.engine_written.as_ref().map(|w| w.total()))
+    }
+    /// Process `wchar` ÷ user bytes.
+    pub fn wchar_write_amplification(&self) -> Option<f64> {
+        self.per_user_byte(self.wchar_bytes)
+    }
+    fn per_op(&self, n: Option<u64>) -> Option<f64> {
+        (self.ops > 0).then_some(())?;
+        n.map(|n| n as f64 / self.ops as f64)
+    }
+    /// Data block reads per operation.
+    pub fn data_block_reads_per_op(&self) -> Option<f64> {
+        self.per_op(self.data_block_reads)
+    }
+    /// Metadata block reads per operation.
+    pub fn metadata_block_reads_per_op(&self) -> Option<f64> {
+        self.per_op(self.metadata_block_reads)
+    }
+    /// Whether this result makes the run fail.
+    pub fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+}
+
+fn progress_bar(cfg: &PhaseConfig, label: &str, total: u64) -> ProgressBar {
+    if !cfg.progress {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{prefix:>28} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} ({per_sec}, eta {eta})",
+    ) {
+        pb.set_style(style);
+    }
+    pb.set_prefix(label.to_string());
+    pb
+}
+
+/// Runs `workload` on `engine` (whose files are under `dir`).
+pub fn run(
+    engine: &dyn BenchEngine,
+    dir: &Path,
+    state: &RunState,
+    codec: &KeyCodec,
+    workload: Workload,
+    cfg: &PhaseConfig,
+    label: &str,
+) -> WorkloadResult {
+    let total = workload.ops(cfg.num, cfg.reads);
+    let threads = cfg.threads.max(1);
+    let before = engine.counters();
+    let wchar_before = metrics::process_wchar();
+
+    let pb = progress_bar(cfg, &format!("{label} {workload}"), total);
+    let pb2 = pb.clone();
+    let sampler = Sampler::start(cfg.sample_interval, move |n| pb2.set_position(n));
+    let progress = sampler.counter();
+    let stop = AtomicBool::new(false);
+    let racy = match workload {
+        Workload::ReadWhileWriting => true,
+        Workload::Ycsb(_) => threads > 1 && workload.max_new_records(1) > 0,
+        _ => false,
+    };
+    let ctx = Ctx {
+        engine,
+        codec,
+        state,
+        num: cfg.num,
+        seed: cfg.seed,
+        seek_nexts: cfg.seek_nexts,
+        stop: &stop,
+        progress: &progress,
+        racy,
+        total_ops: total,
+        request_distribution: cfg.request_distribution,
+    };
+
+    let start = Instant::now();
+    let mut outcome = ThreadOutcome::default();
+    let mut writer_outcome = None;
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let ctx = &ctx;
+                s.spawn(move || run_thread(ctx, workload, t, threads))
+            })
+            .collect();
+        let writer = (workload == Workload::ReadWhileWriting).then(|| {
+            let (ctx, done) = (&ctx, &done);
+            s.spawn(move || run_writer(ctx, done))
+        });
+        for h in workers {
+            match h.join() {
+                Ok(o) => outcome.merge(o),
+                Err(_) => {
+                    outcome.error = Some(EngineError::Failed("a worker thread panicked".into()))
+                }
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+        if let Some(h) = writer {
+            writer_outcome = Some(h.join().map_err(|_| "the writer thread panicked"));
+        }
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    let samples = sampler.finish();
+    pb.finish_and_clear();
+    match writer_outcome {
+        Some(Ok(w)) => outcome.merge(w),
+        Some(Err(m)) => outcome.error = Some(EngineError::Failed(m.into())),
+        None => {}
+    }
+
+    let mut unsupported = None;
+    let mut error = None;
+    match outcome.error.take() {
+        Some(EngineError::Unsupported(m)) => unsupported = Some(m),
+        Some(EngineError::Failed(m)) => error = Some(format!("engine error: {m}")),
+        None => {}
+    }
+    if outcome.mismatches > 0 {
+        let first = outcome.first_mismatch.clone().unwrap_or_default();
+        let msg = format!("{} wrong read results; first: {first}", outcome.mismatches);
+        error = Some(match error {
+            Some(e) => format!("{e}; {msg}"),
+            None => msg,
+        });
+    }
+
+    let mut wait_compaction_seconds = None;
+    if cfg.wait_compaction && error.is_none() {
+        let t = Instant::now();
+        if let Err(e) = engine.wait_for_compactions() {
+            error = Some(format!("waiting for compactions: {e}"));
+        }
+        wait_compaction_seconds = Some(t.elapsed().as_secs_f64());
+    }
+
+    let after = engine.counters();
+    let wchar_after = metrics::process_wchar();
+    let disk = metrics::disk_usage(dir).ok();
+    let delta = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
+    let engine_user = delta(after.user_bytes, before.user_bytes);
+    let lookups = (outcome.lookups > 0 || !workload.writes()).then_some(outcome.lookups);
+    let reads_anything = lookups.is_some();
+    let unsupported_now = unsupported.is_some();
+
+    WorkloadResult {
+        name: workload.name(),
+        writes: workload.writes(),
+        ops: outcome.ops,
+        seconds,
+        bytes: outcome.bytes,
+        latency: outcome.latency,
+        found: (reads_anything && !unsupported_now).then_some(outcome.found),
+        expected_found: (reads_anything && !unsupported_now).then_some(outcome.expected_found),
+        lookups,
+        user_bytes: engine_user.unwrap_or(outcome.user_bytes),
+        wchar_bytes: delta(wchar_after, wchar_before),
+        engine_written: match (after.written, before.written) {
+            (Some(a), Some(b)) => Some(a.since(&b)),
+            _ => None,
+        },
+        stall_seconds: match (after.stall_seconds, before.stall_seconds) {
+            (Some(a), Some(b)) => Some((a - b).max(0.0)),
+            _ => None,
+        },
+        data_block_reads: delta(after.data_block_reads, before.data_block_reads),
+        metadata_block_reads: delta(after.metadata_block_reads, before.metadata_block_reads),
+        disk,
+        wait_compaction_seconds,
+        samples,
+        op_counts: outcome.op_counts,
+        unsupported,
+        error,
+    }
+}

@@ -1,0 +1,327 @@
+//! The side-by-side table on stdout and the `--json` document (schema in docs/benchmarks.md).
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::phase::WorkloadResult;
+use super::{BenchArgs, EngineSpec, RunResult};
+
+/// `latency_us` of the JSON schema.
+#[derive(Serialize, Debug)]
+pub struct LatencyJson {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+/// One workload in the JSON schema (required fields first, then additions).
+#[derive(Serialize, Debug)]
+pub struct WorkloadJson {
+    pub name: String,
+    pub ops: u64,
+    pub seconds: f64,
+    pub ops_per_sec: f64,
+    pub latency_us: LatencyJson,
+    pub found: Option<u64>,
+    pub user_bytes: Option<u64>,
+    pub bytes_written: Option<u64>,
+    pub write_amplification: Option<f64>,
+    pub disk_bytes: Option<u64>,
+    pub stall_seconds: Option<f64>,
+    // Additions.
+    pub mb_per_sec: f64,
+    pub expected_found: Option<u64>,
+    pub lookups: Option<u64>,
+    pub wchar_write_amplification: Option<f64>,
+    pub engine_bytes_written: Option<u64>,
+    pub engine_bytes_written_by_cause: Option<Value>,
+    pub disk_allocated_bytes: Option<u64>,
+    pub disk_files: Option<u64>,
+    pub data_block_reads_per_op: Option<f64>,
+    pub metadata_block_reads_per_op: Option<f64>,
+    pub wait_compaction_seconds: Option<f64>,
+    pub op_counts: Option<Value>,
+    pub unsupported: Option<String>,
+    pub error: Option<String>,
+    /// `[seconds since start, ops/s over the previous interval]`.
+    pub throughput_samples: Vec<(f64, f64)>,
+}
+
+fn round(x: f64, digits: i32) -> f64 {
+    let m = 10f64.powi(digits);
+    (x * m).round() / m
+}
+
+/// The JSON form of one workload result.
+pub fn workload_json(w: &WorkloadResult) -> WorkloadJson {
+    let unsupported = w.unsupported.is_some();
+    let lat = &w.latency;
+    let has_lat = lat.count() > 0;
+    let q = |x: f64| {
+        if has_lat {
+            round(lat.quantile_us(x), 3)
+        } else {
+            0.0
+        }
+    };
+    let writes_measured = w.writes && !unsupported;
+    WorkloadJson {
+        name: w.name.clone(),
+        ops: w.ops,
+        seconds: round(w.seconds, 6),
+        ops_per_sec: round(w.ops_per_sec(), 1),
+        latency_us: LatencyJson {
+            p50: q(0.5),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: if has_lat { round(lat.max_us(), 3) } else { 0.0 },
+            mean: if has_lat {
+                round(lat.mean_us(), 3)
+            } else {
+                0.0
+            },
+        },
+        found: w.found,
+        user_bytes: (!unsupported).then_some(w.user_bytes),
+        bytes_written: w.wchar_bytes,
+        write_amplification: writes_measured.then(|| w.write_amplification()).flatten(),
+        disk_bytes: w.disk.map(|d| d.apparent),
+        stall_seconds: w.stall_seconds,
+        mb_per_sec: round(w.mb_per_sec(), 3),
+        expected_found: w.expected_found,
+        lookups: w.lookups,
+        wchar_write_amplification: writes_measured
+            .then(|| w.wchar_write_amplification())
+            .flatten(),
+        engine_bytes_written: w.engine_written.as_ref().map(|e| e.total()),
+        engine_bytes_written_by_cause: w.engine_written.as_ref().map(|e| {
+            let map: serde_json::Map<String, Value> = e
+                .parts()
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), json!(v)))
+                .collect();
+            Value::Object(map)
+        }),
+        disk_allocated_bytes: w.disk.map(|d| d.allocated),
+        disk_files: w.disk.map(|d| d.files),
+        data_block_reads_per_op: w.data_block_reads_per_op().map(|x| round(x, 4)),
+        metadata_block_reads_per_op: w.metadata_block_reads_per_op().map(|x| round(x, 4)),
+        wait_compaction_seconds: w.wait_compaction_seconds.map(|x| round(x, 6)),
+        op_counts: (!w.op_counts.is_empty()).then(|| json!(w.op_counts)),
+        unsupported: w.unsupported.clone(),
+        error: w.error.clone(),
+        throughput_samples: super::metrics::rates(&w.samples)
+            .into_iter()
+            .map(|(t, r)| (round(t, 3), round(r, 1)))
+            .collect(),
+    }
+}
+
+/// The `config` object.
+pub fn config_json(args: &BenchArgs, reads: u64, specs: &[EngineSpec]) -> Value {
+    json!({
+        "workloads": args.workloads.iter().map(|w| w.name()).collect::<Vec<_>>(),
+        "engines": specs.iter().map(EngineSpec::label).collect::<Vec<_>>(),
+        "num": args.num,
+        "reads": reads,
+        "key_size": args.key_size,
+        "value_size": args.value_size,
+        "threads": args.threads,
+        "seed": args.seed,
+        "seek_nexts": args.seek_nexts,
+        "write_buffer_mb": args.write_buffer_mb,
+        "bloom_bits": args.bloom_bits,
+        "sync": args.sync,
+        "wait_compaction": args.wait_compaction,
+        "direct_reads": args.direct_reads,
+        "db": args.db.as_ref().map(|p| p.display().to_string()),
+        "scree_version": env!("CARGO_PKG_VERSION"),
+        "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
+    })
+}
+
+/// The whole `--json` document.
+pub fn json(config: Value, runs: &[RunResult]) -> Value {
+    let runs: Vec<Value> = runs
+        .iter()
+        .map(|r| {
+            json!({
+                "engine": r.engine,
+                "layout": r.layout,
+                "label": r.label,
+                "settings": r.settings.iter()
+                    .map(|(k, v)| (k.clone(), json!(v)))
+                    .collect::<serde_json::Map<String, Value>>(),
+                "wait_method": r.wait_method,
+                "db_dir": r.kept_at.as_ref().map(|p| p.display().to_string()),
+                "failed": r.failed(),
+                "error": r.error,
+                "workloads": r.workloads.iter().map(workload_json).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({ "config": config, "runs": runs })
+}
+
+fn human(x: f64) -> String {
+    let a = x.abs();
+    if a >= 1e9 {
+        format!("{:.2}G", x / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.2}M", x / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.1}k", x / 1e3)
+    } else if a >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map_or_else(|| "-".into(), f)
+}
+
+/// One progress line per finished workload (stderr).
+pub fn one_line(label: &str, w: &WorkloadResult) -> String {
+    if let Some(u) = &w.unsupported {
+        return format!("{label:>20} {:<16} unsupported: {u}", w.name);
+    }
+    let mut s = format!(
+        "{label:>20} {:<16} {:>9} ops/s  p50 {:.1} µs  p99 {:.1} µs",
+        w.name,
+        human(w.ops_per_sec()),
+        w.latency.quantile_us(0.5),
+        w.latency.quantile_us(0.99)
+    );
+    if let (Some(f), Some(l)) = (w.found, w.lookups) {
+        let _ = write!(s, "  found {f}/{l}");
+    }
+    if w.writes {
+        let _ = write!(
+            s,
+            "  WA {} (wchar {})",
+            opt(w.write_amplification(), |x| format!("{x:.2}")),
+            opt(w.wchar_write_amplification(), |x| format!("{x:.2}"))
+        );
+    }
+    if let Some(e) = &w.error {
+        let _ = write!(s, "  FAILED: {e}");
+    }
+    s
+}
+
+/// The side-by-side table: one block per workload, one column per engine.
+pub fn table(runs: &[RunResult], args: &BenchArgs) -> String {
+    let mut out = String::new();
+    let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+    let width = labels.iter().map(|l| l.len()).max().unwrap_or(8).max(10) + 2;
+    let head = 22;
+    let names: Vec<String> = args.workloads.iter().map(|w| w.name()).collect();
+    let _ = writeln!(out);
+    for (wi, name) in names.iter().enumerate() {
+        let cells: Vec<Option<&WorkloadResult>> =
+            runs.iter().map(|r| r.workloads.get(wi)).collect();
+        let _ = write!(out, "{:<head$}", name);
+        for l in &labels {
+            let _ = write!(out, "{l:>width$}");
+        }
+        let _ = writeln!(out);
+        let writes = cells.iter().flatten().any(|w| w.writes);
+        let reads = cells.iter().flatten().any(|w| w.lookups.is_some());
+        let mut row = |title: &str, f: &dyn Fn(&WorkloadResult) -> String| {
+            let _ = write!(out, "  {:<w$}", title, w = head - 2);
+            for c in &cells {
+                let text = match c {
+                    None => "-".to_string(),
+                    Some(w) if w.unsupported.is_some() => "unsupported".into(),
+                    Some(w) => f(w),
+                };
+                let _ = write!(out, "{text:>width$}");
+            }
+            let _ = writeln!(out);
+        };
+        row("ops/s", &|w| {
+            if w.error.is_some() {
+                format!("FAILED {}", human(w.ops_per_sec()))
+            } else {
+                human(w.ops_per_sec())
+            }
+        });
+        row("MB/s", &|w| format!("{:.1}", w.mb_per_sec()));
+        row("p50 µs", &|w| format!("{:.1}", w.latency.quantile_us(0.5)));
+        row("p99 µs", &|w| {
+            format!("{:.1}", w.latency.quantile_us(0.99))
+        });
+        row("p99.9 µs", &|w| {
+            format!("{:.1}", w.latency.quantile_us(0.999))
+        });
+        row("max µs", &|w| human(w.latency.max_us()));
+        if reads {
+            row("found", &|w| match (w.found, w.lookups) {
+                (Some(f), Some(l)) => format!("{f}/{l}"),
+                _ => "-".into(),
+            });
+        }
+        if writes {
+            row("WA (engine stats)", &|w| {
+                opt(w.write_amplification(), |x| format!("{x:.2}"))
+            });
+            row("WA (wchar)", &|w| {
+                opt(w.wchar_write_amplification(), |x| format!("{x:.2}"))
+            });
+            row("stall s", &|w| opt(w.stall_seconds, |x| format!("{x:.2}")));
+        }
+        row("written MB (wchar)", &|w| {
+            opt(w.wchar_bytes, |x| format!("{:.1}", x as f64 / 1e6))
+        });
+        if reads {
+            row("data blk reads/op", &|w| {
+                opt(w.data_block_reads_per_op(), |x| format!("{x:.3}"))
+            });
+            row("meta blk reads/op", &|w| {
+                opt(w.metadata_block_reads_per_op(), |x| format!("{x:.3}"))
+            });
+        }
+        row("disk MB", &|w| {
+            opt(w.disk, |d| format!("{:.1}", d.apparent as f64 / 1e6))
+        });
+        if args.wait_compaction {
+            row("wait compaction s", &|w| {
+                opt(w.wait_compaction_seconds, |x| format!("{x:.2}"))
+            });
+        }
+        let _ = writeln!(out);
+    }
+    for r in runs {
+        if let Some(e) = &r.error {
+            let _ = writeln!(out, "{}: FAILED to run: {e}", r.label);
+        }
+        for w in &r.workloads {
+            if let Some(e) = &w.error {
+                let _ = writeln!(out, "{} {}: FAILED: {e}", r.label, w.name);
+            }
+            if let Some(u) = &w.unsupported {
+                let _ = writeln!(out, "{} {}: unsupported ({u})", r.label, w.name);
+            }
+        }
+    }
+    let _ = writeln!(out, "Settings:");
+    for r in runs {
+        let s: Vec<String> = r.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(out, "  {:<18} {}", r.label, s.join(", "));
+        if args.wait_compaction {
+            let _ = writeln!(out, "  {:<18} wait for compactions: {}", "", r.wait_method);
+        }
+    }
+    out
+}

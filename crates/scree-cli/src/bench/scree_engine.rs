@@ -1,0 +1,193 @@
+//! Scree behind the benchmark's engine interface: one database per run with one keyspace,
+//! `bench`, of the layout under test.
+
+use std::path::Path;
+
+use scree::{Db, Error, KeyspaceOptions, Layout, Options, WriteOptions};
+
+use super::engine::{BenchEngine, Counters, EResult, EngineConfig, EngineError, WrittenByCause};
+
+/// Name of the keyspace the benchmark writes.
+pub const KEYSPACE: &str = "bench";
+
+/// A Scree database and its benchmark keyspace.
+pub struct ScreeEngine {
+    db: Db,
+    ks: scree::Keyspace,
+    layout: Layout,
+    sync: bool,
+    settings: Vec<(String, String)>,
+}
+
+fn err(e: Error) -> EngineError {
+    match e {
+        Error::Unsupported(m) => EngineError::Unsupported(m),
+        other => EngineError::Failed(other.to_string()),
+    }
+}
+
+/// The layouts `--layout` may name: every implemented one for `all`.
+pub fn resolve_layouts(spec: &str) -> anyhow::Result<Vec<Layout>> {
+    let implemented = Layout::implemented();
+    let names = || {
+        implemented
+            .iter()
+            .map(|l| l.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match spec.trim() {
+        "all" => Ok(implemented),
+        "none" | "" => Ok(Vec::new()),
+        list => list
+            .split(',')
+            .map(|name| {
+                let layout: Layout = name
+                    .trim()
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("--layout {name}: {e}"))?;
+                if !implemented.iter().any(|l| l.name() == layout.name()) {
+                    anyhow::bail!(
+                        "layout `{}` is not implemented in this build (implemented: {})",
+                        layout.name(),
+                        names()
+                    );
+                }
+                Ok(layout)
+            })
+            .collect(),
+    }
+}
+
+impl ScreeEngine {
+    /// Opens (or creates) the database at `dir` with keyspace `bench` of `layout`.
+    pub fn open(dir: &Path, layout: Layout, cfg: &EngineConfig) -> anyhow::Result<ScreeEngine> {
+        let mut opts = Options::default();
+        opts.direct_reads = cfg.direct_reads;
+        let mut ko = KeyspaceOptions::new(layout);
+        ko.write_buffer_bytes = cfg.write_buffer_bytes;
+        ko.bloom_bits_per_key = cfg.bloom_bits;
+        let settings = vec![
+            (
+                "write_buffer_bytes".into(),
+                ko.write_buffer_bytes.to_string(),
+            ),
+            (
+                "bloom_bits_per_key".into(),
+                ko.bloom_bits_per_key.to_string(),
+            ),
+            (
+                "block_cache_bytes".into(),
+                opts.block_cache_bytes.to_string(),
+            ),
+            (
+                "background_threads".into(),
+                opts.background_threads.to_string(),
+            ),
+            ("direct_reads".into(), opts.direct_reads.to_string()),
+            (
+                "compression".into(),
+                "none (Scree does not compress)".into(),
+            ),
+            ("wal".into(), "on".into()),
+            ("sync".into(), cfg.sync.to_string()),
+        ];
+        let db = Db::open(dir, opts)
+            .map_err(|e| anyhow::anyhow!("opening Scree at {}: {e}", dir.display()))?;
+        let ks = db
+            .keyspace(KEYSPACE, ko)
+            .map_err(|e| anyhow::anyhow!("opening keyspace {KEYSPACE} ({layout}): {e}"))?;
+        Ok(ScreeEngine {
+            db,
+            ks,
+            layout,
+            sync: cfg.sync,
+            settings,
+        })
+    }
+}
+
+impl BenchEngine for ScreeEngine {
+    fn engine(&self) -> &'static str {
+        "scree"
+    }
+
+    fn layout(&self) -> Option<String> {
+        Some(self.layout.name().to_string())
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> EResult<()> {
+        if self.sync {
+            self.ks
+                .put_opt(key, value, &WriteOptions { sync: true })
+                .map_err(err)
+        } else {
+            self.ks.put(key, value).map_err(err)
+        }
+    }
+
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> EResult<bool> {
+        match self.ks.get(key).map_err(err)? {
+            Some(v) => {
+                *out = v;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn delete(&self, key: &[u8]) -> EResult<()> {
+        if self.sync {
+            self.ks
+                .delete_opt(key, &WriteOptions { sync: true })
+                .map_err(err)
+        } else {
+            self.ks.delete(key).map_err(err)
+        }
+    }
+
+    fn scan(
+        &self,
+        start: &[u8],
+        limit: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> EResult<usize> {
+        let mut n = 0;
+        for item in self.ks.range(start.to_vec()..).take(limit) {
+            let (k, v) = item.map_err(err)?;
+            visit(&k, &v);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn wait_for_compactions(&self) -> EResult<()> {
+        self.db.wait_for_compactions().map_err(err)
+    }
+
+    fn counters(&self) -> Counters {
+        let s = self.db.stats();
+        let w = &s.bytes_written;
+        Counters {
+            user_bytes: Some(s.user_bytes),
+            written: Some(WrittenByCause {
+                wal: w.wal,
+                flush: w.flush,
+                compaction: w.compaction,
+                metadata: w.metadata,
+                gc: w.gc,
+            }),
+            stall_seconds: Some(s.stall_seconds),
+            data_block_reads: Some(s.data_block_reads),
+            metadata_block_reads: Some(s.metadata_block_reads),
+        }
+    }
+
+    fn settings(&self) -> Vec<(String, String)> {
+        self.settings.clone()
+    }
+
+    fn wait_method(&self) -> &'static str {
+        "Db::wait_for_compactions()"
+    }
+}

@@ -1,0 +1,176 @@
+//! The peer engines — the real C++ RocksDB and LevelDB, through minimal hand-written bindings to
+//! their C APIs (`rocksdb/c.h`, `leveldb/c.h`). Compiled only with the `peers` feature, so the
+//! default build and CI need neither library; `scripts/setup-peers.sh` installs them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::bench::engine::{BenchEngine, EngineConfig};
+
+#[cfg(feature = "peers")]
+mod cffi;
+#[cfg(feature = "peers")]
+pub mod leveldb;
+#[cfg(feature = "peers")]
+pub mod rocksdb;
+
+/// A peer engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// RocksDB through `librocksdb`.
+    RocksDb,
+    /// LevelDB through `libleveldb`.
+    LevelDb,
+}
+
+impl Peer {
+    /// `rocksdb` or `leveldb`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::RocksDb => "rocksdb",
+            Peer::LevelDb => "leveldb",
+        }
+    }
+}
+
+impl fmt::Display for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Peer {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "rocksdb" => Ok(Peer::RocksDb),
+            "leveldb" => Ok(Peer::LevelDb),
+            other => Err(format!("unknown peer `{other}` (known: rocksdb, leveldb)")),
+        }
+    }
+}
+
+/// Whether this binary was built with the peers.
+pub const AVAILABLE: bool = cfg!(feature = "peers");
+
+/// The error for `--peers` on a build without them.
+pub const NOT_BUILT: &str = "--peers needs a scree binary built with the `peers` feature, \
+which links the RocksDB and LevelDB C libraries. Run scripts/setup-peers.sh (installs \
+librocksdb-dev and libleveldb-dev, then builds), or: \
+cargo build --release -p scree-cli --features peers";
+
+/// Opens `peer` at `dir`.
+#[cfg(feature = "peers")]
+pub fn open(
+    peer: Peer,
+    dir: &std::path::Path,
+    cfg: &EngineConfig,
+) -> anyhow::Result<Box<dyn BenchEngine>> {
+    Ok(match peer {
+        Peer::RocksDb => Box::new(rocksdb::RocksDb::open(dir, cfg)?),
+        Peer::LevelDb => Box::new(leveldb::LevelDb::open(dir, cfg)?),
+    })
+}
+
+/// Opens `peer` at `dir` — not in this build.
+#[cfg(not(feature = "peers"))]
+pub fn open(
+    _peer: Peer,
+    _dir: &std::path::Path,
+    _cfg: &EngineConfig,
+) -> anyhow::Result<Box<dyn BenchEngine>> {
+    anyhow::bail!("{NOT_BUILT}")
+}
+
+/// Sums the `Write(MB)` column of LevelDB's `leveldb.stats` property (bytes written by flushes
+/// and compactions, per level, in MiB rounded to whole numbers).
+#[cfg_attr(not(feature = "peers"), allow(dead_code))]
+pub fn parse_leveldb_stats_write_mb(stats: &str) -> Option<f64> {
+    let mut total = 0.0;
+    let mut rows = 0;
+    for line in stats.lines() {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        // Level Files Size(MB) Time(sec) Read(MB) Write(MB)
+        if cols.len() == 6 && cols.iter().all(|c| c.parse::<f64>().is_ok()) {
+            total += cols[5].parse::<f64>().ok()?;
+            rows += 1;
+        }
+    }
+    (rows > 0 || stats.contains("Compactions")).then_some(total)
+}
+
+/// `(files, bytes)` per level from LevelDB's `leveldb.sstables` property (lines like
+/// ` 12:2110123['a' @ 1 : 1 .. 'b' @ 2 : 1]` under `--- level N ---`).
+#[cfg_attr(not(feature = "peers"), allow(dead_code))]
+pub fn parse_leveldb_sstables(text: &str) -> Vec<(u64, u64)> {
+    let mut levels: Vec<(u64, u64)> = Vec::new();
+    let mut current: Option<usize> = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("--- level ") {
+            current = rest.trim_end_matches(" ---").trim().parse().ok();
+            if let Some(l) = current {
+                if levels.len() <= l {
+                    levels.resize(l + 1, (0, 0));
+                }
+            }
+            continue;
+        }
+        let (Some(l), Some((_, after))) = (current, line.trim_start().split_once(':')) else {
+            continue;
+        };
+        let size: String = after.chars().take_while(|c| c.is_ascii_digit()).collect();
+        if let (Ok(bytes), Some(slot)) = (size.parse::<u64>(), levels.get_mut(l)) {
+            slot.0 += 1;
+            slot.1 += bytes;
+        }
+    }
+    levels
+}
+
+/// The value of ticker `name` (`rocksdb.x.y COUNT : 123`) in RocksDB's statistics string.
+#[cfg_attr(not(feature = "peers"), allow(dead_code))]
+pub fn parse_rocksdb_ticker(stats: &str, name: &str) -> Option<u64> {
+    stats.lines().find_map(|l| {
+        let rest = l.strip_prefix(name)?;
+        let rest = rest.trim_start().strip_prefix("COUNT")?.trim_start();
+        rest.strip_prefix(':')?.trim().parse().ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_leveldb_stats() {
+        let s = "                               Compactions\n\
+Level  Files Size(MB) Time(sec) Read(MB) Write(MB)\n\
+--------------------------------------------------\n\
+  0        3        6         0        0        64\n\
+  1        5       10         1       70        70\n";
+        assert_eq!(parse_leveldb_stats_write_mb(s), Some(134.0));
+    }
+
+    #[test]
+    fn parses_leveldb_sstables() {
+        let s = "--- level 0 ---\n 7:2097152['a' @ 1 : 1 .. 'b' @ 2 : 1]\n 8:100['c' @ 3 : 1 .. 'd' @ 4 : 1]\n--- level 1 ---\n--- level 2 ---\n 3:5000['e' @ 5 : 1 .. 'f' @ 6 : 1]\n";
+        assert_eq!(
+            parse_leveldb_sstables(s),
+            vec![(2, 2_097_252), (0, 0), (1, 5000)]
+        );
+    }
+
+    #[test]
+    fn parses_rocksdb_tickers() {
+        let s = "rocksdb.block.cache.miss COUNT : 10\nrocksdb.wal.bytes COUNT : 1234\nrocksdb.wal.synced COUNT : 0\n";
+        assert_eq!(parse_rocksdb_ticker(s, "rocksdb.wal.bytes"), Some(1234));
+        assert_eq!(parse_rocksdb_ticker(s, "rocksdb.wal"), None);
+        assert_eq!(parse_rocksdb_ticker(s, "rocksdb.flush.write.bytes"), None);
+    }
+
+    #[test]
+    fn peer_names() {
+        assert_eq!("RocksDB".parse::<Peer>(), Ok(Peer::RocksDb));
+        assert!("lmdb".parse::<Peer>().is_err());
+    }
+}
