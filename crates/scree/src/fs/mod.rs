@@ -4,6 +4,7 @@
 //! The engine wraps files in [`CountedWriter`] / [`CountedReader`] so that bytes and block reads
 //! are accounted by cause (see `stats`).
 
+pub mod fault;
 pub mod std_fs;
 
 use std::io;

@@ -1,0 +1,883 @@
+//! An in-memory, fault-injecting [`FileSystem`] for crash and I/O-error tests.
+//!
+//! [`FaultFs`] keeps every file in memory and models what survives a power loss:
+//!
+//! * each file (an *inode*) has its written bytes and the length that was last made durable by
+//!   [`WritableFile::sync`];
+//! * the namespace (path → inode) exists twice: the *live* one every operation sees, and the
+//!   *durable* one, updated for a directory's entries only by [`FileSystem::sync_dir`]. Creates,
+//!   renames and removes not covered by a directory sync are forgotten by a crash (directories
+//!   themselves are durable as soon as they are created);
+//! * [`FaultFs::crash`] replaces the live state by the durable one, cutting every file back to its
+//!   synced length and then treating the unsynced bytes as [`CrashMode`] says (dropped, a random
+//!   prefix kept, zero-filled, or garbage).
+//!
+//! Faults: [`FaultFs::inject`] makes the Nth operation of a kind (or of any kind) fail with `EIO`
+//! or `ENOSPC`, once or persistently, optionally as a short write (half the bytes land, then the
+//! error). [`FaultFs::freeze_at_op`] makes the fs "lose power" just before operation N: that
+//! operation and every later one fail and change nothing, so a following [`FaultFs::crash`] sees
+//! the state exactly as it was before operation N.
+//!
+//! The lock is honoured: a second [`FileSystem::lock`] of the same path fails with `WouldBlock`
+//! until the first guard is dropped, so two `Db`s cannot open the same fake directory.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use super::{FileLock, FileSystem, ReadableFile, WritableFile};
+
+/// The kinds of operation the fault layer counts and can fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OpKind {
+    /// `create` (a new or truncated file).
+    Create,
+    /// `open` for reading (also the open inside `read_all`).
+    Open,
+    /// `read_at`.
+    Read,
+    /// `append` or `flush` of a writable file.
+    Write,
+    /// `sync` of a writable file.
+    Sync,
+    /// `sync_dir`.
+    SyncDir,
+    /// `rename`.
+    Rename,
+    /// `remove`.
+    Remove,
+    /// `list`.
+    List,
+    /// `create_dir_all`.
+    Mkdir,
+}
+
+impl OpKind {
+    /// Every kind.
+    pub const ALL: [OpKind; 10] = [
+        OpKind::Create,
+        OpKind::Open,
+        OpKind::Read,
+        OpKind::Write,
+        OpKind::Sync,
+        OpKind::SyncDir,
+        OpKind::Rename,
+        OpKind::Remove,
+        OpKind::List,
+        OpKind::Mkdir,
+    ];
+    /// Whether the operation changes state (reads, opens and lists do not).
+    pub fn is_mutation(self) -> bool {
+        !matches!(self, OpKind::Open | OpKind::Read | OpKind::List)
+    }
+}
+
+/// The error an injected fault returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultError {
+    /// `EIO`.
+    Eio,
+    /// `ENOSPC`.
+    Enospc,
+}
+
+impl FaultError {
+    fn to_io(self, what: &str) -> io::Error {
+        let errno = match self {
+            FaultError::Eio => libc::EIO,
+            FaultError::Enospc => libc::ENOSPC,
+        };
+        let os = io::Error::from_raw_os_error(errno);
+        io::Error::new(os.kind(), format!("injected fault on {what}: {os}"))
+    }
+}
+
+/// One fault to inject.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    /// Which operations count (`None`: every kind).
+    pub kind: Option<OpKind>,
+    /// Only operations on paths containing this string count (`None`: every path).
+    pub path_contains: Option<String>,
+    /// The first failing operation is the `nth` matching one from now (1-based).
+    pub nth: u64,
+    /// The error returned.
+    pub error: FaultError,
+    /// Keep failing every later matching operation (until [`FaultFs::clear_faults`]).
+    pub persistent: bool,
+    /// A failing `append` first writes the first half of its bytes (a short write).
+    pub short_write: bool,
+}
+
+impl Fault {
+    /// Fails the `nth` operation of `kind` (`None`: of any kind) once with `EIO`.
+    pub fn nth(kind: Option<OpKind>, nth: u64) -> Fault {
+        Fault {
+            kind,
+            path_contains: None,
+            nth,
+            error: FaultError::Eio,
+            persistent: false,
+            short_write: false,
+        }
+    }
+    /// The same fault, persistent.
+    pub fn persistent(mut self) -> Fault {
+        self.persistent = true;
+        self
+    }
+    /// The same fault with another error.
+    pub fn error(mut self, e: FaultError) -> Fault {
+        self.error = e;
+        self
+    }
+    /// The same fault, as a short write on appends.
+    pub fn short(mut self) -> Fault {
+        self.short_write = true;
+        self
+    }
+}
+
+/// What a crash does with the bytes of a file beyond its synced length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashMode {
+    /// Unsynced bytes are lost.
+    Drop,
+    /// A random prefix of the unsynced bytes survives.
+    KeepPartial,
+    /// The file keeps a random part of its unsynced length, but those bytes read as zeros.
+    ZeroTail,
+    /// The file keeps a random part of its unsynced length, filled with random bytes.
+    GarbageTail,
+}
+
+impl CrashMode {
+    /// Every mode.
+    pub const ALL: [CrashMode; 4] = [
+        CrashMode::Drop,
+        CrashMode::KeepPartial,
+        CrashMode::ZeroTail,
+        CrashMode::GarbageTail,
+    ];
+}
+
+/// Counters of what the fault layer did (for the figures in docs/reliability.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FaultStats {
+    /// Operations counted.
+    pub ops: u64,
+    /// Faults injected (operations failed by a rule).
+    pub faults: u64,
+    /// Crashes simulated.
+    pub crashes: u64,
+}
+
+#[derive(Default)]
+struct Inode {
+    data: Vec<u8>,
+    synced: usize,
+}
+
+type InodeRef = Arc<RwLock<Inode>>;
+
+struct Rule {
+    fault: Fault,
+    seen: u64,
+    fired: bool,
+}
+
+#[derive(Default)]
+struct State {
+    /// Bumped by every crash; handles of an older epoch fail.
+    epoch: u64,
+    next_ino: u64,
+    inodes: HashMap<u64, InodeRef>,
+    live: BTreeMap<PathBuf, u64>,
+    durable: BTreeMap<PathBuf, u64>,
+    dirs: BTreeSet<PathBuf>,
+    rules: Vec<Rule>,
+    /// Power is lost at this operation count (1-based) and stays lost until the next crash.
+    freeze_at: Option<u64>,
+    frozen: bool,
+    ops: u64,
+    faults: u64,
+    crashes: u64,
+    per_kind: BTreeMap<OpKind, u64>,
+    rng: u64,
+}
+
+impl State {
+    fn rand(&mut self) -> u64 {
+        // xorshift64*
+        let mut x = self.rng.max(1);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Counts one operation and decides whether it fails. `Ok(false)` = proceed normally,
+    /// `Ok(true)` = fail as a short write, `Err` = fail.
+    fn check(&mut self, kind: OpKind, path: &Path) -> Result<bool, io::Error> {
+        if self.frozen {
+            return Err(io::Error::other(format!(
+                "power lost ({kind:?} on {})",
+                path.display()
+            )));
+        }
+        self.ops += 1;
+        *self.per_kind.entry(kind).or_insert(0) += 1;
+        if self.freeze_at.is_some_and(|n| self.ops >= n) {
+            self.frozen = true;
+            return Err(io::Error::other(format!(
+                "power lost ({kind:?} on {})",
+                path.display()
+            )));
+        }
+        let p = path.to_string_lossy();
+        let mut fail = None;
+        for r in &mut self.rules {
+            let f = &r.fault;
+            if f.kind.is_some_and(|k| k != kind) {
+                continue;
+            }
+            if f.path_contains.as_deref().is_some_and(|s| !p.contains(s)) {
+                continue;
+            }
+            r.seen += 1;
+            let hit = if f.persistent {
+                r.seen >= f.nth
+            } else {
+                r.seen == f.nth && !r.fired
+            };
+            if hit && fail.is_none() {
+                r.fired = true;
+                fail = Some((f.error, f.short_write));
+            }
+        }
+        match fail {
+            None => Ok(false),
+            Some((e, short)) => {
+                self.faults += 1;
+                if short && kind == OpKind::Write {
+                    return Ok(true);
+                }
+                Err(e.to_io(&format!("{kind:?} {}", path.display())))
+            }
+        }
+    }
+
+    fn fault_error(&self, path: &Path) -> io::Error {
+        // The error of a short write (the rule that fired is the last fired one).
+        let e = self
+            .rules
+            .iter()
+            .rev()
+            .find(|r| r.fired)
+            .map_or(FaultError::Eio, |r| r.fault.error);
+        e.to_io(&format!("short write {}", path.display()))
+    }
+
+    fn new_inode(&mut self) -> (u64, InodeRef) {
+        self.next_ino += 1;
+        let ino = self.next_ino;
+        let r: InodeRef = Arc::new(RwLock::new(Inode::default()));
+        self.inodes.insert(ino, r.clone());
+        (ino, r)
+    }
+
+    fn gc(&mut self) {
+        let used: HashSet<u64> = self
+            .live
+            .values()
+            .chain(self.durable.values())
+            .copied()
+            .collect();
+        self.inodes.retain(|k, _| used.contains(k));
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    locks: Mutex<HashSet<PathBuf>>,
+    epoch: AtomicU64,
+}
+
+/// The in-memory fault-injecting file system. Cheap to clone (clones share the state).
+#[derive(Clone)]
+pub struct FaultFs {
+    sh: Arc<Shared>,
+}
+
+impl std::fmt::Debug for FaultFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.sh.state.lock();
+        write!(f, "FaultFs({} files, {} ops)", s.live.len(), s.ops)
+    }
+}
+
+impl Default for FaultFs {
+    fn default() -> Self {
+        Self::new(0x5eed)
+    }
+}
+
+impl FaultFs {
+    /// An empty file system; `seed` drives the random parts of crashes.
+    pub fn new(seed: u64) -> Self {
+        let st = State {
+            rng: seed ^ 0x9E37_79B9_7F4A_7C15,
+            ..Default::default()
+        };
+        let mut dirs = st.dirs.clone();
+        dirs.insert(PathBuf::from("/"));
+        FaultFs {
+            sh: Arc::new(Shared {
+                state: Mutex::new(State { dirs, ..st }),
+                locks: Mutex::new(HashSet::new()),
+                epoch: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// This file system as the `Arc<dyn FileSystem>` that `Options::fs` takes.
+    pub fn as_dyn(&self) -> Arc<dyn FileSystem> {
+        Arc::new(self.clone())
+    }
+
+    /// A deep copy of the whole state (live and durable), sharing nothing with `self`.
+    /// Faults, freeze point and locks are not copied.
+    pub fn deep_clone(&self) -> FaultFs {
+        let s = self.sh.state.lock();
+        let mut inodes = HashMap::new();
+        for (k, v) in &s.inodes {
+            let i = v.read();
+            inodes.insert(
+                *k,
+                Arc::new(RwLock::new(Inode {
+                    data: i.data.clone(),
+                    synced: i.synced,
+                })),
+            );
+        }
+        let st = State {
+            epoch: 0,
+            next_ino: s.next_ino,
+            inodes,
+            live: s.live.clone(),
+            durable: s.durable.clone(),
+            dirs: s.dirs.clone(),
+            rng: s.rng,
+            ..Default::default()
+        };
+        FaultFs {
+            sh: Arc::new(Shared {
+                state: Mutex::new(st),
+                locks: Mutex::new(HashSet::new()),
+                epoch: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Adds a fault rule (counting starts now).
+    pub fn inject(&self, fault: Fault) {
+        self.sh.state.lock().rules.push(Rule {
+            fault,
+            seen: 0,
+            fired: false,
+        });
+    }
+
+    /// Removes every fault rule (a frozen fs stays frozen until [`FaultFs::crash`]).
+    pub fn clear_faults(&self) {
+        self.sh.state.lock().rules.clear();
+    }
+
+    /// Whether any rule fired since it was added.
+    pub fn fault_fired(&self) -> bool {
+        self.sh.state.lock().rules.iter().any(|r| r.fired)
+    }
+
+    /// Power is lost just before operation number `n` counted from the fs's creation
+    /// (see [`FaultFs::ops`]): it and every later operation fail without effect.
+    pub fn freeze_at_op(&self, n: u64) {
+        let mut s = self.sh.state.lock();
+        s.freeze_at = Some(n);
+        if s.ops >= n {
+            s.frozen = true;
+        }
+    }
+
+    /// Loses power now (every later operation fails until [`FaultFs::crash`]).
+    pub fn freeze(&self) {
+        self.sh.state.lock().frozen = true;
+    }
+
+    /// Whether power was lost.
+    pub fn is_frozen(&self) -> bool {
+        self.sh.state.lock().frozen
+    }
+
+    /// Operations counted so far.
+    pub fn ops(&self) -> u64 {
+        self.sh.state.lock().ops
+    }
+
+    /// Operations counted so far by kind.
+    pub fn ops_by_kind(&self) -> BTreeMap<OpKind, u64> {
+        self.sh.state.lock().per_kind.clone()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> FaultStats {
+        let s = self.sh.state.lock();
+        FaultStats {
+            ops: s.ops,
+            faults: s.faults,
+            crashes: s.crashes,
+        }
+    }
+
+    /// Simulates a power loss: the durable state becomes the live state (see the module docs).
+    /// Open handles become dead: their operations fail. Fault rules and the freeze point are
+    /// cleared; the operation counter keeps counting. Held locks stay held until their guards
+    /// are dropped.
+    pub fn crash(&self, mode: CrashMode) {
+        let mut s = self.sh.state.lock();
+        let mut inodes = HashMap::new();
+        let durable = s.durable.clone();
+        for ino in durable.values() {
+            if inodes.contains_key(ino) {
+                continue;
+            }
+            let Some(old) = s.inodes.get(ino).cloned() else {
+                continue;
+            };
+            let old = old.read();
+            let synced = old.synced.min(old.data.len());
+            let extra = old.data.len() - synced;
+            let mut data = old.data.get(..synced).unwrap_or_default().to_vec();
+            if extra > 0 {
+                let keep = (s.rand() % (extra as u64 + 1)) as usize;
+                match mode {
+                    CrashMode::Drop => {}
+                    CrashMode::KeepPartial => {
+                        data.extend_from_slice(
+                            old.data.get(synced..synced + keep).unwrap_or_default(),
+                        );
+                    }
+                    CrashMode::ZeroTail => data.resize(synced + keep, 0),
+                    CrashMode::GarbageTail => {
+                        for _ in 0..keep {
+                            let b = s.rand() as u8;
+                            data.push(b);
+                        }
+                    }
+                }
+            }
+            let len = data.len();
+            inodes.insert(*ino, Arc::new(RwLock::new(Inode { data, synced: len })));
+        }
+        s.inodes = inodes;
+        s.live = durable;
+        s.rules.clear();
+        s.freeze_at = None;
+        s.frozen = false;
+        s.crashes += 1;
+        s.epoch += 1;
+        self.sh.epoch.store(s.epoch, Ordering::SeqCst);
+    }
+
+    /// Paths of every live file, sorted.
+    pub fn files(&self) -> Vec<PathBuf> {
+        self.sh.state.lock().live.keys().cloned().collect()
+    }
+
+    /// The live bytes of a file.
+    pub fn file_bytes(&self, path: &Path) -> Option<Vec<u8>> {
+        let s = self.sh.state.lock();
+        let ino = s.live.get(path)?;
+        let data = s.inodes.get(ino)?.read().data.clone();
+        Some(data)
+    }
+
+    /// Replaces a file's bytes (creating it), durably: data synced and directory entry synced.
+    /// For corruption tests; no fault rule applies.
+    pub fn set_file_bytes(&self, path: &Path, data: Vec<u8>) {
+        let mut s = self.sh.state.lock();
+        let (ino, r) = s.new_inode();
+        {
+            let mut i = r.write();
+            i.synced = data.len();
+            i.data = data;
+        }
+        s.live.insert(path.to_path_buf(), ino);
+        s.durable.insert(path.to_path_buf(), ino);
+        s.gc();
+    }
+
+    /// Removes a file durably (for corruption tests).
+    pub fn delete_file(&self, path: &Path) {
+        let mut s = self.sh.state.lock();
+        s.live.remove(path);
+        s.durable.remove(path);
+        s.gc();
+    }
+
+    fn check(&self, kind: OpKind, path: &Path) -> io::Result<bool> {
+        self.sh.state.lock().check(kind, path)
+    }
+}
+
+fn parent(path: &Path) -> PathBuf {
+    path.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+fn not_found(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{}: no such file", path.display()),
+    )
+}
+
+fn dead() -> io::Error {
+    io::Error::other("file handle from before a crash")
+}
+
+struct FaultWritable {
+    fs: FaultFs,
+    epoch: u64,
+    path: PathBuf,
+    ino: InodeRef,
+    len: u64,
+}
+
+impl FaultWritable {
+    fn alive(&self) -> io::Result<()> {
+        if self.fs.sh.epoch.load(Ordering::SeqCst) != self.epoch {
+            return Err(dead());
+        }
+        Ok(())
+    }
+}
+
+impl WritableFile for FaultWritable {
+    fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        self.alive()?;
+        let short = self.fs.check(OpKind::Write, &self.path)?;
+        let mut i = self.ino.write();
+        if short {
+            let half = data.get(..data.len() / 2).unwrap_or_default();
+            i.data.extend_from_slice(half);
+            self.len += half.len() as u64;
+            drop(i);
+            return Err(self.fs.sh.state.lock().fault_error(&self.path));
+        }
+        i.data.extend_from_slice(data);
+        self.len += data.len() as u64;
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.alive()?;
+        if self.fs.check(OpKind::Write, &self.path)? {
+            return Err(self.fs.sh.state.lock().fault_error(&self.path));
+        }
+        Ok(())
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        self.alive()?;
+        self.fs.check(OpKind::Sync, &self.path)?;
+        let mut i = self.ino.write();
+        i.synced = i.data.len();
+        Ok(())
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+struct FaultReadable {
+    fs: FaultFs,
+    epoch: u64,
+    path: PathBuf,
+    ino: InodeRef,
+    len: u64,
+}
+
+impl ReadableFile for FaultReadable {
+    fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        if self.fs.sh.epoch.load(Ordering::SeqCst) != self.epoch {
+            return Err(dead());
+        }
+        self.fs.check(OpKind::Read, &self.path)?;
+        let i = self.ino.read();
+        let start = usize::try_from(offset).map_err(|_| io::Error::other("offset"))?;
+        let end = start
+            .checked_add(len)
+            .ok_or_else(|| io::Error::other("length"))?;
+        match i.data.get(start..end) {
+            Some(b) => Ok(b.to_vec()),
+            None => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("read past end of {}", self.path.display()),
+            )),
+        }
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+struct FaultLock {
+    fs: FaultFs,
+    path: PathBuf,
+}
+
+impl FileLock for FaultLock {}
+
+impl Drop for FaultLock {
+    fn drop(&mut self) {
+        self.fs.sh.locks.lock().remove(&self.path);
+    }
+}
+
+impl FileSystem for FaultFs {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let mut s = self.sh.state.lock();
+        s.check(OpKind::Create, path)?;
+        if !s.dirs.contains(&parent(path)) {
+            return Err(not_found(&parent(path)));
+        }
+        let (ino, r) = s.new_inode();
+        s.live.insert(path.to_path_buf(), ino);
+        s.gc();
+        Ok(Box::new(FaultWritable {
+            fs: self.clone(),
+            epoch: s.epoch,
+            path: path.to_path_buf(),
+            ino: r,
+            len: 0,
+        }))
+    }
+
+    fn open(&self, path: &Path, _direct: bool) -> io::Result<Arc<dyn ReadableFile>> {
+        let mut s = self.sh.state.lock();
+        s.check(OpKind::Open, path)?;
+        let ino = *s.live.get(path).ok_or_else(|| not_found(path))?;
+        let r = s.inodes.get(&ino).cloned().ok_or_else(|| not_found(path))?;
+        let len = r.read().data.len() as u64;
+        Ok(Arc::new(FaultReadable {
+            fs: self.clone(),
+            epoch: s.epoch,
+            path: path.to_path_buf(),
+            ino: r,
+            len,
+        }))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut s = self.sh.state.lock();
+        s.check(OpKind::Rename, to)?;
+        let ino = s.live.remove(from).ok_or_else(|| not_found(from))?;
+        s.live.insert(to.to_path_buf(), ino);
+        s.gc();
+        Ok(())
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        let mut s = self.sh.state.lock();
+        s.check(OpKind::Remove, path)?;
+        s.live.remove(path).ok_or_else(|| not_found(path))?;
+        s.gc();
+        Ok(())
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut s = self.sh.state.lock();
+        s.check(OpKind::List, dir)?;
+        if !s.dirs.contains(dir) {
+            return Err(not_found(dir));
+        }
+        let mut out: Vec<String> = s
+            .live
+            .keys()
+            .filter(|p| p.parent() == Some(dir))
+            .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+            .collect();
+        for d in &s.dirs {
+            if d.parent() == Some(dir) {
+                if let Some(n) = d.file_name().and_then(|n| n.to_str()) {
+                    out.push(n.to_string());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        let mut s = self.sh.state.lock();
+        s.check(OpKind::Mkdir, dir)?;
+        let mut d = Some(dir);
+        while let Some(p) = d {
+            if p.as_os_str().is_empty() {
+                break;
+            }
+            s.dirs.insert(p.to_path_buf());
+            d = p.parent();
+        }
+        Ok(())
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut s = self.sh.state.lock();
+        s.check(OpKind::SyncDir, dir)?;
+        let in_dir = |p: &PathBuf| p.parent() == Some(dir);
+        s.durable.retain(|p, _| !in_dir(p));
+        let entries: Vec<(PathBuf, u64)> = s
+            .live
+            .iter()
+            .filter(|(p, _)| in_dir(p))
+            .map(|(p, i)| (p.clone(), *i))
+            .collect();
+        s.durable.extend(entries);
+        s.gc();
+        Ok(())
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        let s = self.sh.state.lock();
+        s.live.contains_key(path) || s.dirs.contains(path)
+    }
+
+    fn file_size(&self, path: &Path) -> io::Result<u64> {
+        let s = self.sh.state.lock();
+        let ino = s.live.get(path).ok_or_else(|| not_found(path))?;
+        let r = s.inodes.get(ino).ok_or_else(|| not_found(path))?;
+        let len = r.read().data.len() as u64;
+        Ok(len)
+    }
+
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+        let mut locks = self.sh.locks.lock();
+        if !locks.insert(path.to_path_buf()) {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "lock held by another Db on this FaultFs",
+            ));
+        }
+        Ok(Box::new(FaultLock {
+            fs: self.clone(),
+            path: path.to_path_buf(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    #[test]
+    fn unsynced_bytes_and_entries_are_lost() {
+        let fs = FaultFs::new(1);
+        fs.create_dir_all(&p("/d")).expect("mkdir");
+        let mut a = fs.create(&p("/d/a")).expect("create");
+        a.append(b"hello").expect("append");
+        a.sync().expect("sync");
+        a.append(b" world").expect("append");
+        // Not dir-synced: the file vanishes.
+        fs.crash(CrashMode::Drop);
+        assert!(!fs.exists(&p("/d/a")));
+
+        let mut a = fs.create(&p("/d/a")).expect("create");
+        a.append(b"hello").expect("append");
+        a.sync().expect("sync");
+        fs.sync_dir(&p("/d")).expect("sync dir");
+        a.append(b" world").expect("append");
+        fs.rename(&p("/d/a"), &p("/d/b")).expect("rename");
+        fs.crash(CrashMode::Drop);
+        assert_eq!(fs.file_bytes(&p("/d/a")).as_deref(), Some(&b"hello"[..]));
+        assert!(!fs.exists(&p("/d/b")));
+        // The old handle is dead.
+        assert!(a.append(b"x").is_err());
+    }
+
+    #[test]
+    fn crash_modes_shape_the_tail() {
+        for mode in CrashMode::ALL {
+            let fs = FaultFs::new(7);
+            fs.create_dir_all(&p("/d")).expect("mkdir");
+            let mut a = fs.create(&p("/d/a")).expect("create");
+            fs.sync_dir(&p("/d")).expect("sync dir");
+            a.append(b"0123").expect("append");
+            a.sync().expect("sync");
+            a.append(&[7u8; 100]).expect("append");
+            fs.crash(mode);
+            let b = fs.file_bytes(&p("/d/a")).expect("file");
+            assert_eq!(&b[..4], b"0123");
+            assert!(b.len() <= 104);
+            match mode {
+                CrashMode::Drop => assert_eq!(b.len(), 4),
+                CrashMode::KeepPartial => assert!(b[4..].iter().all(|&x| x == 7)),
+                CrashMode::ZeroTail => assert!(b[4..].iter().all(|&x| x == 0)),
+                CrashMode::GarbageTail => {}
+            }
+        }
+    }
+
+    #[test]
+    fn faults_fire_once_or_persistently() {
+        let fs = FaultFs::new(1);
+        fs.create_dir_all(&p("/d")).expect("mkdir");
+        let mut a = fs.create(&p("/d/a")).expect("create");
+        fs.inject(Fault::nth(Some(OpKind::Write), 2).error(FaultError::Enospc));
+        a.append(b"1").expect("first append");
+        let e = a.append(b"2").expect_err("second append fails");
+        assert_eq!(e.raw_os_error(), None);
+        assert!(e.to_string().contains("No space"), "{e}");
+        a.append(b"3").expect("third append");
+        fs.inject(Fault::nth(Some(OpKind::Sync), 1).persistent());
+        assert!(a.sync().is_err());
+        assert!(a.sync().is_err());
+        fs.clear_faults();
+        a.sync().expect("sync after clearing");
+        fs.inject(Fault::nth(Some(OpKind::Write), 1).short());
+        assert!(a.append(b"abcd").is_err());
+        assert_eq!(fs.file_bytes(&p("/d/a")).as_deref(), Some(&b"13ab"[..]));
+    }
+
+    #[test]
+    fn freeze_stops_everything() {
+        let fs = FaultFs::new(1);
+        fs.create_dir_all(&p("/d")).expect("mkdir");
+        let n = fs.ops();
+        fs.freeze_at_op(n + 2);
+        let mut a = fs.create(&p("/d/a")).expect("op n+1 works");
+        assert!(a.append(b"x").is_err());
+        assert!(fs.sync_dir(&p("/d")).is_err());
+        assert!(fs.is_frozen());
+        fs.crash(CrashMode::Drop);
+        assert!(!fs.exists(&p("/d/a")));
+        fs.create(&p("/d/a")).expect("works after the crash");
+    }
+
+    #[test]
+    fn lock_excludes_a_second_holder() {
+        let fs = FaultFs::new(1);
+        let l = fs.lock(&p("/d/LOCK")).expect("lock");
+        assert_eq!(
+            fs.lock(&p("/d/LOCK")).err().map(|e| e.kind()),
+            Some(io::ErrorKind::WouldBlock)
+        );
+        drop(l);
+        fs.lock(&p("/d/LOCK")).expect("lock again");
+    }
+}
