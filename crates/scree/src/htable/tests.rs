@@ -335,9 +335,9 @@ fn every_byte_flip_is_detected_or_harmless() {
     let want_items = sorted_items(&versions);
     let is_corruption = |e: &Error| matches!(e, Error::Corruption { .. });
     let mut detected = 0usize;
-    for pos in 0..bytes.len() {
+    for (pos, &orig) in bytes.iter().enumerate() {
         for x in [0x01u8, 0xff] {
-            let _flip = Flip::new(&p, pos, bytes[pos] ^ x, bytes[pos]);
+            let _flip = Flip::new(&p, pos, orig ^ x, orig);
             for load_filters in [true, false] {
                 let r = match open(&env, &p, load_filters) {
                     Ok(r) => r,
@@ -598,8 +598,8 @@ fn bloom_cluster_byte_flips_are_detected_or_harmless() {
     std::fs::write(&cp, &bytes).unwrap();
     let good = BloomClusterReader::open(env.open(&cp, false).unwrap()).unwrap();
     let good_cols: Vec<BloomColumn> = (0..n).map(|c| good.column(c).unwrap()).collect();
-    for pos in 0..bytes.len() {
-        let _flip = Flip::new(&cp, pos, bytes[pos] ^ 0x10, bytes[pos]);
+    for (pos, &orig) in bytes.iter().enumerate() {
+        let _flip = Flip::new(&cp, pos, orig ^ 0x10, orig);
         let r = match BloomClusterReader::open(env.open(&cp, false).unwrap()) {
             Ok(r) => r,
             Err(e) => {
