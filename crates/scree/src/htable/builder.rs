@@ -202,6 +202,11 @@ impl HTableBuilder {
                 "bucket_fill_cap must be in (0, 1]".into(),
             ));
         }
+        if !(opts.target_fill > 0.0 && opts.target_fill <= 1.0) {
+            return Err(Error::InvalidArgument(
+                "target_fill must be in (0, 1]".into(),
+            ));
+        }
         let cap =
             ((opts.bucket_fill_cap * BUCKET_CAPACITY as f64) as usize).clamp(1, BUCKET_CAPACITY);
         self.items.sort_by(cmp_item);

@@ -254,7 +254,8 @@ impl HTableReader {
 
     /// Every item of the table in (hash, internal key) order, for compaction and GC. Reads the
     /// bucket region in 1 MiB Data reads and the overflow region in one, checks that each item
-    /// sits where a lookup would look for it, and that the item count matches the footer.
+    /// sits where a lookup would look for it (and passes its bucket's filter, if loaded), and
+    /// that the item count matches the footer. Holds the whole table in memory.
     pub fn items(&self) -> Result<Vec<HItem>> {
         let path = self.file.path();
         let mut out: Vec<HItem> = Vec::with_capacity(
@@ -264,8 +265,9 @@ impl HTableReader {
         );
         let hash_key = self.footer.hash_key;
         let mut push = |e: &Entry<'_>, at: Location, offset: u64| -> Result<()> {
-            let hash = placement_hash(&hash_key, key::user_key(e.ikey));
-            if self.locate(hash) != at {
+            let uk = key::user_key(e.ikey);
+            let hash = placement_hash(&hash_key, uk);
+            if self.locate(hash) != at || !self.may_contain(hash, uk) {
                 return Err(Error::corruption(
                     path,
                     offset,
