@@ -210,8 +210,10 @@ mod tests {
         let dest = plan(&groups, 100);
         let total: usize = groups.iter().flatten().map(|g| g.1).sum();
         assert_eq!(total, 310);
-        // Source keeps 5 groups (100 bytes); 100 bytes move: 2 to bucket 1 (least loaded,
-        // 50 -> 90), then 2 to bucket 2 (60 -> 100), then one to bucket 1? No: 90 + 20 > 100.
+        // The source keeps 5 groups (100 bytes). Of the 5 that move, two go to bucket 1
+        // (50 -> 90), two to bucket 2 once bucket 1 is full (60 -> 100), and the last fits
+        // nowhere (both buckets have 10 bytes free), so it goes to the overflow region.
+        assert_eq!(dest[0][5..], [1, 1, 2, 2, OVERFLOW]);
         let moved: Vec<u32> = dest[0][5..].to_vec();
         assert!(moved.iter().all(|&d| d != 0));
         let recs = records(&groups, &dest);
