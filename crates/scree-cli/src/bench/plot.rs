@@ -152,6 +152,13 @@ fn lines(
             }
             for (i, (name, s)) in series.iter().enumerate() {
                 let c = color(i);
+                if s.len() < 3 {
+                    // Too few points for a visible line (a phase shorter than two samples).
+                    chart.draw_series(
+                        s.iter()
+                            .map(|&(x, y)| Circle::new((x.max(x0), y), 4, c.filled())),
+                    )?;
+                }
                 let drawn = chart.draw_series(LineSeries::new(
                     s.iter().map(|&(x, y)| (x.max(x0), y)),
                     c.stroke_width(2),
@@ -195,7 +202,7 @@ fn stacked_wa(
         .map(|(_, parts, w)| parts.iter().map(|p| p.1).sum::<f64>().max(w.unwrap_or(0.0)))
         .fold(0.0, f64::max)
         .max(0.1)
-        * 1.15;
+        * 1.4;
     let n = bars.len().max(1);
     let mut b = ChartBuilder::on(root);
     b.margin(15);
@@ -204,29 +211,42 @@ fn stacked_wa(
             .x_label_area_size(45)
             .y_label_area_size(60);
     }
-    let mut chart = b.build_cartesian_2d(0f64..n as f64, 0f64..top)?;
     let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+    let mut chart = b.build_cartesian_2d(labels[..].into_segmented(), 0f64..top)?;
+    // Left and right edges of bar `i` in the segmented (one segment per engine) axis.
+    let edges = |i: usize| {
+        let left = labels
+            .get(i)
+            .map_or(SegmentValue::Last, SegmentValue::Exact);
+        let right = labels
+            .get(i + 1)
+            .map_or(SegmentValue::Last, SegmentValue::Exact);
+        (left, right)
+    };
     if text {
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(n)
-            .x_label_formatter(&|x| {
-                let i = (x - 0.5).round();
-                if (x - 0.5 - i).abs() < 0.01 && i >= 0.0 {
-                    labels.get(i as usize).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
+            .x_labels(n + 1)
+            .x_label_formatter(&|x| match x {
+                SegmentValue::CenterOf(l) => l.to_string(),
+                _ => String::new(),
             })
             .y_desc("bytes written / user bytes")
             .label_style((FAMILY, 13))
+            .draw()?;
+    } else {
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_labels(0)
+            .y_labels(0)
             .draw()?;
     }
     let causes = ["wal", "flush", "compaction", "metadata", "gc"];
     for (ci, cause) in causes.iter().enumerate() {
         let c = color(ci);
-        let rects: Vec<Rectangle<(f64, f64)>> = bars
+        let rects: Vec<Rectangle<(SegmentValue<&String>, f64)>> = bars
             .iter()
             .enumerate()
             .filter_map(|(i, (_, parts, _))| {
@@ -237,10 +257,10 @@ fn stacked_wa(
                     .sum();
                 let v = parts.iter().find(|p| p.0 == *cause)?.1;
                 (v > 0.0).then(|| {
-                    Rectangle::new(
-                        [(i as f64 + 0.2, below), (i as f64 + 0.8, below + v)],
-                        c.filled(),
-                    )
+                    let (left, right) = edges(i);
+                    let mut r = Rectangle::new([(left, below), (right, below + v)], c.filled());
+                    r.set_margin(0, 0, 25, 25);
+                    r
                 })
             })
             .collect();
@@ -251,15 +271,15 @@ fn stacked_wa(
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
         }
     }
-    let ticks: Vec<PathElement<(f64, f64)>> = bars
+    let ticks: Vec<Rectangle<(SegmentValue<&String>, f64)>> = bars
         .iter()
         .enumerate()
         .filter_map(|(i, (_, _, w))| {
             w.map(|w| {
-                PathElement::new(
-                    [(i as f64 + 0.1, w), (i as f64 + 0.9, w)],
-                    BLACK.stroke_width(3),
-                )
+                let (left, right) = edges(i);
+                let mut r = Rectangle::new([(left, w), (right, w)], BLACK.stroke_width(3));
+                r.set_margin(0, 0, 10, 10);
+                r
             })
         })
         .collect();
@@ -270,7 +290,8 @@ fn stacked_wa(
             .legend(|(x, y)| PathElement::new([(x, y), (x + 12, y)], BLACK.stroke_width(3)));
         chart
             .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.9))
             .border_style(BLACK)
             .label_font((FAMILY, 14))
             .draw()?;

@@ -93,7 +93,10 @@ pub fn workload_json(w: &WorkloadResult) -> WorkloadJson {
         found: w.found,
         user_bytes: (!unsupported).then_some(w.user_bytes),
         bytes_written: w.wchar_bytes,
-        write_amplification: writes_measured.then(|| w.write_amplification()).flatten(),
+        write_amplification: writes_measured
+            .then(|| w.write_amplification())
+            .flatten()
+            .map(|x| round(x, 4)),
         disk_bytes: w.disk.map(|d| d.apparent),
         stall_seconds: w.stall_seconds,
         mb_per_sec: round(w.mb_per_sec(), 3),
@@ -101,7 +104,8 @@ pub fn workload_json(w: &WorkloadResult) -> WorkloadJson {
         lookups: w.lookups,
         wchar_write_amplification: writes_measured
             .then(|| w.wchar_write_amplification())
-            .flatten(),
+            .flatten()
+            .map(|x| round(x, 4)),
         engine_bytes_written: w.engine_written.as_ref().map(|e| e.total()),
         engine_bytes_written_by_cause: w.engine_written.as_ref().map(|e| {
             let map: serde_json::Map<String, Value> = e
