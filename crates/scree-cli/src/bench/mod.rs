@@ -9,6 +9,8 @@ pub mod phase;
 pub mod plot;
 pub mod report;
 pub mod scree_engine;
+#[cfg(test)]
+mod tests;
 pub mod workloads;
 pub mod ycsb;
 

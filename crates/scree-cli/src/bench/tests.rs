@@ -1,0 +1,248 @@
+//! End-to-end tests of the benchmark pipeline on the in-memory engine: workloads verify what
+//! they read, failures and unsupported operations are reported as such, and the JSON document
+//! has every field of the documented schema.
+
+use std::time::Duration;
+
+use clap::Parser;
+
+use super::engine::memory::MemEngine;
+use super::engine::BenchEngine;
+use super::keys::KeyCodec;
+use super::phase::{self, PhaseConfig, WorkloadResult};
+use super::workloads::{Presence, RunState, Workload};
+use super::{report, ycsb, BenchArgs, RunResult};
+
+#[derive(Parser)]
+struct Wrap {
+    #[command(flatten)]
+    args: BenchArgs,
+}
+
+fn parse_args<const N: usize>(argv: [&str; N]) -> Result<BenchArgs, clap::Error> {
+    Wrap::try_parse_from(argv).map(|w| w.args)
+}
+
+fn cfg(num: u64, reads: u64, threads: u64) -> PhaseConfig {
+    PhaseConfig {
+        num,
+        reads,
+        threads,
+        seed: 9,
+        seek_nexts: 10,
+        request_distribution: None,
+        wait_compaction: true,
+        progress: false,
+        sample_interval: Duration::from_millis(5),
+    }
+}
+
+fn run_all(engine: &MemEngine, workloads: &[&str], c: &PhaseConfig) -> Vec<WorkloadResult> {
+    let codec = KeyCodec::new(16, 100, 1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = RunState {
+        presence: Presence::new(c.num + c.reads * 2),
+        inserts: ycsb::InsertSequence::new(c.num),
+    };
+    workloads
+        .iter()
+        .map(|w| {
+            let w: Workload = w.parse().expect("workload");
+            phase::run(engine, dir.path(), &state, &codec, w, c, "mem")
+        })
+        .collect()
+}
+
+#[test]
+fn every_workload_verifies_what_it_reads() {
+    let names = [
+        "fillrandom",
+        "readrandom",
+        "readmissing",
+        "seekrandom",
+        "readseq",
+        "overwrite",
+        "readwhilewriting",
+        "ycsb-a",
+        "ycsb-b",
+        "ycsb-c",
+        "ycsb-d",
+        "ycsb-e",
+        "ycsb-f",
+        "deleterandom",
+        "readrandom",
+        "readseq",
+        "fillseq",
+        "readrandom",
+    ];
+    for threads in [1, 2] {
+        let engine = MemEngine::default();
+        let results = run_all(&engine, &names, &cfg(5_000, 3_000, threads));
+        for r in &results {
+            assert!(
+                r.error.is_none(),
+                "{} ({threads} threads): {:?}",
+                r.name,
+                r.error
+            );
+            assert!(r.unsupported.is_none());
+            assert!(r.ops > 0, "{}", r.name);
+        }
+        let by = |i: usize| &results[i];
+        assert_eq!(by(0).ops, 5_000);
+        assert_eq!(by(1).found, Some(3_000), "all present after fillrandom");
+        assert_eq!(by(2).found, Some(0), "readmissing finds nothing");
+        assert_eq!(by(3).found, Some(3_000));
+        assert_eq!(by(4).found, Some(3_000));
+        // After deleterandom some keys are gone, and reads agree with the model exactly.
+        assert!(by(14).found < Some(3_000));
+        assert_eq!(by(14).found, by(14).expected_found);
+        assert_eq!(by(17).found, Some(3_000), "fillseq restores every key");
+        // YCSB D and E insert; the mix shows up in the op counts.
+        assert!(by(10).op_counts.get("insert").copied().unwrap_or(0) > 0);
+        assert!(by(11).op_counts.get("scan").copied().unwrap_or(0) > 2_000);
+        // Write amplification is measured on writing workloads.
+        assert!(by(0).write_amplification().is_some());
+        assert!(by(0).wait_compaction_seconds.is_some());
+    }
+}
+
+#[test]
+fn lost_writes_fail_the_run() {
+    let mut engine = MemEngine::default();
+    engine.lossy = true;
+    let results = run_all(&engine, &["fillseq", "readseq"], &cfg(5_000, 5_000, 1));
+    let read = &results[1];
+    assert!(read.failed(), "a lost write must fail the read phase");
+    assert!(read.found < read.expected_found);
+}
+
+#[test]
+fn unsupported_scans_are_not_failures() {
+    let mut engine = MemEngine::default();
+    engine.no_scans = true;
+    let results = run_all(
+        &engine,
+        &["fillrandom", "seekrandom", "ycsb-e"],
+        &cfg(2_000, 1_000, 1),
+    );
+    for r in &results[1..] {
+        assert!(r.unsupported.is_some(), "{}", r.name);
+        assert!(!r.failed());
+        let j = serde_json::to_value(report::workload_json(r)).expect("json");
+        assert!(j["found"].is_null() && j["write_amplification"].is_null());
+    }
+}
+
+#[test]
+fn json_has_the_documented_schema() {
+    let engine = MemEngine::default();
+    let c = cfg(3_000, 1_000, 1);
+    let results = run_all(&engine, &["fillrandom", "readrandom"], &c);
+    let args = parse_args(["bench", "--num", "3000", "--reads", "1000"]).expect("args");
+    let run = RunResult {
+        engine: engine.engine().into(),
+        layout: engine.layout(),
+        label: "scree/memory".into(),
+        settings: engine.settings(),
+        wait_method: engine.wait_method().into(),
+        kept_at: None,
+        workloads: results,
+        error: None,
+    };
+    let doc = report::json(
+        report::config_json(&args, 1_000, &[]),
+        std::slice::from_ref(&run),
+    );
+    assert!(doc["config"].is_object());
+    assert_eq!(doc["config"]["num"], 3000);
+    let r = &doc["runs"][0];
+    assert_eq!(r["engine"], "scree");
+    assert_eq!(r["layout"], "memory");
+    let fill = &r["workloads"][0];
+    let read = &r["workloads"][1];
+    for w in [fill, read] {
+        for field in [
+            "name",
+            "ops",
+            "seconds",
+            "ops_per_sec",
+            "latency_us",
+            "found",
+            "user_bytes",
+            "bytes_written",
+            "write_amplification",
+            "disk_bytes",
+            "stall_seconds",
+            "wchar_write_amplification",
+            "data_block_reads_per_op",
+            "metadata_block_reads_per_op",
+            "wait_compaction_seconds",
+        ] {
+            assert!(w.get(field).is_some(), "missing {field}");
+        }
+        for q in ["p50", "p99", "p999", "max"] {
+            assert!(w["latency_us"][q].is_number(), "latency {q}");
+        }
+    }
+    assert_eq!(fill["name"], "fillrandom");
+    assert_eq!(fill["ops"], 3000);
+    assert!(fill["found"].is_null());
+    assert!(fill["write_amplification"]
+        .as_f64()
+        .is_some_and(|x| x > 0.0));
+    assert_eq!(read["found"], 1000);
+    assert!(read["write_amplification"].is_null());
+    // The table renders every engine column.
+    let table = report::table(std::slice::from_ref(&run), &args);
+    assert!(table.contains("scree/memory") && table.contains("readrandom"));
+}
+
+#[test]
+fn plots_render_with_and_without_fonts() {
+    let engine = MemEngine::default();
+    let results = run_all(
+        &engine,
+        &["fillrandom", "readrandom"],
+        &cfg(20_000, 20_000, 1),
+    );
+    let run = RunResult {
+        engine: "scree".into(),
+        layout: Some("memory".into()),
+        label: "scree/memory".into(),
+        settings: Vec::new(),
+        wait_method: String::new(),
+        kept_at: None,
+        workloads: results,
+        error: None,
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = super::plot::write_all(dir.path(), std::slice::from_ref(&run)).expect("plots");
+    assert_eq!(files.len(), 5);
+    for f in files {
+        assert!(std::fs::metadata(&f).expect("png").len() > 1000);
+    }
+}
+
+#[test]
+fn default_arguments() {
+    let args = parse_args(["bench"]).expect("args");
+    assert_eq!(args.num, 1_000_000);
+    assert_eq!(args.effective_reads(), 200_000);
+    assert_eq!(args.key_size, 16);
+    assert_eq!(args.value_size, 100);
+    assert_eq!(args.write_buffer_mb, 64);
+    assert_eq!(args.bloom_bits, 10);
+    assert!(!args.sync);
+    assert_eq!(
+        args.workloads,
+        vec![
+            Workload::FillRandom,
+            Workload::ReadRandom,
+            Workload::SeekRandom
+        ]
+    );
+    let small = parse_args(["bench", "--num", "1000"]).expect("args");
+    assert_eq!(small.effective_reads(), 1000);
+    assert!(parse_args(["bench", "--workloads", "fillrandom,bogus"]).is_err());
+}
