@@ -973,6 +973,14 @@ impl DbInner {
             edit.log_number = Some(oldest.log_number);
         }
         let new_version = sv.version.apply(edit, &self.tables)?;
+        if !edit.added.is_empty() {
+            // The new files' directory entries must be durable before a manifest edit names
+            // them, or a power loss leaves the manifest pointing at missing files.
+            if let Err(err) = self.env.sync_dir(&self.dir) {
+                self.set_bg_error(&err);
+                return Err(err);
+            }
+        }
         let e = Edit {
             next_file_no: Some(self.next_file.load(Ordering::SeqCst)),
             last_seq: Some(self.last_seq.load(Ordering::Acquire)),
@@ -1092,6 +1100,30 @@ impl DbInner {
             let _ = self.env.remove(&wal_path(&self.dir, n));
         }
     }
+}
+
+/// Replaces WAL `n` by its first `valid` bytes and removes the logs `later`, durably
+/// (temp file, sync, rename, directory sync), so that a cut log never precedes a newer one.
+fn truncate_log(
+    env: &Env,
+    dir: &Path,
+    n: u64,
+    data: &[u8],
+    valid: u64,
+    later: &[u64],
+) -> Result<()> {
+    let path = wal_path(dir, n);
+    let tmp = dir.join(format!("{n:06}.dbtmp"));
+    let mut w = env.create(&tmp, WriteCause::Wal)?;
+    let keep = usize::try_from(valid).unwrap_or(usize::MAX).min(data.len());
+    w.append(data.get(..keep).unwrap_or_default())?;
+    w.sync()?;
+    drop(w);
+    env.rename(&tmp, &path)?;
+    for &l in later {
+        env.remove(&wal_path(dir, l))?;
+    }
+    env.sync_dir(dir)
 }
 
 enum Work {
@@ -1255,8 +1287,8 @@ fn recover(
                 g.mem.insert(&e.key, s, e.kind, &e.value);
             }
         }
-        match end {
-            LogEnd::Clean => {}
+        let cut = match end {
+            LogEnd::Clean => None,
             LogEnd::TornTail { offset } => {
                 if i + 1 < count && opts.wal_recovery != WalRecovery::PointInTime {
                     return Err(Error::corruption(
@@ -1265,16 +1297,22 @@ fn recover(
                         "torn record in a WAL that is not the newest",
                     ));
                 }
-                if opts.wal_recovery == WalRecovery::PointInTime {
-                    break 'logs;
-                }
+                Some(offset)
             }
             LogEnd::Corrupt { offset, detail } => {
-                if opts.wal_recovery == WalRecovery::PointInTime {
-                    break 'logs;
+                if opts.wal_recovery != WalRecovery::PointInTime {
+                    return Err(Error::corruption(&path, offset, detail));
                 }
-                return Err(Error::corruption(&path, offset, detail));
+                Some(offset)
             }
+        };
+        if let Some(offset) = cut {
+            // The log ends here. Cut it durably to its valid prefix (and drop any later log)
+            // before a newer WAL exists: otherwise the next recovery would find a torn record
+            // in a log that is no longer the newest, or replay discarded records.
+            let later = replay.get(i + 1..).unwrap_or_default();
+            truncate_log(&env, &dir, n, &data, offset, later)?;
+            break 'logs;
         }
     }
     let hash_key = hash_key.unwrap_or_else(rand::random);

@@ -207,6 +207,8 @@ struct State {
     faults: u64,
     crashes: u64,
     per_kind: BTreeMap<OpKind, u64>,
+    /// Every path ever created (for tests checking that a scenario reached a code path).
+    created: BTreeSet<PathBuf>,
     rng: u64,
 }
 
@@ -493,6 +495,11 @@ impl FaultFs {
         self.sh.epoch.store(s.epoch, Ordering::SeqCst);
     }
 
+    /// Every path ever created with [`FileSystem::create`] (crashes do not forget them).
+    pub fn created_paths(&self) -> BTreeSet<PathBuf> {
+        self.sh.state.lock().created.clone()
+    }
+
     /// Paths of every live file, sorted.
     pub fn files(&self) -> Vec<PathBuf> {
         self.sh.state.lock().live.keys().cloned().collect()
@@ -655,6 +662,7 @@ impl FileSystem for FaultFs {
         }
         let (ino, r) = s.new_inode();
         s.live.insert(path.to_path_buf(), ino);
+        s.created.insert(path.to_path_buf());
         s.gc();
         Ok(Box::new(FaultWritable {
             fs: self.clone(),
