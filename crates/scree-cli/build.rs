@@ -13,4 +13,24 @@ fn main() {
     }
     println!("cargo:rustc-link-lib=dylib=rocksdb");
     println!("cargo:rustc-link-lib=dylib=leveldb");
+    // RocksDB's C API has no version call: record the header's version for the report.
+    let include =
+        std::env::var("SCREE_PEERS_INCLUDE_DIR").unwrap_or_else(|_| "/usr/include".into());
+    println!("cargo:rerun-if-env-changed=SCREE_PEERS_INCLUDE_DIR");
+    let header = format!("{include}/rocksdb/version.h");
+    println!("cargo:rerun-if-changed={header}");
+    if let Ok(text) = std::fs::read_to_string(&header) {
+        let num = |name: &str| {
+            text.lines()
+                .find_map(|l| l.trim().strip_prefix("#define ")?.strip_prefix(name))
+                .map(|v| v.trim().to_string())
+        };
+        if let (Some(a), Some(b), Some(c)) = (
+            num("ROCKSDB_MAJOR"),
+            num("ROCKSDB_MINOR"),
+            num("ROCKSDB_PATCH"),
+        ) {
+            println!("cargo:rustc-env=SCREE_ROCKSDB_HEADER_VERSION={a}.{b}.{c}");
+        }
+    }
 }

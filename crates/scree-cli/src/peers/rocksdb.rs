@@ -195,7 +195,12 @@ impl RocksDb {
             let write = rocksdb_writeoptions_create();
             rocksdb_writeoptions_set_sync(write, cfg.sync as c_uchar);
             let settings = vec![
-                ("version".into(), "librocksdb (system)".into()),
+                (
+                    "version".into(),
+                    option_env!("SCREE_ROCKSDB_HEADER_VERSION")
+                        .unwrap_or("unknown (librocksdb)")
+                        .into(),
+                ),
                 (
                     "write_buffer_size".into(),
                     cfg.write_buffer_bytes.to_string(),
