@@ -56,6 +56,20 @@ fn op() -> impl Strategy<Value = Op> {
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
+/// Compares scan results showing keys (as text) and value lengths only, so failures are
+/// readable.
+fn same(got: &[(Vec<u8>, Vec<u8>)], want: &[(Vec<u8>, Vec<u8>)], what: &str) -> Result<(), TestCaseError> {
+    let show = |v: &[(Vec<u8>, Vec<u8>)]| -> Vec<String> {
+        v.iter()
+            .map(|(k, val)| format!("{}={}", String::from_utf8_lossy(k), String::from_utf8_lossy(&val[..val.len().min(12)])))
+            .collect()
+    };
+    if got != want {
+        return Err(TestCaseError::fail(format!("{what}: got {:?}\nwant {:?}", show(got), show(want))));
+    }
+    Ok(())
+}
+
 fn model_range(m: &Model, lo: &[u8], hi: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     m.range::<[u8], _>((Bound::Included(lo), Bound::Excluded(hi)))
         .map(|(k, v)| (k.clone(), v.clone()))
@@ -92,7 +106,13 @@ fn run(layout: Layout, ops: Vec<Op>) -> Result<(), TestCaseError> {
                         None => b.delete(&ks, key(*k)),
                     }
                 }
-                db.write(b, &WriteOptions { sync: items.len() % 2 == 0 }).map_err(fail)?;
+                db.write(
+                    b,
+                    &WriteOptions {
+                        sync: items.len() % 2 == 0,
+                    },
+                )
+                .map_err(fail)?;
                 for (k, v) in items {
                     match v {
                         Some(v) => model.insert(key(k), value(k, v)),
@@ -119,20 +139,23 @@ fn run(layout: Layout, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 } else {
                     it.collect::<scree::Result<_>>().map_err(fail)?
                 };
-                prop_assert_eq!(got, want, "range {}..{} rev={}", a, b, rev);
+                same(&got, &want, &format!("range {a}..{b} rev={rev}"))?;
             }
             Op::Prefix(p) => {
                 if !scans {
                     continue;
                 }
                 let pre = format!("{p:02}/").into_bytes();
-                let got: Vec<_> = ks.prefix(&pre).collect::<scree::Result<_>>().map_err(fail)?;
+                let got: Vec<_> = ks
+                    .prefix(&pre)
+                    .collect::<scree::Result<_>>()
+                    .map_err(fail)?;
                 let want: Vec<_> = model
                     .iter()
                     .filter(|(k, _)| k.starts_with(&pre))
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
-                prop_assert_eq!(got, want, "prefix {}", p);
+                same(&got, &want, &format!("prefix {p}"))?;
                 // Mixed directions meet in the middle without repeating.
                 let mut it = ks.prefix(&pre);
                 let mut seen = Vec::new();
@@ -146,7 +169,11 @@ fn run(layout: Layout, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     }
                 }
                 seen.sort();
-                let want_keys: Vec<_> = model.keys().filter(|k| k.starts_with(&pre)).cloned().collect();
+                let want_keys: Vec<_> = model
+                    .keys()
+                    .filter(|k| k.starts_with(&pre))
+                    .cloned()
+                    .collect();
                 prop_assert_eq!(seen, want_keys);
             }
             Op::Snapshot => {
@@ -162,8 +189,11 @@ fn run(layout: Layout, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 if scans {
                     let (lo, hi) = (key(a).min(key(b)), key(a).max(key(b)));
                     let (a, b) = (lo, hi);
-                    let got: Vec<_> = s.range(&ks, a.clone()..b.clone()).collect::<scree::Result<_>>().map_err(fail)?;
-                    prop_assert_eq!(got, model_range(m, &a, &b));
+                    let got: Vec<_> = s
+                        .range(&ks, a.clone()..b.clone())
+                        .collect::<scree::Result<_>>()
+                        .map_err(fail)?;
+                    same(&got, &model_range(m, &a, &b), "snapshot range")?;
                 }
             }
             Op::DropSnapshot => {
@@ -192,16 +222,22 @@ fn run(layout: Layout, ops: Vec<Op>) -> Result<(), TestCaseError> {
         prop_assert_eq!(got.as_ref(), Some(v));
     }
     if scans {
-        let all: Vec<_> = ks.range::<Vec<u8>, _>(..).collect::<scree::Result<_>>().map_err(fail)?;
+        let all: Vec<_> = ks
+            .range::<Vec<u8>, _>(..)
+            .collect::<scree::Result<_>>()
+            .map_err(fail)?;
         let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        prop_assert_eq!(all, want);
+        same(&all, &want, "final scan")?;
     }
     db.check_invariants().map_err(fail)?;
     Ok(())
 }
 
 fn cases() -> u32 {
-    std::env::var("SCREE_MODEL_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24)
+    std::env::var("SCREE_MODEL_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24)
 }
 
 proptest! {
