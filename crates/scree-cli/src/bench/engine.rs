@@ -165,7 +165,7 @@ pub mod memory {
             let n = self
                 .written
                 .fetch_add((key.len() + value.len()) as u64, Ordering::Relaxed);
-            if self.lossy && n % 1000 == 0 {
+            if self.lossy && n.is_multiple_of(1000) {
                 return Ok(());
             }
             let mut m = self

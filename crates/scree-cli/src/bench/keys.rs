@@ -75,7 +75,7 @@ impl Permutation {
     pub fn new(n: u64, seed: u64) -> Permutation {
         let bits = 64 - n.saturating_sub(1).leading_zeros();
         let half_bits = bits.div_ceil(2).max(1);
-        let mut rng = Rng::new(seed, 0xfe15_7e1);
+        let mut rng = Rng::new(seed, 0x0fe1_57e1);
         Permutation {
             n,
             half_bits,
@@ -155,7 +155,7 @@ impl KeyCodec {
     pub fn index_of(&self, key: &[u8]) -> Option<u64> {
         let head: [u8; 8] = key.get(..8)?.try_into().ok()?;
         let raw = u64::from_be_bytes(head);
-        (key.len() == self.key_size && raw % 2 == 0).then_some(raw / 2)
+        (key.len() == self.key_size && raw.is_multiple_of(2)).then_some(raw / 2)
     }
 
     /// A value for index `i`; `rng` picks which random bytes follow the index.

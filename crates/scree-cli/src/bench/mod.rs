@@ -246,6 +246,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         ),
     };
 
+    let base: PathBuf = match (&args.db, &scratch) {
+        (Some(d), _) => d.clone(),
+        (None, Some(s)) => s.path().to_path_buf(),
+        (None, None) => bail!("no directory for the databases"),
+    };
+
     eprintln!(
         "scree bench: {} on {} | num {} reads {} key {} B value {} B threads {}",
         args.workloads
@@ -268,11 +274,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
     let mut runs = Vec::new();
     for spec in &specs {
         let label = spec.label();
-        let dir = match (&args.db, &scratch) {
-            (Some(d), _) if specs.len() == 1 => d.clone(),
-            (Some(d), _) => d.join(label.replace('/', "-")),
-            (None, Some(s)) => s.path().join(label.replace('/', "-")),
-            (None, None) => unreachable!("either --db or a scratch dir"),
+        let dir = if specs.len() == 1 && args.db.is_some() {
+            base.clone()
+        } else {
+            base.join(label.replace('/', "-"))
         };
         let run = run_engine(spec, &dir, &engine_cfg, &phase_cfg, &codec, &args, capacity);
         if args.db.is_none() {

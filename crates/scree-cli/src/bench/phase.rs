@@ -136,7 +136,7 @@ fn progress_bar(cfg: &PhaseConfig, label: &str, total: u64) -> ProgressBar {
     }
     let pb = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
     if let Ok(style) = ProgressStyle::with_template(
-        "{prefix:>28} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} ({per_sec}, eta {eta})",
+        "{prefix:>28} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} (eta {eta})",
     ) {
         pb.set_style(style);
     }

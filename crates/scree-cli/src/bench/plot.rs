@@ -94,6 +94,9 @@ fn file_name(kind: &str, workload: &str) -> String {
     format!("{kind}-{w}.png")
 }
 
+/// One bar: engine label, (cause, WA part) stacked, and the `wchar` WA.
+type Bar = (String, Vec<(&'static str, f64)>, Option<f64>);
+
 type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -190,11 +193,7 @@ fn lines(
 
 /// Stacked bars of write amplification by cause, one bar per engine, plus the `wchar` WA as a
 /// black tick on each bar.
-fn stacked_wa(
-    root: &Area<'_>,
-    title: &str,
-    bars: &[(String, Vec<(&'static str, f64)>, Option<f64>)],
-) -> DrawResult {
+fn stacked_wa(root: &Area<'_>, title: &str, bars: &[Bar]) -> DrawResult {
     root.fill(&WHITE)?;
     let text = font_available();
     let top = bars
@@ -369,7 +368,7 @@ pub fn write_all(dir: &Path, runs: &[RunResult]) -> anyhow::Result<Vec<PathBuf>>
         files.push(path);
 
         if results.iter().any(|(_, w)| w.writes && w.user_bytes > 0) {
-            let bars: Vec<(String, Vec<(&'static str, f64)>, Option<f64>)> = results
+            let bars: Vec<Bar> = results
                 .iter()
                 .filter(|(_, w)| w.user_bytes > 0)
                 .map(|(l, w)| {

@@ -62,8 +62,10 @@ pub fn resolve_layouts(spec: &str) -> anyhow::Result<Vec<Layout>> {
 impl ScreeEngine {
     /// Opens (or creates) the database at `dir` with keyspace `bench` of `layout`.
     pub fn open(dir: &Path, layout: Layout, cfg: &EngineConfig) -> anyhow::Result<ScreeEngine> {
-        let mut opts = Options::default();
-        opts.direct_reads = cfg.direct_reads;
+        let opts = Options {
+            direct_reads: cfg.direct_reads,
+            ..Options::default()
+        };
         let mut ko = KeyspaceOptions::new(layout);
         ko.write_buffer_bytes = cfg.write_buffer_bytes;
         ko.bloom_bits_per_key = cfg.bloom_bits;

@@ -246,3 +246,85 @@ fn default_arguments() {
     assert_eq!(small.effective_reads(), 1000);
     assert!(parse_args(["bench", "--workloads", "fillrandom,bogus"]).is_err());
 }
+
+/// Runs a small mixed workload list on a real engine and checks it verified and measured.
+fn smoke(engine: &dyn BenchEngine, dir: &std::path::Path, names: &[&str]) -> Vec<WorkloadResult> {
+    let c = cfg(20_000, 5_000, 2);
+    let codec = KeyCodec::new(16, 100, 1);
+    let state = RunState {
+        presence: Presence::new(c.num + c.reads * 2),
+        inserts: ycsb::InsertSequence::new(c.num),
+    };
+    names
+        .iter()
+        .map(|w| {
+            let w: Workload = w.parse().expect("workload");
+            let r = phase::run(engine, dir, &state, &codec, w, &c, "smoke");
+            assert!(r.error.is_none(), "{}: {:?}", r.name, r.error);
+            r
+        })
+        .collect()
+}
+
+const SMOKE: [&str; 7] = [
+    "fillrandom",
+    "readrandom",
+    "readmissing",
+    "seekrandom",
+    "ycsb-d",
+    "deleterandom",
+    "readrandom",
+];
+
+#[test]
+fn every_scree_layout_passes_verification() {
+    let cfg = super::engine::EngineConfig {
+        write_buffer_bytes: 1 << 20,
+        bloom_bits: 10,
+        sync: false,
+        direct_reads: false,
+    };
+    for layout in scree::Layout::implemented() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine =
+            super::scree_engine::ScreeEngine::open(dir.path(), layout, &cfg).expect("open scree");
+        let results = smoke(&engine, dir.path(), &SMOKE);
+        let fill = &results[0];
+        assert!(
+            fill.write_amplification().is_some_and(|wa| wa >= 1.0),
+            "{layout}"
+        );
+        assert!(fill.stall_seconds.is_some() && fill.data_block_reads.is_some());
+        assert_eq!(results[1].found, Some(5_000), "{layout}");
+        assert_eq!(results[2].found, Some(0), "{layout}");
+    }
+}
+
+#[cfg(feature = "peers")]
+#[test]
+fn peers_pass_verification_and_report_counters() {
+    use crate::peers::{self, Peer};
+    let cfg = super::engine::EngineConfig {
+        write_buffer_bytes: 1 << 20,
+        bloom_bits: 10,
+        sync: false,
+        direct_reads: false,
+    };
+    for peer in [Peer::RocksDb, Peer::LevelDb] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = peers::open(peer, dir.path(), &cfg).expect("open peer");
+        assert_eq!(engine.engine(), peer.name());
+        let results = smoke(engine.as_ref(), dir.path(), &SMOKE);
+        let fill = &results[0];
+        // A 1 MiB buffer and 2.3 MB of data: flushes happen, so WA counts more than the WAL.
+        let wa = fill.write_amplification().expect("engine WA");
+        assert!(wa > 1.0, "{peer}: WA {wa}");
+        assert!(fill.wchar_write_amplification().is_some_and(|w| w > 1.0));
+        assert_eq!(results[1].found, Some(5_000), "{peer}");
+        assert_eq!(results[2].found, Some(0), "{peer}");
+        assert!(fill.wait_compaction_seconds.is_some());
+        if peer == Peer::RocksDb {
+            assert!(fill.stall_seconds.is_some() && fill.data_block_reads.is_some());
+        }
+    }
+}

@@ -683,7 +683,7 @@ fn ycsb_loop(w: &mut Worker<'_, '_>, letter: char, n: u64) {
 
 /// readwhilewriting's writer: overwrites random keys until `done`; untimed, not counted as ops.
 pub fn run_writer(ctx: &Ctx<'_>, done: &AtomicBool) -> ThreadOutcome {
-    let mut w = Worker::new(ctx, 0x3717_e);
+    let mut w = Worker::new(ctx, 0x0003_717e);
     w.timed = false;
     let num = ctx.num.max(1);
     while !done.load(Ordering::Relaxed) {

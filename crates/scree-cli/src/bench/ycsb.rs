@@ -353,7 +353,7 @@ mod tests {
             *counts.entry(v).or_default() += 1;
         }
         let mut freq: Vec<(u64, u64)> = counts.into_iter().collect();
-        freq.sort_by(|a, b| b.1.cmp(&a.1));
+        freq.sort_by_key(|f| std::cmp::Reverse(f.1));
         // Skewed: the hottest record is drawn far more often than the uniform 2 times.
         assert!(freq[0].1 > 1000, "hottest {:?}", freq[0]);
         // Scattered: the ten hottest records are not the ten lowest record numbers.
