@@ -235,6 +235,78 @@ impl Default for LeveledOptions {
     }
 }
 
+/// Options of the `fragmented` layout (PebblesDB's fragmented LSM with guards; rules and
+/// measured defaults in docs/architecture-fragmented.md).
+#[derive(Debug, Clone)]
+pub struct FragmentedOptions {
+    /// Tables a guard may hold before it is compacted into the next level (the paper's
+    /// `max_sstables_per_guard`; 1 keeps one table per guard, like leveled). Default 2.
+    pub max_sstables_per_guard: usize,
+    /// L0 tables that trigger the compaction of L0 into the level-1 guards. Default 4.
+    pub l0_compaction_trigger: usize,
+    /// L0 tables at which each write is delayed 1 ms. Default 8.
+    pub l0_slowdown_trigger: usize,
+    /// L0 tables at which writes stop until compaction catches up. Default 12.
+    pub l0_stop_trigger: usize,
+    /// Number of levels including L0; the deepest is the last level, which rewrites. Default 7.
+    pub max_levels: usize,
+    /// Consecutive low hash bits set that make a key a level-1 guard; 0 scales them with the
+    /// key count (see `expected_keys`). Default 0.
+    pub top_level_bits: u32,
+    /// Bits by which the guard condition relaxes at each deeper level. Default 2.
+    pub bit_decrement: u32,
+    /// Keys the store is expected to hold; 0 uses the observed count. Default 0.
+    pub expected_keys: u64,
+    /// Level-1 guards aimed at when the guard bits scale with the key count. Default 8.
+    pub level1_guards: u64,
+    /// Byte budget of level 1; a level over its budget pushes its largest guards down (a
+    /// safety bound: guards normally move on their table count). 0 disables. Default 1 GiB.
+    pub level_base_bytes: u64,
+    /// Budget ratio between adjacent levels. Default 10.
+    pub level_size_ratio: u64,
+    /// Aggressive compaction: level i is compacted into level i+1 when it holds at least
+    /// (1 − ratio) of level i+1's bytes (0 disables). Default 0.25.
+    pub aggressive_ratio: f64,
+    /// The second-to-last level rewrites a guard in place when merging it into the last level
+    /// would rewrite more than this many times its bytes (the paper's 25×). Default 25.
+    pub rewrite_factor: u64,
+    /// Seeks landing on a guard of several tables that make it a compaction candidate
+    /// (0 disables seek-based compaction). Default 10.
+    pub seek_compaction_threshold: u64,
+    /// A guard holding less than 1/ratio of its level's average guard bytes is merged into
+    /// its left neighbour at compaction (0 disables; empty guards are always removed). Default 16.
+    pub guard_skew_ratio: u64,
+    /// Position the last level's tables in parallel on seeks (pays only for cold reads).
+    /// Default false.
+    pub parallel_seeks: bool,
+    /// Threads of the parallel-seek pool. Default 2.
+    pub parallel_seek_threads: usize,
+}
+
+impl Default for FragmentedOptions {
+    fn default() -> Self {
+        FragmentedOptions {
+            max_sstables_per_guard: 2,
+            l0_compaction_trigger: 4,
+            l0_slowdown_trigger: 8,
+            l0_stop_trigger: 12,
+            max_levels: 7,
+            top_level_bits: 0,
+            bit_decrement: 2,
+            expected_keys: 0,
+            level1_guards: 8,
+            level_base_bytes: 1 << 30,
+            level_size_ratio: 10,
+            aggressive_ratio: 0.25,
+            rewrite_factor: 25,
+            seek_compaction_threshold: 10,
+            guard_skew_ratio: 16,
+            parallel_seeks: false,
+            parallel_seek_threads: 2,
+        }
+    }
+}
+
 /// Options of one keyspace.
 #[derive(Debug, Clone)]
 pub struct KeyspaceOptions {
@@ -248,6 +320,8 @@ pub struct KeyspaceOptions {
     pub block_size: usize,
     /// Options of the `leveled` layout.
     pub leveled: LeveledOptions,
+    /// Options of the `fragmented` layout.
+    pub fragmented: FragmentedOptions,
 }
 
 impl KeyspaceOptions {
@@ -259,6 +333,7 @@ impl KeyspaceOptions {
             bloom_bits_per_key: 10,
             block_size: 4096,
             leveled: LeveledOptions::default(),
+            fragmented: FragmentedOptions::default(),
         }
     }
 
@@ -299,6 +374,43 @@ impl KeyspaceOptions {
             || l.level_base_bytes < 4096
         {
             return bad("leveled: need level_size_ratio >= 2, 2 <= max_levels <= 16, target_table_bytes and level_base_bytes >= 4096".into());
+        }
+        self.fragmented.validate()
+    }
+}
+
+impl FragmentedOptions {
+    fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(Error::InvalidArgument(format!("fragmented: {m}")));
+        if self.max_sstables_per_guard == 0 {
+            return bad("max_sstables_per_guard must be at least 1");
+        }
+        if self.l0_compaction_trigger == 0
+            || self.l0_slowdown_trigger < self.l0_compaction_trigger
+            || self.l0_stop_trigger < self.l0_slowdown_trigger
+        {
+            return bad("need 0 < l0_compaction_trigger <= l0_slowdown_trigger <= l0_stop_trigger");
+        }
+        if !(3..=16).contains(&self.max_levels) {
+            return bad("max_levels must be 3..=16");
+        }
+        if self.top_level_bits > 60 || self.bit_decrement > 16 {
+            return bad("need top_level_bits <= 60 and bit_decrement <= 16");
+        }
+        if self.level_size_ratio < 2 {
+            return bad("level_size_ratio must be at least 2");
+        }
+        if self.level1_guards == 0 {
+            return bad("level1_guards must be at least 1");
+        }
+        if !(0.0..=1.0).contains(&self.aggressive_ratio) {
+            return bad("aggressive_ratio must be within 0..=1");
+        }
+        if self.rewrite_factor == 0 {
+            return bad("rewrite_factor must be at least 1");
+        }
+        if !(1..=64).contains(&self.parallel_seek_threads) {
+            return bad("parallel_seek_threads must be 1..=64");
         }
         Ok(())
     }

@@ -16,7 +16,20 @@ pub fn small_ks(layout: Layout) -> KeyspaceOptions {
 }
 
 /// Layout-specific small settings (extended as layouts land).
-pub fn scree_test_tune(_o: &mut KeyspaceOptions) {}
+pub fn scree_test_tune(o: &mut KeyspaceOptions) {
+    // fragmented: four levels, two tables per guard, a few guards among a few hundred keys.
+    let f = &mut o.fragmented;
+    f.max_levels = 4;
+    f.l0_compaction_trigger = 2;
+    f.l0_slowdown_trigger = 4;
+    f.l0_stop_trigger = 8;
+    f.max_sstables_per_guard = 2;
+    f.top_level_bits = 6;
+    f.bit_decrement = 1;
+    f.level_base_bytes = 64 * 1024;
+    f.level_size_ratio = 4;
+    f.seek_compaction_threshold = 4;
+}
 
 pub fn small_db() -> Options {
     let mut o = Options::default();

@@ -4,6 +4,7 @@
 //! ([`LayoutVersion::get`], [`LayoutVersion::add_iters`]). Layout-specific metadata travels in
 //! [`crate::manifest::edit::LayoutRecord`]s.
 
+pub mod fragmented;
 pub mod leveled;
 
 use std::any::Any;
@@ -20,7 +21,7 @@ use crate::table::{TableCtx, TableFile};
 
 /// The layouts this build implements.
 pub fn implemented() -> Vec<LayoutKind> {
-    vec![LayoutKind::Leveled]
+    vec![LayoutKind::Leveled, LayoutKind::Fragmented]
 }
 
 /// What a background job needs from the engine.
@@ -127,6 +128,7 @@ pub enum ManualStep {
 pub fn new_layout(kind: LayoutKind) -> Result<Arc<dyn Layout>> {
     match kind {
         LayoutKind::Leveled => Ok(Arc::new(leveled::Leveled::new())),
+        LayoutKind::Fragmented => Ok(Arc::new(fragmented::Fragmented::new())),
         other => Err(crate::error::Error::Unsupported(format!(
             "layout `{}` is not implemented in this build (implemented: {})",
             other.name(),

@@ -1,0 +1,152 @@
+//! Measures the `fragmented` layout against others until `scree bench` lands: fills N unique
+//! random 16-byte keys with 100-byte values, waits for compactions, prints write amplification
+//! (with and without the WAL) and ops/s, then times random reads and seeks (+10 nexts).
+//!
+//! `cargo run --release --example frag_fill -- [layouts] [num] [buffer_mib] [reads] [seeks]`
+//! e.g. `cargo run --release --example frag_fill -- leveled,fragmented 5000000 64`.
+//! Environment: `FRAG_DIR` (default a temp dir), `FRAG_PARALLEL_SEEKS=1`,
+//! `FRAG_MAX_TABLES=N` (max_sstables_per_guard), `FRAG_EXPECTED_KEYS=N`.
+
+use std::time::Instant;
+
+use scree::{Db, KeyspaceOptions, Layout, Options};
+
+/// A bijection on u64 (so keys are unique and in random order).
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+fn key(i: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    let s = format!("{:016x}", mix(i));
+    k.copy_from_slice(s.as_bytes());
+    k
+}
+
+fn value(i: u64, out: &mut [u8; 100]) {
+    let mut x = mix(i ^ 0x5555_5555);
+    for chunk in out.chunks_mut(8) {
+        x = mix(x);
+        let b = x.to_le_bytes();
+        let n = chunk.len();
+        chunk.copy_from_slice(b.get(..n).unwrap_or_default());
+    }
+}
+
+fn main() -> scree::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let layouts = args.get(1).map_or("leveled,fragmented", |s| s.as_str());
+    let num: u64 = args
+        .get(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
+    let buf_mib: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(64);
+    let reads: u64 = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(200_000);
+    let seeks: u64 = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    for name in layouts.split(',') {
+        let layout: Layout = name.parse()?;
+        let tmp;
+        let dir = match std::env::var("FRAG_DIR") {
+            Ok(d) => {
+                let p = std::path::PathBuf::from(d).join(name);
+                let _ = std::fs::remove_dir_all(&p);
+                p
+            }
+            Err(_) => {
+                tmp = std::env::temp_dir().join(format!("frag_fill_{}_{name}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&tmp);
+                tmp.clone()
+            }
+        };
+        let db = Db::open(&dir, Options::default())?;
+        let mut ko = KeyspaceOptions::new(layout);
+        ko.write_buffer_bytes = buf_mib << 20;
+        if let Ok(v) = std::env::var("FRAG_PARALLEL_SEEKS") {
+            ko.fragmented.parallel_seeks = v == "1";
+        }
+        if let Some(v) = std::env::var("FRAG_MAX_TABLES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
+            ko.fragmented.max_sstables_per_guard = v;
+        }
+        if let Some(v) = std::env::var("FRAG_EXPECTED_KEYS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
+            ko.fragmented.expected_keys = v;
+        }
+        let ks = db.keyspace("bench", ko)?;
+        let t = Instant::now();
+        let mut v = [0u8; 100];
+        for i in 0..num {
+            value(i, &mut v);
+            ks.put(key(i), v)?;
+        }
+        let fill = t.elapsed().as_secs_f64();
+        db.wait_for_compactions()?;
+        let total = t.elapsed().as_secs_f64();
+        let s = db.stats();
+        println!(
+            "{name}: fill {:.0} ops/s ({fill:.1}s, {total:.1}s with compactions), WA {:.2} (without WAL {:.2}), flush {} MB, compaction {} MB, stall {:.1}s slowdown {:.1}s, compactions {}",
+            num as f64 / fill,
+            s.write_amplification,
+            s.write_amplification_without_wal,
+            s.bytes_written.flush >> 20,
+            s.bytes_written.compaction >> 20,
+            s.stall_seconds,
+            s.slowdown_seconds,
+            s.compactions,
+        );
+        for k in &s.keyspaces {
+            for l in &k.levels {
+                println!(
+                    "  L{}: {} tables, {} MB {}",
+                    l.level,
+                    l.tables,
+                    l.bytes >> 20,
+                    l.detail
+                );
+            }
+        }
+        let t = Instant::now();
+        let mut found = 0u64;
+        for j in 0..reads {
+            let i = mix(j ^ 0xABCD) % num;
+            if ks.get(key(i))?.is_some() {
+                found += 1;
+            }
+        }
+        let rs = t.elapsed().as_secs_f64();
+        let s2 = db.stats();
+        println!(
+            "  readrandom {:.0} ops/s ({found} of {reads} found), data blocks/get {:.2}",
+            reads as f64 / rs,
+            (s2.data_block_reads - s.data_block_reads) as f64 / reads.max(1) as f64
+        );
+        let t = Instant::now();
+        let mut n = 0u64;
+        for j in 0..seeks {
+            let i = mix(j ^ 0x1234) % num;
+            let mut it = ks.range(key(i).to_vec()..);
+            for _ in 0..11 {
+                match it.next() {
+                    Some(r) => {
+                        r?;
+                        n += 1;
+                    }
+                    None => break,
+                }
+            }
+        }
+        let ss = t.elapsed().as_secs_f64();
+        println!("  seekrandom {:.0} ops/s ({n} entries)", seeks as f64 / ss);
+        drop(ks);
+        drop(db);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(())
+}

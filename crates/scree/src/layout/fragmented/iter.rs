@@ -1,0 +1,388 @@
+//! Iterators of the fragmented layout: a level iterator that concatenates guards (each guard a
+//! merging iterator over its overlapping tables, opened only when reached), the seek counter
+//! hook that feeds seek-based compaction, a key-range-bounded iterator for compaction inputs,
+//! and the persistent pool that positions a guard's tables in parallel.
+
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+
+use parking_lot::Mutex;
+
+use super::version::{GKey, Level, Shared};
+use crate::error::{Error, Result};
+use crate::iter::{InternalIter, MergingIter};
+use crate::key::{self, make_ikey, ValueKind, MAX_SEQ};
+use crate::table::TableIter;
+
+/// Iterates one level: guards in key order, the tables of the current guard merged.
+pub(crate) struct LevelIter {
+    level: Arc<Level>,
+    level_no: usize,
+    shared: Arc<Shared>,
+    threshold: u64,
+    pool: Option<Arc<SeekPool>>,
+    idx: usize,
+    cur: Option<MergingIter>,
+}
+
+impl LevelIter {
+    pub(crate) fn new(
+        level: Arc<Level>,
+        level_no: usize,
+        shared: Arc<Shared>,
+        threshold: u64,
+        pool: Option<Arc<SeekPool>>,
+    ) -> Self {
+        LevelIter {
+            level,
+            level_no,
+            shared,
+            threshold,
+            pool,
+            idx: 0,
+            cur: None,
+        }
+    }
+
+    fn open(&mut self, idx: usize) -> Result<bool> {
+        let Some(g) = self.level.guards.get(idx) else {
+            self.cur = None;
+            return Ok(false);
+        };
+        let mut children: Vec<Box<dyn InternalIter>> = Vec::with_capacity(g.tables.len());
+        for t in &g.tables {
+            children.push(Box::new(t.iter(true)?));
+        }
+        self.idx = idx;
+        self.cur = Some(MergingIter::new(children));
+        Ok(true)
+    }
+
+    fn forward_fix(&mut self) -> Result<()> {
+        while self.cur.as_ref().is_some_and(|c| !c.valid()) {
+            if !self.open(self.idx + 1)? {
+                return Ok(());
+            }
+            if let Some(c) = self.cur.as_mut() {
+                c.seek_to_first()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn backward_fix(&mut self) -> Result<()> {
+        while self.cur.as_ref().is_some_and(|c| !c.valid()) {
+            if self.idx == 0 {
+                self.cur = None;
+                return Ok(());
+            }
+            self.open(self.idx - 1)?;
+            if let Some(c) = self.cur.as_mut() {
+                c.seek_to_last()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The seek hook: a seek that has to merge several tables counts against the guard; at
+    /// the threshold the guard is handed to the policy as a compaction candidate.
+    fn count_seek(&self, idx: usize) {
+        let Some(g) = self.level.guards.get(idx) else {
+            return;
+        };
+        if self.threshold == 0 || g.tables.len() < 2 {
+            return;
+        }
+        let n = g.seeks.fetch_add(1, Ordering::Relaxed) + 1;
+        if n == self.threshold {
+            self.shared.hot.lock().push((self.level_no, g.key.clone()));
+        }
+    }
+
+    /// Positions the guard's tables on the pool, then merges them.
+    fn parallel_seek(&mut self, idx: usize, ikey: &[u8], pool: &SeekPool) -> Result<()> {
+        let Some(g) = self.level.guards.get(idx) else {
+            self.cur = None;
+            return Ok(());
+        };
+        let mut iters = Vec::with_capacity(g.tables.len());
+        for t in &g.tables {
+            iters.push(t.iter(true)?);
+        }
+        let positioned = pool.seek_all(iters, ikey)?;
+        let children: Vec<Box<dyn InternalIter>> = positioned
+            .into_iter()
+            .map(|it| {
+                Box::new(Preseeked {
+                    inner: it,
+                    at: Some(ikey.to_vec()),
+                }) as Box<dyn InternalIter>
+            })
+            .collect();
+        let mut m = MergingIter::new(children);
+        // The children skip this seek: they are already there.
+        m.seek(ikey)?;
+        self.idx = idx;
+        self.cur = Some(m);
+        Ok(())
+    }
+}
+
+impl InternalIter for LevelIter {
+    fn valid(&self) -> bool {
+        self.cur.as_ref().is_some_and(|c| c.valid())
+    }
+    fn key(&self) -> &[u8] {
+        self.cur.as_ref().map(|c| c.key()).unwrap_or_default()
+    }
+    fn value(&self) -> &[u8] {
+        self.cur.as_ref().map(|c| c.value()).unwrap_or_default()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        if self.open(0)? {
+            if let Some(c) = self.cur.as_mut() {
+                c.seek_to_first()?;
+            }
+        }
+        self.forward_fix()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        let n = self.level.guards.len();
+        if n == 0 || !self.open(n - 1)? {
+            self.cur = None;
+            return Ok(());
+        }
+        if let Some(c) = self.cur.as_mut() {
+            c.seek_to_last()?;
+        }
+        self.backward_fix()
+    }
+    fn seek(&mut self, ikey: &[u8]) -> Result<()> {
+        let idx = self.level.guard_index(key::user_key(ikey));
+        self.count_seek(idx);
+        let multi = self
+            .level
+            .guards
+            .get(idx)
+            .is_some_and(|g| g.tables.len() >= 2);
+        match self.pool.clone() {
+            Some(pool) if multi => self.parallel_seek(idx, ikey, &pool)?,
+            _ => {
+                if self.open(idx)? {
+                    if let Some(c) = self.cur.as_mut() {
+                        c.seek(ikey)?;
+                    }
+                }
+            }
+        }
+        self.forward_fix()
+    }
+    fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
+        let idx = self.level.guard_index(key::user_key(ikey));
+        if self.open(idx)? {
+            if let Some(c) = self.cur.as_mut() {
+                c.seek_for_prev(ikey)?;
+            }
+        }
+        self.backward_fix()
+    }
+    fn next(&mut self) -> Result<()> {
+        if let Some(c) = self.cur.as_mut() {
+            c.next()?;
+        }
+        self.forward_fix()
+    }
+    fn prev(&mut self) -> Result<()> {
+        if let Some(c) = self.cur.as_mut() {
+            c.prev()?;
+        }
+        self.backward_fix()
+    }
+}
+
+/// A table cursor already positioned by the pool for one seek target: that seek is skipped.
+struct Preseeked {
+    inner: TableIter,
+    at: Option<Vec<u8>>,
+}
+
+impl InternalIter for Preseeked {
+    fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.at = None;
+        self.inner.seek_to_first()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.at = None;
+        self.inner.seek_to_last()
+    }
+    fn seek(&mut self, ikey: &[u8]) -> Result<()> {
+        if self.at.take().as_deref() == Some(ikey) {
+            return Ok(());
+        }
+        self.inner.seek(ikey)
+    }
+    fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
+        self.at = None;
+        self.inner.seek_for_prev(ikey)
+    }
+    fn next(&mut self) -> Result<()> {
+        self.at = None;
+        self.inner.next()
+    }
+    fn prev(&mut self) -> Result<()> {
+        self.at = None;
+        self.inner.prev()
+    }
+}
+
+type Task = Box<dyn FnOnce() + Send>;
+
+/// A persistent pool that positions table cursors concurrently (PebblesDB's parallel seeks).
+/// Threads exit when the pool is dropped.
+pub(crate) struct SeekPool {
+    tx: Mutex<mpsc::Sender<Task>>,
+}
+
+impl SeekPool {
+    pub(crate) fn new(threads: usize) -> Result<SeekPool> {
+        let (tx, rx) = mpsc::channel::<Task>();
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..threads.max(1) {
+            let rx = rx.clone();
+            std::thread::Builder::new()
+                .name(format!("scree-seek-{i}"))
+                .spawn(move || loop {
+                    let task = rx.lock().recv();
+                    match task {
+                        Ok(t) => t(),
+                        Err(_) => return,
+                    }
+                })
+                .map_err(|e| Error::io("seek pool thread", e))?;
+        }
+        Ok(SeekPool { tx: Mutex::new(tx) })
+    }
+
+    /// Seeks every cursor to `ikey`: the caller positions the first, the pool the others.
+    pub(crate) fn seek_all(
+        &self,
+        mut iters: Vec<TableIter>,
+        ikey: &[u8],
+    ) -> Result<Vec<TableIter>> {
+        if iters.len() < 2 {
+            for it in &mut iters {
+                it.seek(ikey)?;
+            }
+            return Ok(iters);
+        }
+        let mut rest = iters.split_off(1);
+        let (rtx, rrx) = mpsc::channel::<(usize, TableIter, Result<()>)>();
+        let n = rest.len();
+        {
+            let tx = self.tx.lock();
+            for (i, mut it) in rest.drain(..).enumerate() {
+                let rtx = rtx.clone();
+                let k = ikey.to_vec();
+                let task: Task = Box::new(move || {
+                    let r = it.seek(&k);
+                    let _ = rtx.send((i, it, r));
+                });
+                tx.send(task)
+                    .map_err(|_| Error::InvalidArgument("seek pool stopped".into()))?;
+            }
+        }
+        drop(rtx);
+        for it in &mut iters {
+            it.seek(ikey)?;
+        }
+        let mut got: Vec<Option<TableIter>> = (0..n).map(|_| None).collect();
+        for _ in 0..n {
+            let (i, it, r) = rrx
+                .recv()
+                .map_err(|_| Error::InvalidArgument("seek pool stopped".into()))?;
+            r?;
+            if let Some(slot) = got.get_mut(i) {
+                *slot = Some(it);
+            }
+        }
+        iters.extend(got.into_iter().flatten());
+        Ok(iters)
+    }
+}
+
+/// Limits an iterator to the user keys `[lo, hi)` (compaction inputs for one child guard).
+pub(crate) struct BoundedIter<I> {
+    inner: I,
+    lo: Option<GKey>,
+    hi: Option<GKey>,
+}
+
+impl<I: InternalIter> BoundedIter<I> {
+    pub(crate) fn new(inner: I, lo: Option<GKey>, hi: Option<GKey>) -> Self {
+        BoundedIter { inner, lo, hi }
+    }
+    fn lo_ikey(&self) -> Option<Vec<u8>> {
+        self.lo
+            .as_deref()
+            .map(|l| make_ikey(l, MAX_SEQ, ValueKind::Put))
+    }
+}
+
+impl<I: InternalIter> InternalIter for BoundedIter<I> {
+    fn valid(&self) -> bool {
+        if !self.inner.valid() {
+            return false;
+        }
+        let uk = key::user_key(self.inner.key());
+        self.lo.as_deref().is_none_or(|l| uk >= l) && self.hi.as_deref().is_none_or(|h| uk < h)
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        match self.lo_ikey() {
+            Some(k) => self.inner.seek(&k),
+            None => self.inner.seek_to_first(),
+        }
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        match self.hi.as_deref() {
+            Some(h) => {
+                self.inner.seek(&make_ikey(h, MAX_SEQ, ValueKind::Put))?;
+                if self.inner.valid() {
+                    self.inner.prev()
+                } else {
+                    self.inner.seek_to_last()
+                }
+            }
+            None => self.inner.seek_to_last(),
+        }
+    }
+    fn seek(&mut self, ikey: &[u8]) -> Result<()> {
+        match self.lo_ikey() {
+            Some(l) if crate::key::cmp_ikey(ikey, &l).is_lt() => self.inner.seek(&l),
+            _ => self.inner.seek(ikey),
+        }
+    }
+    fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
+        self.inner.seek_for_prev(ikey)
+    }
+    fn next(&mut self) -> Result<()> {
+        self.inner.next()
+    }
+    fn prev(&mut self) -> Result<()> {
+        self.inner.prev()
+    }
+}

@@ -1,0 +1,686 @@
+//! One version of the fragmented layout: L0 (overlapping tables, newest first) and levels 1..
+//! divided by guards. Owns the guard records (encoding and application), point lookups (one
+//! guard per level, newest table first), the per-guard seek counters, and the invariants.
+
+use std::any::Any;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+use super::iter::{LevelIter, SeekPool};
+use crate::coding::{put_slice, put_varint, Reader};
+use crate::error::{Error, Result};
+use crate::iter::InternalIter;
+use crate::layout::leveled::table_get;
+use crate::layout::LayoutVersion;
+use crate::manifest::edit::{AddedTable, KsEdit, LayoutRecord};
+use crate::memtable::Lookup;
+use crate::stats::LevelStats;
+use crate::table::{TableCtx, TableFile};
+
+/// A guard key (shared between versions).
+pub(crate) type GKey = Arc<[u8]>;
+
+/// Record: keys picked as guards at flush, not yet committed (`level` = shallowest level).
+pub(crate) const TAG_PENDING: u8 = 1;
+/// Record: keys that became guards of exactly `level`.
+pub(crate) const TAG_COMMIT: u8 = 2;
+/// Record: keys that stopped being guards of exactly `level` (consolidation).
+pub(crate) const TAG_DELETE: u8 = 3;
+
+/// Encodes a guard record: level, then length-prefixed keys.
+pub(crate) fn guard_record(tag: u8, level: usize, keys: &[GKey]) -> LayoutRecord {
+    let mut data = Vec::new();
+    put_varint(&mut data, level as u64);
+    for k in keys {
+        put_slice(&mut data, k);
+    }
+    LayoutRecord { tag, data }
+}
+
+fn decode_guard_record(r: &LayoutRecord) -> Result<(usize, Vec<GKey>)> {
+    let bad = || Error::InvalidArgument(format!("malformed fragmented guard record {}", r.tag));
+    let mut rd = Reader::new(&r.data);
+    let level = rd.varint().ok_or_else(bad)? as usize;
+    if level == 0 || level >= 64 {
+        return Err(bad());
+    }
+    let mut keys = Vec::new();
+    while !rd.is_empty() {
+        keys.push(GKey::from(rd.slice().ok_or_else(bad)?));
+    }
+    Ok((level, keys))
+}
+
+/// State shared by every version of one keyspace and its policy: seek-compaction hints,
+/// the options the read path needs, and the parallel-seek pool.
+pub(crate) struct Shared {
+    /// Guards whose seek counter reached the threshold: (level, guard key; None = sentinel).
+    pub hot: Mutex<Vec<(usize, Option<GKey>)>>,
+    /// Seeks on a multi-table guard that make it a compaction candidate (0 = off).
+    pub seek_threshold: AtomicU64,
+    /// Whether the last level's tables are positioned in parallel.
+    pub parallel_seeks: AtomicBool,
+    /// Threads of the pool, read when it is first started.
+    pub pool_threads: AtomicUsize,
+    pool: OnceLock<Option<Arc<SeekPool>>>,
+}
+
+impl Shared {
+    pub(crate) fn new() -> Self {
+        Shared {
+            hot: Mutex::new(Vec::new()),
+            seek_threshold: AtomicU64::new(0),
+            parallel_seeks: AtomicBool::new(false),
+            pool_threads: AtomicUsize::new(2),
+            pool: OnceLock::new(),
+        }
+    }
+
+    /// The persistent seek pool (started on first use; None if threads cannot be spawned).
+    pub(crate) fn pool(&self) -> Option<Arc<SeekPool>> {
+        self.pool
+            .get_or_init(|| {
+                SeekPool::new(self.pool_threads.load(Ordering::Relaxed))
+                    .ok()
+                    .map(Arc::new)
+            })
+            .clone()
+    }
+}
+
+/// A guard: the tables of one key range of a level, newest first. Tables in a guard may
+/// overlap each other but never cross the guard's boundaries.
+pub(crate) struct Guard {
+    /// The guard key; None for the sentinel (keys below the first guard).
+    pub key: Option<GKey>,
+    /// Tables ordered by max_seq descending (the order fragments arrived in).
+    pub tables: Vec<Arc<TableFile>>,
+    /// Bytes of the tables.
+    pub bytes: u64,
+    /// Seeks that landed here while the guard held several tables, since it last lost tables.
+    pub seeks: Arc<AtomicU64>,
+}
+
+/// One level (≥ 1): the sentinel, then guards in key order.
+pub(crate) struct Level {
+    pub guards: Vec<Guard>,
+    pub bytes: u64,
+    pub tables: usize,
+    pub max_guard_tables: usize,
+}
+
+impl Level {
+    pub(crate) fn empty() -> Level {
+        Level {
+            guards: vec![Guard {
+                key: None,
+                tables: Vec::new(),
+                bytes: 0,
+                seeks: Arc::new(AtomicU64::new(0)),
+            }],
+            bytes: 0,
+            tables: 0,
+            max_guard_tables: 0,
+        }
+    }
+
+    fn keyed(&self) -> &[Guard] {
+        self.guards.get(1..).unwrap_or_default()
+    }
+
+    /// Index of the guard whose range holds `uk` (0 = sentinel).
+    pub(crate) fn guard_index(&self, uk: &[u8]) -> usize {
+        self.keyed()
+            .partition_point(|g| g.key.as_deref().is_some_and(|k| k <= uk))
+    }
+
+    /// Whether `k` is a guard key of this level.
+    pub(crate) fn has_guard(&self, k: &[u8]) -> bool {
+        self.keyed()
+            .binary_search_by(|g| g.key.as_deref().unwrap_or_default().cmp(k))
+            .is_ok()
+    }
+
+    /// The half-open user-key range `[lo, hi)` of guard `idx` (None = unbounded).
+    pub(crate) fn range(&self, idx: usize) -> (Option<GKey>, Option<GKey>) {
+        let lo = self.guards.get(idx).and_then(|g| g.key.clone());
+        let hi = self.guards.get(idx + 1).and_then(|g| g.key.clone());
+        (lo, hi)
+    }
+
+    /// Indices of the guards whose ranges intersect `[lo, hi)`.
+    pub(crate) fn guards_in(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> std::ops::Range<usize> {
+        let start = lo.map_or(0, |l| self.guard_index(l));
+        let end = match hi {
+            None => self.guards.len(),
+            Some(h) => {
+                1 + self
+                    .keyed()
+                    .partition_point(|g| g.key.as_deref().is_some_and(|k| k < h))
+            }
+        };
+        start..end.max(start)
+    }
+
+    /// Guard keys strictly inside `(lo, hi)`.
+    pub(crate) fn keys_between(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Vec<GKey> {
+        self.guards
+            .get(self.guards_in(lo, hi))
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|g| g.key.clone())
+            .filter(|k| lo.is_none_or(|l| &k[..] > l))
+            .collect()
+    }
+
+    /// Builds a level from guard keys (sorted, unique, non-empty) and tables.
+    fn build(
+        keys: Vec<GKey>,
+        tables: Vec<Arc<TableFile>>,
+        counters: &HashMap<Option<GKey>, Arc<AtomicU64>>,
+    ) -> Level {
+        let mut guards: Vec<Guard> = std::iter::once(None)
+            .chain(keys.into_iter().map(Some))
+            .map(|key| Guard {
+                seeks: counters
+                    .get(&key)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(AtomicU64::new(0))),
+                key,
+                tables: Vec::new(),
+                bytes: 0,
+            })
+            .collect();
+        let mut lvl = Level::empty();
+        for t in tables {
+            let idx = guards.get(1..).unwrap_or_default().partition_point(|g| {
+                g.key
+                    .as_deref()
+                    .is_some_and(|k| k <= t.meta.smallest_user())
+            });
+            if let Some(g) = guards.get_mut(idx) {
+                g.bytes += t.meta.size;
+                g.tables.push(t);
+            }
+        }
+        for g in &mut guards {
+            sort_newest_first(&mut g.tables);
+            lvl.bytes += g.bytes;
+            lvl.tables += g.tables.len();
+            lvl.max_guard_tables = lvl.max_guard_tables.max(g.tables.len());
+        }
+        lvl.guards = guards;
+        lvl
+    }
+
+    fn all_tables(&self) -> impl Iterator<Item = &Arc<TableFile>> {
+        self.guards.iter().flat_map(|g| g.tables.iter())
+    }
+}
+
+pub(crate) fn sort_newest_first(tables: &mut [Arc<TableFile>]) {
+    tables.sort_by(|a, b| {
+        b.meta
+            .max_seq
+            .cmp(&a.meta.max_seq)
+            .then(b.meta.file_no.cmp(&a.meta.file_no))
+    });
+}
+
+/// One immutable state of a fragmented keyspace.
+pub struct FragmentedVersion {
+    /// L0 tables, newest first.
+    pub(crate) l0: Arc<Vec<Arc<TableFile>>>,
+    /// `levels[j]` is level j for j ≥ 1 (`levels[0]` is an unused empty placeholder).
+    pub(crate) levels: Vec<Arc<Level>>,
+    /// Uncommitted guards: key → shallowest level it was picked for. It is pending at every
+    /// level from there down where it is not yet a guard.
+    pub(crate) pending: Arc<BTreeMap<GKey, usize>>,
+    /// Entries in all tables (the observed key count for guard scaling).
+    pub(crate) entries: u64,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl FragmentedVersion {
+    pub(crate) fn empty(shared: Arc<Shared>) -> Self {
+        FragmentedVersion {
+            l0: Arc::new(Vec::new()),
+            levels: vec![Arc::new(Level::empty())],
+            pending: Arc::new(BTreeMap::new()),
+            entries: 0,
+            shared,
+        }
+    }
+
+    /// Level `j` (≥ 1), if the version has it.
+    pub(crate) fn level(&self, j: usize) -> Option<&Level> {
+        if j == 0 {
+            return None;
+        }
+        self.levels.get(j).map(|l| l.as_ref())
+    }
+
+    /// Whether `k` is a guard of level `j`.
+    pub(crate) fn is_guard(&self, j: usize, k: &[u8]) -> bool {
+        self.level(j).is_some_and(|l| l.has_guard(k))
+    }
+
+    /// The deepest level holding tables (0 if only L0 or nothing).
+    pub(crate) fn deepest_nonempty(&self) -> usize {
+        (1..self.levels.len())
+            .rev()
+            .find(|&j| self.level(j).is_some_and(|l| l.tables > 0))
+            .unwrap_or(0)
+    }
+
+    /// Bytes of level `j` (L0 included).
+    pub(crate) fn level_bytes(&self, j: usize) -> u64 {
+        if j == 0 {
+            return self.l0.iter().map(|t| t.meta.size).sum();
+        }
+        self.level(j).map_or(0, |l| l.bytes)
+    }
+
+    /// Whether any table below level `j` intersects `[lo, hi)`.
+    pub(crate) fn data_below(&self, j: usize, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
+        (j + 1..self.levels.len()).any(|d| {
+            self.level(d).is_some_and(|l| {
+                l.guards
+                    .get(l.guards_in(lo, hi))
+                    .unwrap_or_default()
+                    .iter()
+                    .flat_map(|g| g.tables.iter())
+                    .any(|t| intersects(t, lo, hi))
+            })
+        })
+    }
+}
+
+/// Whether a table's user keys intersect `[lo, hi)`.
+pub(crate) fn intersects(t: &TableFile, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
+    lo.is_none_or(|l| t.meta.largest_user() >= l) && hi.is_none_or(|h| t.meta.smallest_user() < h)
+}
+
+impl LayoutVersion for FragmentedVersion {
+    fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
+        for t in self.l0.iter() {
+            match table_get(t, user_key, seq)? {
+                Lookup::Absent => {}
+                found => return Ok(found),
+            }
+        }
+        for lvl in self.levels.iter().skip(1) {
+            if lvl.tables == 0 {
+                continue;
+            }
+            let Some(g) = lvl.guards.get(lvl.guard_index(user_key)) else {
+                continue;
+            };
+            // Fragments arrive in sequence order, so the first table holding the key has its
+            // newest version (Bloom filter first, inside `table_get`).
+            for t in &g.tables {
+                match table_get(t, user_key, seq)? {
+                    Lookup::Absent => {}
+                    found => return Ok(found),
+                }
+            }
+        }
+        Ok(Lookup::Absent)
+    }
+
+    fn add_iters(&self, out: &mut Vec<Box<dyn InternalIter>>) -> Result<()> {
+        for t in self.l0.iter() {
+            out.push(Box::new(t.iter(true)?));
+        }
+        let last = self.deepest_nonempty();
+        let threshold = self.shared.seek_threshold.load(Ordering::Relaxed);
+        let parallel = self.shared.parallel_seeks.load(Ordering::Relaxed);
+        for (j, lvl) in self.levels.iter().enumerate().skip(1) {
+            if lvl.tables == 0 {
+                continue;
+            }
+            let pool = if parallel && j == last {
+                self.shared.pool()
+            } else {
+                None
+            };
+            out.push(Box::new(LevelIter::new(
+                lvl.clone(),
+                j,
+                self.shared.clone(),
+                threshold,
+                pool,
+            )));
+        }
+        Ok(())
+    }
+
+    fn apply(&self, edit: &KsEdit, tables: &Arc<TableCtx>) -> Result<Arc<dyn LayoutVersion>> {
+        let removed: HashSet<u64> = edit.removed.iter().copied().collect();
+        let mut moved: HashMap<u64, Arc<TableFile>> = HashMap::new();
+        let mut touched: BTreeSet<usize> = BTreeSet::new();
+        // Levels that lost tables; guards that lost tables get fresh seek counters.
+        let mut lost_guards: HashSet<(usize, Option<GKey>)> = HashSet::new();
+        let mut l0: Vec<Arc<TableFile>> = Vec::with_capacity(self.l0.len() + 1);
+        for t in self.l0.iter() {
+            if removed.contains(&t.meta.file_no) {
+                moved.insert(t.meta.file_no, t.clone());
+            } else {
+                l0.push(t.clone());
+            }
+        }
+        if !removed.is_empty() {
+            for (j, lvl) in self.levels.iter().enumerate().skip(1) {
+                for g in &lvl.guards {
+                    for t in &g.tables {
+                        if removed.contains(&t.meta.file_no) {
+                            moved.insert(t.meta.file_no, t.clone());
+                            touched.insert(j);
+                            lost_guards.insert((j, g.key.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        // Guard records.
+        let mut pending: Option<BTreeMap<GKey, usize>> = None;
+        let mut key_adds: BTreeMap<usize, Vec<GKey>> = BTreeMap::new();
+        let mut key_dels: BTreeMap<usize, Vec<GKey>> = BTreeMap::new();
+        let mut named: Vec<GKey> = Vec::new();
+        for r in &edit.records {
+            let (level, keys) = decode_guard_record(r)?;
+            let p = pending.get_or_insert_with(|| (*self.pending).clone());
+            match r.tag {
+                TAG_PENDING => {
+                    for k in keys {
+                        if k.is_empty() {
+                            continue;
+                        }
+                        let e = p.entry(k.clone()).or_insert(level);
+                        *e = (*e).min(level);
+                        named.push(k);
+                    }
+                }
+                TAG_COMMIT => {
+                    touched.insert(level);
+                    for k in keys {
+                        if k.is_empty() {
+                            return Err(Error::InvalidArgument("empty guard key".into()));
+                        }
+                        if p.get(&k).is_some_and(|&top| top >= level) {
+                            // Committed at its shallowest pending level: done.
+                            p.remove(&k);
+                        }
+                        key_adds.entry(level).or_default().push(k);
+                    }
+                }
+                TAG_DELETE => {
+                    touched.insert(level);
+                    for k in keys {
+                        if let Some(top) = p.get_mut(&k) {
+                            if *top <= level {
+                                *top = level + 1;
+                            }
+                        }
+                        named.push(k.clone());
+                        key_dels.entry(level).or_default().push(k);
+                    }
+                }
+                t => {
+                    return Err(Error::InvalidArgument(format!(
+                        "unknown fragmented record tag {t}"
+                    )))
+                }
+            }
+        }
+        // Added tables.
+        let mut adds: BTreeMap<usize, Vec<Arc<TableFile>>> = BTreeMap::new();
+        for a in &edit.added {
+            let l = a.level as usize;
+            if l >= 64 {
+                return Err(Error::InvalidArgument(format!("level {l} out of range")));
+            }
+            // A move re-adds a removed file: keep its open handle.
+            let f = moved
+                .get(&a.meta.file_no)
+                .cloned()
+                .unwrap_or_else(|| TableFile::new(a.meta.clone(), tables.clone()));
+            if l == 0 {
+                l0.push(f);
+            } else {
+                touched.insert(l);
+                adds.entry(l).or_default().push(f);
+            }
+        }
+        sort_newest_first(&mut l0);
+        let mut levels = self.levels.clone();
+        if let Some(&deepest) = touched.iter().next_back() {
+            if levels.len() <= deepest {
+                levels.resize_with(deepest + 1, || Arc::new(Level::empty()));
+            }
+        }
+        for &j in &touched {
+            let Some(old) = levels.get(j) else { continue };
+            let dels: HashSet<GKey> = key_dels
+                .remove(&j)
+                .unwrap_or_default()
+                .into_iter()
+                .collect();
+            let mut keys: BTreeSet<GKey> = old
+                .keyed()
+                .iter()
+                .filter_map(|g| g.key.clone())
+                .filter(|k| !dels.contains(k))
+                .collect();
+            keys.extend(key_adds.remove(&j).unwrap_or_default());
+            let mut ts: Vec<Arc<TableFile>> = old
+                .all_tables()
+                .filter(|t| !removed.contains(&t.meta.file_no))
+                .cloned()
+                .collect();
+            ts.extend(adds.remove(&j).unwrap_or_default());
+            let counters: HashMap<Option<GKey>, Arc<AtomicU64>> = old
+                .guards
+                .iter()
+                .filter(|g| !lost_guards.contains(&(j, g.key.clone())))
+                .map(|g| (g.key.clone(), g.seeks.clone()))
+                .collect();
+            let lvl = Level::build(keys.into_iter().collect(), ts, &counters);
+            if let Some(slot) = levels.get_mut(j) {
+                *slot = Arc::new(lvl);
+            }
+        }
+        let pending = match pending {
+            Some(mut p) => {
+                // A key that is already a guard at its shallowest pending level is not pending.
+                for k in named {
+                    if let Some(&top) = p.get(&k) {
+                        let done = levels.get(top).is_some_and(|l| top > 0 && l.has_guard(&k));
+                        if done {
+                            p.remove(&k);
+                        }
+                    }
+                }
+                Arc::new(p)
+            }
+            None => self.pending.clone(),
+        };
+        let entries = l0.iter().map(|t| t.meta.entries).sum::<u64>()
+            + levels
+                .iter()
+                .skip(1)
+                .flat_map(|l| l.all_tables())
+                .map(|t| t.meta.entries)
+                .sum::<u64>();
+        let v = FragmentedVersion {
+            l0: Arc::new(l0),
+            levels,
+            pending,
+            entries,
+            shared: self.shared.clone(),
+        };
+        debug_assert!(
+            v.check_invariants().is_ok(),
+            "fragmented invariants broken after edit: {:?}",
+            v.check_invariants()
+        );
+        Ok(Arc::new(v))
+    }
+
+    fn snapshot(&self, out: &mut KsEdit) {
+        // Deepest level first, so that the nesting holds after every record.
+        for (j, lvl) in self.levels.iter().enumerate().skip(1).rev() {
+            let keys: Vec<GKey> = lvl.keyed().iter().filter_map(|g| g.key.clone()).collect();
+            if !keys.is_empty() {
+                out.records.push(guard_record(TAG_COMMIT, j, &keys));
+            }
+        }
+        let mut by_top: BTreeMap<usize, Vec<GKey>> = BTreeMap::new();
+        for (k, &top) in self.pending.iter() {
+            by_top.entry(top).or_default().push(k.clone());
+        }
+        for (top, keys) in by_top {
+            out.records.push(guard_record(TAG_PENDING, top, &keys));
+        }
+        for t in self.l0.iter() {
+            out.added.push(AddedTable {
+                level: 0,
+                slot: 0,
+                format: 0,
+                meta: t.meta.clone(),
+            });
+        }
+        for (j, lvl) in self.levels.iter().enumerate().skip(1) {
+            for t in lvl.all_tables() {
+                out.added.push(AddedTable {
+                    level: j as u32,
+                    slot: 0,
+                    format: 0,
+                    meta: t.meta.clone(),
+                });
+            }
+        }
+    }
+
+    fn files(&self) -> Vec<Arc<TableFile>> {
+        self.l0
+            .iter()
+            .chain(self.levels.iter().skip(1).flat_map(|l| l.all_tables()))
+            .cloned()
+            .collect()
+    }
+
+    fn level_stats(&self) -> Vec<LevelStats> {
+        let mut pending_at: Vec<u64> = vec![0; self.levels.len()];
+        for (k, &top) in self.pending.iter() {
+            for (j, slot) in pending_at.iter_mut().enumerate().skip(top.max(1)) {
+                if !self.is_guard(j, k) {
+                    *slot += 1;
+                }
+            }
+        }
+        let mut out = vec![LevelStats {
+            level: 0,
+            tables: self.l0.len() as u64,
+            bytes: self.level_bytes(0),
+            detail: format!("no guards; {} uncommitted guard keys", self.pending.len()),
+        }];
+        for (j, lvl) in self.levels.iter().enumerate().skip(1) {
+            let nonempty = lvl.guards.iter().filter(|g| !g.tables.is_empty()).count();
+            out.push(LevelStats {
+                level: j as u32,
+                tables: lvl.tables as u64,
+                bytes: lvl.bytes,
+                detail: format!(
+                    "{} guards incl. sentinel ({nonempty} with tables, {} uncommitted), max {} tables/guard",
+                    lvl.guards.len(),
+                    pending_at.get(j).copied().unwrap_or(0),
+                    lvl.max_guard_tables
+                ),
+            });
+        }
+        out
+    }
+
+    fn check_invariants(&self) -> std::result::Result<(), String> {
+        check_seq_order("L0", &self.l0)?;
+        for (j, lvl) in self.levels.iter().enumerate().skip(1) {
+            let Some(sentinel) = lvl.guards.first() else {
+                return Err(format!("L{j}: no sentinel guard"));
+            };
+            if sentinel.key.is_some() {
+                return Err(format!("L{j}: the first guard is not the sentinel"));
+            }
+            let mut prev: Option<&[u8]> = None;
+            for g in lvl.keyed() {
+                let Some(k) = g.key.as_deref() else {
+                    return Err(format!("L{j}: a second sentinel"));
+                };
+                if k.is_empty() || prev.is_some_and(|p| p >= k) {
+                    return Err(format!("L{j}: guard keys not strictly increasing at {k:?}"));
+                }
+                prev = Some(k);
+            }
+            for (i, g) in lvl.guards.iter().enumerate() {
+                let (lo, hi) = lvl.range(i);
+                for t in &g.tables {
+                    let (s, l) = (t.meta.smallest_user(), t.meta.largest_user());
+                    if lo.as_deref().is_some_and(|lo| s < lo)
+                        || hi.as_deref().is_some_and(|hi| l >= hi)
+                    {
+                        return Err(format!(
+                            "L{j}: table {} [{s:?}, {l:?}] crosses the bounds of guard {:?}..{:?}",
+                            t.meta.file_no, lo, hi
+                        ));
+                    }
+                }
+                check_seq_order(&format!("L{j} guard {:?}", g.key), &g.tables)?;
+            }
+            if let Some(deeper) = self.level(j + 1) {
+                for g in lvl.keyed() {
+                    if let Some(k) = g.key.as_deref() {
+                        if !deeper.has_guard(k) {
+                            return Err(format!(
+                                "guard {k:?} of L{j} is not a guard of L{}",
+                                j + 1
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Tables newest first, and wherever two overlap, the newer holds only newer entries.
+fn check_seq_order(what: &str, tables: &[Arc<TableFile>]) -> std::result::Result<(), String> {
+    for (i, a) in tables.iter().enumerate() {
+        for b in tables.iter().skip(i + 1) {
+            if a.meta.max_seq < b.meta.max_seq {
+                return Err(format!("{what}: tables not ordered newest first"));
+            }
+            let overlap = a.meta.smallest_user() <= b.meta.largest_user()
+                && b.meta.smallest_user() <= a.meta.largest_user();
+            if overlap && a.meta.min_seq <= b.meta.max_seq {
+                return Err(format!(
+                    "{what}: overlapping tables {} (seq {}..{}) and {} (seq {}..{}) interleave",
+                    a.meta.file_no,
+                    a.meta.min_seq,
+                    a.meta.max_seq,
+                    b.meta.file_no,
+                    b.meta.min_seq,
+                    b.meta.max_seq
+                ));
+            }
+        }
+    }
+    Ok(())
+}
