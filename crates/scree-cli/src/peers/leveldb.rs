@@ -156,6 +156,12 @@ impl LevelDb {
     /// Opens (or creates) a database at `dir`.
     pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<LevelDb> {
         let name = path_cstring(dir)?;
+        if cfg.direct_reads {
+            eprintln!(
+                "leveldb: --direct-reads has no LevelDB equivalent; LevelDB reads through mmap \
+                 and the page cache"
+            );
+        }
         // SAFETY: each *_create returns a fresh object we own. LevelDB's options keep a raw
         // pointer to the filter policy (no ownership), so we keep the policy alive until after
         // `leveldb_close` and destroy it in `Drop`. `leveldb_open` reads the options and a
