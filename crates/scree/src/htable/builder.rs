@@ -11,8 +11,8 @@ use crate::key;
 
 use super::balance::{self, OVERFLOW};
 use super::format::{
-    encode_bucket, encode_filters, encode_meta, encode_overflow_record, entry_size, Footer,
-    OverflowEntry, FOOTER_SIZE,
+    encode_bucket, encode_filters, encode_meta, encode_overflow_record, entry_size, FilterSet,
+    Footer, OverflowEntry, FOOTER_SIZE,
 };
 use super::{bucket_of, placement_hash, rank_in_bucket, BUCKET_CAPACITY, BUCKET_SIZE};
 
@@ -162,6 +162,18 @@ impl HTableBuilder {
         Ok(())
     }
 
+    /// [`HTableBuilder::add`] without recomputing the placement hash: for callers that computed
+    /// `hash` from this builder's key themselves (flush, compaction). The internal key must be
+    /// well formed; a wrong hash makes the item unfindable (checked in debug builds).
+    pub fn add_unchecked(&mut self, hash: u128, ikey: Vec<u8>, value: Vec<u8>) {
+        debug_assert!(key::valid_ikey(&ikey));
+        debug_assert_eq!(placement_hash(&self.hash_key, key::user_key(&ikey)), hash);
+        self.entry_bytes = self
+            .entry_bytes
+            .saturating_add(entry_size(ikey.len(), value.len()) as u64);
+        self.items.push(Item { hash, ikey, value });
+    }
+
     /// Items added so far.
     pub fn len(&self) -> usize {
         self.items.len()
@@ -177,25 +189,31 @@ impl HTableBuilder {
 
     /// Writes the table to `w` (not synced: the caller syncs before naming it in the manifest).
     pub fn finish(self, w: &mut CountedWriter) -> Result<HTableSummary> {
+        Ok(self.finish_with_filters(w)?.0)
+    }
+
+    /// [`HTableBuilder::finish`] that also returns the per-bucket filters it wrote, so a caller
+    /// can keep them in memory or add them to a BloomCluster without reading them back.
+    pub fn finish_with_filters(self, w: &mut CountedWriter) -> Result<(HTableSummary, FilterSet)> {
         let mut sink = BufferedWriter {
             w,
             buf: Vec::with_capacity(256 * 1024 + BUCKET_SIZE),
         };
-        let summary = self.write(&mut sink)?;
+        let out = self.write(&mut sink)?;
         if !sink.buf.is_empty() {
             sink.w.append(&sink.buf)?;
         }
-        Ok(summary)
+        Ok(out)
     }
 
     /// Encodes the table into memory.
     pub fn finish_to_vec(self) -> Result<(Vec<u8>, HTableSummary)> {
         let mut out = Vec::new();
-        let s = self.write(&mut out)?;
+        let (s, _) = self.write(&mut out)?;
         Ok((out, s))
     }
 
-    fn write(mut self, sink: &mut dyn Sink) -> Result<HTableSummary> {
+    fn write(mut self, sink: &mut dyn Sink) -> Result<(HTableSummary, FilterSet)> {
         let opts = self.opts;
         if !(opts.bucket_fill_cap > 0.0 && opts.bucket_fill_cap <= 1.0) {
             return Err(Error::InvalidArgument(
@@ -403,7 +421,7 @@ impl HTableBuilder {
         let fb = footer.encode();
         debug_assert_eq!(fb.len(), FOOTER_SIZE);
         sink.put(&fb)?;
-        Ok(HTableSummary {
+        let summary = HTableSummary {
             n_buckets,
             items: items.len() as u64,
             file_size: filter_offset + fblock.len() as u64 + fb.len() as u64,
@@ -416,6 +434,7 @@ impl HTableBuilder {
             filter_len: fblock.len() as u64,
             overflow_len,
             max_fill: max_fill as f64 / BUCKET_CAPACITY as f64,
-        })
+        };
+        Ok((summary, FilterSet::from_filters(filters)))
     }
 }

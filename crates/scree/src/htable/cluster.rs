@@ -1,7 +1,12 @@
 //! BloomCluster (LSM-trie §2.4.3): owns the file that packs, for a last-level container whose
 //! sub-levels are HTables with the same bucket count, the Bloom filters of one bucket column
-//! across all sub-levels into one 4 KiB block. A lookup reads the one block of its column (one
-//! Metadata read) to learn which sub-levels may hold the key, then about one data bucket.
+//! across all sub-levels into one 4 KiB block. A lookup reads the one block holding its column
+//! (one Metadata read) to learn which sub-levels may hold the key, then about one data bucket.
+//!
+//! Format version 2 packs *several* consecutive columns into a block when they fit (a small
+//! directory of each block's first column is kept in memory), so a cluster file is about as large
+//! as the filters it holds rather than one 4 KiB block per bucket: rewriting it when a sub-level
+//! is added costs a few percent of the sub-level's bytes, not as much as the sub-level itself.
 //!
 //! When a column's filters do not fit one block, building fails with a clear
 //! `InvalidArgument` error ([`BloomClusterBuilder::overflowing_column`] tells in advance); the
@@ -19,14 +24,17 @@ use crate::stats::ReadKind;
 
 use super::format::{filter_may_contain, region_crc, varint_len, FilterSet};
 
-/// Size of one cluster block (one column).
+/// Size of one cluster block.
 pub const CLUSTER_BLOCK_SIZE: usize = 4096;
-/// Bytes of a cluster block taken by its header (masked CRC32C u32 + sub-level count u16).
-pub const CLUSTER_HEADER: usize = 6;
+/// Bytes of a cluster block taken by its header (masked CRC32C u32, first column u32, column
+/// count u16, sub-level count u16).
+pub const CLUSTER_HEADER: usize = 12;
 /// Format version of cluster files.
-pub const CLUSTER_FORMAT_VERSION: u32 = 1;
+pub const CLUSTER_FORMAT_VERSION: u32 = 2;
 const CLUSTER_MAGIC: [u8; 8] = *b"SCREE-BC";
-const TAIL_SIZE: usize = 32;
+/// Fixed end of the trailer: n_columns u64, S u32, B u32, version u32, block size u32,
+/// checksum u32, magic 8.
+const TAIL_SIZE: usize = 36;
 
 /// Collects the filter sets of a container's sub-levels and writes a cluster file.
 #[derive(Debug, Clone)]
@@ -46,21 +54,36 @@ impl BloomClusterBuilder {
         }
     }
 
-    /// Starts from an existing cluster (reads every column in one Metadata read), e.g. to add
+    /// Starts from an existing cluster (reads every block in one Metadata read), e.g. to add
     /// the sub-level a compaction just produced.
     pub fn from_reader(r: &BloomClusterReader) -> Result<Self> {
+        Self::from_reader_kind(r, ReadKind::Metadata)
+    }
+
+    /// [`BloomClusterBuilder::from_reader`] with the read counted as `kind`.
+    pub fn from_reader_kind(r: &BloomClusterReader, kind: ReadKind) -> Result<Self> {
         let n = r.n_columns as usize;
-        let len = n
+        let len = r
+            .dir
+            .len()
             .checked_mul(CLUSTER_BLOCK_SIZE)
             .ok_or_else(|| Error::corruption(r.file.path(), 0, "cluster too large"))?;
-        let all = r.file.read(0, len, ReadKind::Metadata)?;
+        let all = r.file.read(0, len, kind)?;
         let s = r.table_ids.len();
         let mut per_level: Vec<Vec<Vec<u8>>> = vec![Vec::with_capacity(n); s];
-        for (c, block) in all.chunks(CLUSTER_BLOCK_SIZE).enumerate() {
-            let col = decode_column(r.file.path(), c as u32, block, s)?;
-            for (lvl, f) in per_level.iter_mut().zip(col.filters) {
-                lvl.push(f);
+        for (i, block) in all.chunks(CLUSTER_BLOCK_SIZE).enumerate() {
+            for col in decode_block(r.file.path(), i, block, r.block_range(i), s, None)? {
+                for (lvl, f) in per_level.iter_mut().zip(col.filters) {
+                    lvl.push(f);
+                }
             }
+        }
+        if per_level.iter().any(|l| l.len() != n) {
+            return Err(Error::corruption(
+                r.file.path(),
+                0,
+                "bloom cluster: blocks do not cover every column",
+            ));
         }
         Ok(BloomClusterBuilder {
             n_columns: r.n_columns,
@@ -107,7 +130,17 @@ impl BloomClusterBuilder {
         &self.table_ids
     }
 
-    /// Bytes column `c` needs after the block's checksum (count + length-prefixed filters).
+    /// Number of sub-levels.
+    pub fn n_sublevels(&self) -> usize {
+        self.sublevels.len()
+    }
+
+    /// Number of columns.
+    pub fn n_columns(&self) -> u32 {
+        self.n_columns
+    }
+
+    /// Bytes column `c`'s filters take in a block (length-prefixed, every sub-level).
     pub fn column_bytes(&self, c: u32) -> usize {
         self.sublevels
             .iter()
@@ -116,14 +149,13 @@ impl BloomClusterBuilder {
                 varint_len(f.len() as u64) + f.len()
             })
             .sum::<usize>()
-            + 2
     }
 
-    /// The first column whose filters do not fit one block, with the bytes it needs (including
-    /// the header); `None` when the cluster can be built.
+    /// The first column whose filters do not fit one block on their own, with the bytes it
+    /// needs (including the block header); `None` when the cluster can be built.
     pub fn overflowing_column(&self) -> Option<(u32, usize)> {
         (0..self.n_columns).find_map(|c| {
-            let need = self.column_bytes(c) + 4;
+            let need = self.column_bytes(c) + CLUSTER_HEADER;
             (need > CLUSTER_BLOCK_SIZE).then_some((c, need))
         })
     }
@@ -138,32 +170,53 @@ impl BloomClusterBuilder {
                 self.sublevels.len()
             )));
         }
-        let n = self.n_columns as usize;
+        let n = self.n_columns;
         let s = self.sublevels.len();
-        let mut out = Vec::with_capacity(n * CLUSTER_BLOCK_SIZE + s * 8 + TAIL_SIZE);
-        for c in 0..n {
-            let offset = (c * CLUSTER_BLOCK_SIZE) as u64;
-            let mut b = vec![0u8; 4];
-            b.extend_from_slice(&(s as u16).to_le_bytes());
-            for set in &self.sublevels {
-                let f = set.get(c).unwrap_or_default();
-                put_varint(&mut b, f.len() as u64);
-                b.extend_from_slice(f);
+        let mut out = Vec::new();
+        let mut dir: Vec<u32> = Vec::new();
+        let mut c = 0u32;
+        while c < n {
+            let offset = out.len() as u64;
+            let first = c;
+            let mut body = Vec::with_capacity(CLUSTER_BLOCK_SIZE);
+            let mut count = 0u16;
+            while c < n && count < u16::MAX {
+                let need = self.column_bytes(c);
+                if CLUSTER_HEADER + body.len() + need > CLUSTER_BLOCK_SIZE {
+                    break;
+                }
+                for set in &self.sublevels {
+                    let f = set.get(c as usize).unwrap_or_default();
+                    put_varint(&mut body, f.len() as u64);
+                    body.extend_from_slice(f);
+                }
+                count += 1;
+                c += 1;
             }
+            let mut b = vec![0u8; 4];
+            put_u32(&mut b, first);
+            b.extend_from_slice(&count.to_le_bytes());
+            b.extend_from_slice(&(s as u16).to_le_bytes());
+            b.extend_from_slice(&body);
             b.resize(CLUSTER_BLOCK_SIZE, 0);
             let crc = region_crc(offset, b.get(4..).unwrap_or_default());
             if let Some(h) = b.get_mut(0..4) {
                 h.copy_from_slice(&crc.to_le_bytes());
             }
             out.extend_from_slice(&b);
+            dir.push(first);
         }
         let trailer_offset = out.len() as u64;
         let start = out.len();
         for id in &self.table_ids {
             put_u64(&mut out, *id);
         }
+        for d in &dir {
+            put_u32(&mut out, *d);
+        }
         put_u64(&mut out, u64::from(self.n_columns));
         put_u32(&mut out, s as u32);
+        put_u32(&mut out, dir.len() as u32);
         put_u32(&mut out, CLUSTER_FORMAT_VERSION);
         put_u32(&mut out, CLUSTER_BLOCK_SIZE as u32);
         let crc = region_crc(trailer_offset, out.get(start..).unwrap_or_default());
@@ -215,9 +268,19 @@ impl BloomColumn {
     }
 }
 
-fn decode_column(file: &Path, c: u32, block: &[u8], n_sublevels: usize) -> Result<BloomColumn> {
-    let offset = u64::from(c) * CLUSTER_BLOCK_SIZE as u64;
-    let bad = |d: &str| Error::corruption(file, offset, format!("bloom cluster column {c}: {d}"));
+/// Decodes block `i` (at offset `i × 4096`), which must hold columns `first .. first + count`
+/// of `n_sublevels` filters each; with `only = Some(k)`, returns just the `k`-th column of the
+/// block (the lookup path), skipping the others.
+fn decode_block(
+    file: &Path,
+    i: usize,
+    block: &[u8],
+    (first, count): (u32, u32),
+    n_sublevels: usize,
+    only: Option<u32>,
+) -> Result<Vec<BloomColumn>> {
+    let offset = (i * CLUSTER_BLOCK_SIZE) as u64;
+    let bad = |d: &str| Error::corruption(file, offset, format!("bloom cluster block {i}: {d}"));
     if block.len() != CLUSTER_BLOCK_SIZE {
         return Err(bad("short block"));
     }
@@ -225,24 +288,47 @@ fn decode_column(file: &Path, c: u32, block: &[u8], n_sublevels: usize) -> Resul
         return Err(bad("checksum mismatch"));
     }
     let mut r = Reader::new(block.get(4..).unwrap_or_default());
+    let f = r.u32().ok_or_else(|| bad("truncated"))?;
     let lo = r.u8().ok_or_else(|| bad("truncated"))?;
     let hi = r.u8().ok_or_else(|| bad("truncated"))?;
+    let k = u32::from(u16::from_le_bytes([lo, hi]));
+    let lo = r.u8().ok_or_else(|| bad("truncated"))?;
+    let hi = r.u8().ok_or_else(|| bad("truncated"))?;
+    if f != first || k != count {
+        return Err(bad("columns differ from the directory"));
+    }
     if usize::from(u16::from_le_bytes([lo, hi])) != n_sublevels {
         return Err(bad("sub-level count differs from the trailer"));
     }
-    let mut filters = Vec::with_capacity(n_sublevels);
-    for _ in 0..n_sublevels {
-        filters.push(r.slice().ok_or_else(|| bad("truncated filter"))?.to_vec());
+    let mut cols = Vec::with_capacity(if only.is_some() { 1 } else { count as usize });
+    for k in 0..count {
+        if only.is_some_and(|o| o != k) {
+            for _ in 0..n_sublevels {
+                r.slice().ok_or_else(|| bad("truncated filter"))?;
+            }
+            continue;
+        }
+        let mut filters = Vec::with_capacity(n_sublevels);
+        for _ in 0..n_sublevels {
+            filters.push(r.slice().ok_or_else(|| bad("truncated filter"))?.to_vec());
+        }
+        cols.push(BloomColumn { filters });
+        if only.is_some() {
+            break;
+        }
     }
-    Ok(BloomColumn { filters })
+    Ok(cols)
 }
 
-/// An open cluster file: the trailer (table ids) in memory, columns read on demand.
+/// An open cluster file: the trailer (table ids, block directory) in memory, blocks read on
+/// demand.
 #[derive(Clone)]
 pub struct BloomClusterReader {
     file: CountedReader,
     n_columns: u32,
     table_ids: Vec<u64>,
+    /// First column of each block.
+    dir: Vec<u32>,
 }
 
 impl std::fmt::Debug for BloomClusterReader {
@@ -250,6 +336,7 @@ impl std::fmt::Debug for BloomClusterReader {
         f.debug_struct("BloomClusterReader")
             .field("path", &self.file.path())
             .field("n_columns", &self.n_columns)
+            .field("blocks", &self.dir.len())
             .field("table_ids", &self.table_ids)
             .finish()
     }
@@ -258,6 +345,11 @@ impl std::fmt::Debug for BloomClusterReader {
 impl BloomClusterReader {
     /// Opens a cluster file: reads and checks its trailer (two Metadata reads).
     pub fn open(file: CountedReader) -> Result<Self> {
+        Self::open_kind(file, ReadKind::Metadata)
+    }
+
+    /// [`BloomClusterReader::open`] with the reads counted as `kind`.
+    pub fn open_kind(file: CountedReader, kind: ReadKind) -> Result<Self> {
         let len = file.len();
         let bad =
             |off: u64, d: &str| Error::corruption(file.path(), off, format!("bloom cluster: {d}"));
@@ -265,21 +357,25 @@ impl BloomClusterReader {
             return Err(bad(0, "file too short"));
         }
         let tail_off = len - TAIL_SIZE as u64;
-        let tail = file.read(tail_off, TAIL_SIZE, ReadKind::Metadata)?;
-        if tail.get(24..32) != Some(&CLUSTER_MAGIC[..]) {
+        let tail = file.read(tail_off, TAIL_SIZE, kind)?;
+        if tail.get(28..36) != Some(&CLUSTER_MAGIC[..]) {
             return Err(bad(tail_off, "bad magic (not a BloomCluster file)"));
         }
         let n_columns = get_u64(&tail, 0).ok_or_else(|| bad(tail_off, "short trailer"))?;
         let s = get_u32(&tail, 8).ok_or_else(|| bad(tail_off, "short trailer"))?;
-        let data_len = n_columns.checked_mul(CLUSTER_BLOCK_SIZE as u64);
-        let trailer_len = u64::from(s) * 8 + TAIL_SIZE as u64;
-        if data_len.and_then(|d| d.checked_add(trailer_len)) != Some(len)
+        let blocks = get_u32(&tail, 12).ok_or_else(|| bad(tail_off, "short trailer"))?;
+        let data_len = u64::from(blocks) * CLUSTER_BLOCK_SIZE as u64;
+        let trailer_len = u64::from(s) * 8 + u64::from(blocks) * 4 + TAIL_SIZE as u64;
+        if data_len.checked_add(trailer_len) != Some(len)
             || n_columns > u64::from(u32::MAX)
+            || n_columns == 0
+            || blocks == 0
+            || u64::from(blocks) > n_columns
         {
             return Err(bad(tail_off, "sizes do not match the file length"));
         }
         let trailer_off = len - trailer_len;
-        let trailer = file.read(trailer_off, trailer_len as usize, ReadKind::Metadata)?;
+        let trailer = file.read(trailer_off, trailer_len as usize, kind)?;
         let body_len = trailer_len as usize - 12;
         let body = trailer.get(..body_len).unwrap_or_default();
         if get_u32(&trailer, body_len) != Some(region_crc(trailer_off, body)) {
@@ -287,26 +383,41 @@ impl BloomClusterReader {
         }
         // Re-read the fields from the checksummed copy.
         let ids_len = s as usize * 8;
-        let version = get_u32(&trailer, ids_len + 12).ok_or_else(|| bad(trailer_off, "short"))?;
+        let fixed = ids_len + blocks as usize * 4;
+        let version = get_u32(&trailer, fixed + 16).ok_or_else(|| bad(trailer_off, "short"))?;
         if version != CLUSTER_FORMAT_VERSION {
             return Err(Error::Unsupported(format!(
                 "BloomCluster format version {version} in {}",
                 file.path().display()
             )));
         }
-        if get_u32(&trailer, ids_len + 16) != Some(CLUSTER_BLOCK_SIZE as u32)
-            || get_u64(&trailer, ids_len) != Some(n_columns)
-            || get_u32(&trailer, ids_len + 8) != Some(s)
+        if get_u32(&trailer, fixed + 20) != Some(CLUSTER_BLOCK_SIZE as u32)
+            || get_u64(&trailer, fixed) != Some(n_columns)
+            || get_u32(&trailer, fixed + 8) != Some(s)
+            || get_u32(&trailer, fixed + 12) != Some(blocks)
         {
             return Err(bad(trailer_off, "inconsistent trailer"));
         }
         let table_ids = (0..s as usize)
             .map(|i| get_u64(&trailer, i * 8).ok_or_else(|| bad(trailer_off, "short ids")))
             .collect::<Result<Vec<_>>>()?;
+        let dir = (0..blocks as usize)
+            .map(|i| {
+                get_u32(&trailer, ids_len + i * 4).ok_or_else(|| bad(trailer_off, "short dir"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // The directory starts at column 0 and strictly increases below n_columns.
+        if dir.first() != Some(&0)
+            || dir.windows(2).any(|w| matches!(w, [a, b] if a >= b))
+            || dir.last().is_some_and(|&l| u64::from(l) >= n_columns)
+        {
+            return Err(bad(trailer_off, "bad block directory"));
+        }
         Ok(BloomClusterReader {
             file,
             n_columns: n_columns as u32,
             table_ids,
+            dir,
         })
     }
 
@@ -318,13 +429,28 @@ impl BloomClusterReader {
     pub fn n_sublevels(&self) -> usize {
         self.table_ids.len()
     }
+    /// Number of 4 KiB blocks.
+    pub fn n_blocks(&self) -> usize {
+        self.dir.len()
+    }
     /// Table ids of the sub-levels, in sub-level index order.
     pub fn table_ids(&self) -> &[u64] {
         &self.table_ids
     }
+    /// Bytes held in memory (ids and directory).
+    pub fn memory_bytes(&self) -> usize {
+        self.table_ids.len() * 8 + self.dir.len() * 4
+    }
 
-    /// Reads column `c` (one Metadata read of one block). The column of a key is its bucket:
-    /// `bucket_of(hash, n_columns)`.
+    /// First column and column count of block `i`.
+    fn block_range(&self, i: usize) -> (u32, u32) {
+        let first = self.dir.get(i).copied().unwrap_or(self.n_columns);
+        let end = self.dir.get(i + 1).copied().unwrap_or(self.n_columns);
+        (first, end.saturating_sub(first))
+    }
+
+    /// Reads column `c` (one Metadata read of the block holding it). The column of a key is
+    /// its bucket: `bucket_of(hash, n_columns)`.
     pub fn column(&self, c: u32) -> Result<BloomColumn> {
         if c >= self.n_columns {
             return Err(Error::InvalidArgument(format!(
@@ -332,9 +458,29 @@ impl BloomClusterReader {
                 self.n_columns
             )));
         }
-        let offset = u64::from(c) * CLUSTER_BLOCK_SIZE as u64;
+        let i = self.dir.partition_point(|&f| f <= c).saturating_sub(1);
+        let range = self.block_range(i);
+        let offset = (i * CLUSTER_BLOCK_SIZE) as u64;
         let block = self.read_block(offset)?;
-        decode_column(self.file.path(), c, &block, self.table_ids.len())
+        let k = c.checked_sub(range.0).filter(|&k| k < range.1);
+        let Some(k) = k else {
+            return Err(Error::corruption(
+                self.file.path(),
+                offset,
+                "column not in its block",
+            ));
+        };
+        decode_block(
+            self.file.path(),
+            i,
+            &block,
+            range,
+            self.table_ids.len(),
+            Some(k),
+        )?
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::corruption(self.file.path(), offset, "column not in its block"))
     }
 
     /// The one place cluster blocks are read (a cache can be inserted here).

@@ -367,6 +367,11 @@ impl FilterSet {
     pub fn memory_bytes(&self) -> usize {
         self.data.len() + self.offsets.len() * 4
     }
+    /// Whether the filter of bucket `i` may contain a key with Bloom hash `h`
+    /// (`crate::filter::bloom::bloom_hash(user_key)`); an empty filter holds no key.
+    pub fn may_contain(&self, i: usize, h: u64) -> bool {
+        self.get(i).is_some_and(|f| filter_may_contain(f, h))
+    }
     /// Iterates over the filters in bucket order.
     pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
         (0..self.len()).map(|i| self.get(i).unwrap_or_default())

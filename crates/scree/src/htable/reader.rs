@@ -63,6 +63,12 @@ impl HTableReader {
     /// the filter block too when `load_filters` (tables whose filters are served by a
     /// BloomCluster skip it).
     pub fn open(file: CountedReader, load_filters: bool) -> Result<Self> {
+        Self::open_kind(file, load_filters, ReadKind::Metadata)
+    }
+
+    /// [`HTableReader::open`] with the reads of the open counted as `kind` (a compaction that
+    /// opens a table counts its reads as [`ReadKind::Compaction`], apart from lookup costs).
+    pub fn open_kind(file: CountedReader, load_filters: bool, kind: ReadKind) -> Result<Self> {
         let len = file.len();
         if len < FOOTER_SIZE as u64 {
             return Err(Error::corruption(
@@ -71,12 +77,12 @@ impl HTableReader {
                 format!("file of {len} bytes is too short for an HTable"),
             ));
         }
-        let fb = file.read(len - FOOTER_SIZE as u64, FOOTER_SIZE, ReadKind::Metadata)?;
+        let fb = file.read(len - FOOTER_SIZE as u64, FOOTER_SIZE, kind)?;
         let footer = Footer::decode(file.path(), len, &fb)?;
         let meta_len = usize::try_from(footer.meta_len).map_err(|_| {
             Error::corruption(file.path(), footer.meta_offset, "metadata too large")
         })?;
-        let meta = file.read(footer.meta_offset, meta_len, ReadKind::Metadata)?;
+        let meta = file.read(footer.meta_offset, meta_len, kind)?;
         let (migrations, overflow) = decode_meta(
             file.path(),
             footer.meta_offset,
@@ -92,7 +98,7 @@ impl HTableReader {
             filters: None,
         };
         if load_filters {
-            r.filters = Some(r.read_filters()?);
+            r.filters = Some(r.read_filters_kind(kind)?);
         }
         Ok(r)
     }
@@ -105,11 +111,16 @@ impl HTableReader {
 
     /// Reads the filter block (one Metadata read), whether or not filters are held in memory.
     pub fn read_filters(&self) -> Result<FilterSet> {
+        self.read_filters_kind(ReadKind::Metadata)
+    }
+
+    /// [`HTableReader::read_filters`] counted as a read of `kind`.
+    pub fn read_filters_kind(&self, kind: ReadKind) -> Result<FilterSet> {
         let f = &self.footer;
         let len = usize::try_from(f.filter_len).map_err(|_| {
             Error::corruption(self.file.path(), f.filter_offset, "filters too large")
         })?;
-        let block = self.read_block(f.filter_offset, len, ReadKind::Metadata)?;
+        let block = self.read_block(f.filter_offset, len, kind)?;
         decode_filters(self.file.path(), f.filter_offset, &block, f.n_buckets)
     }
 
@@ -227,19 +238,30 @@ impl HTableReader {
         user_key: &[u8],
         snapshot_seq: u64,
     ) -> Result<Option<(u64, ValueKind, Vec<u8>)>> {
+        Ok(self.probe(hash, user_key, snapshot_seq)?.0)
+    }
+
+    /// [`HTableReader::get_unfiltered`] that also says how many Data blocks it read (1, or 0
+    /// when the overflow index shows the hash is not in the table), for per-level statistics.
+    pub fn probe(
+        &self,
+        hash: u128,
+        user_key: &[u8],
+        snapshot_seq: u64,
+    ) -> Result<(Option<(u64, ValueKind, Vec<u8>)>, u32)> {
         match self.locate(hash) {
             Location::Bucket(b) => {
                 let offset = u64::from(b) * BUCKET_SIZE as u64;
                 let block = self.read_block(offset, BUCKET_SIZE, ReadKind::Data)?;
                 let entries = decode_bucket(self.file.path(), offset, &block)?;
-                Ok(find_visible(&entries, user_key, snapshot_seq))
+                Ok((find_visible(&entries, user_key, snapshot_seq), 1))
             }
             Location::Overflow => {
                 let Ok(i) = self.overflow.binary_search_by(|o| o.hash.cmp(&hash)) else {
-                    return Ok(None);
+                    return Ok((None, 0));
                 };
                 let Some(&o) = self.overflow.get(i) else {
-                    return Ok(None);
+                    return Ok((None, 0));
                 };
                 let offset = self.footer.overflow_offset + o.offset;
                 let len = usize::try_from(o.len).map_err(|_| {
@@ -247,13 +269,30 @@ impl HTableReader {
                 })?;
                 let rec = self.read_block(offset, len, ReadKind::Data)?;
                 let entries = decode_overflow_record(self.file.path(), offset, &rec)?;
-                Ok(find_visible(&entries, user_key, snapshot_seq))
+                Ok((find_visible(&entries, user_key, snapshot_seq), 1))
             }
         }
     }
 
+    /// The entries `(internal key, value)` stored in bucket `b` (home items and items migrated
+    /// into it), read as one block of `kind`; used to sample a container for garbage.
+    pub fn bucket_entries(&self, b: u32, kind: ReadKind) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        if b >= self.footer.n_buckets {
+            return Err(Error::InvalidArgument(format!(
+                "bucket {b} of a table of {} buckets",
+                self.footer.n_buckets
+            )));
+        }
+        let offset = u64::from(b) * BUCKET_SIZE as u64;
+        let block = self.read_block(offset, BUCKET_SIZE, kind)?;
+        Ok(decode_bucket(self.file.path(), offset, &block)?
+            .iter()
+            .map(|e| (e.ikey.to_vec(), e.value.to_vec()))
+            .collect())
+    }
+
     /// Every item of the table in (hash, internal key) order, for compaction and GC. Reads the
-    /// bucket region in 1 MiB Data reads and the overflow region in one, checks that each item
+    /// bucket region in 1 MiB Compaction reads and the overflow region in one, checks that each item
     /// sits where a lookup would look for it (and passes its bucket's filter, if loaded), and
     /// that the item count matches the footer. Holds the whole table in memory.
     pub fn items(&self) -> Result<Vec<HItem>> {
@@ -287,7 +326,7 @@ impl HTableReader {
         while b < n {
             let k = CHUNK.min(n - b);
             let offset = u64::from(b) * BUCKET_SIZE as u64;
-            let chunk = self.read_block(offset, k as usize * BUCKET_SIZE, ReadKind::Data)?;
+            let chunk = self.read_block(offset, k as usize * BUCKET_SIZE, ReadKind::Compaction)?;
             for (j, block) in chunk.chunks(BUCKET_SIZE).enumerate() {
                 let id = b + j as u32;
                 let off = u64::from(id) * BUCKET_SIZE as u64;
@@ -305,7 +344,7 @@ impl HTableReader {
                     "overflow region too large",
                 )
             })?;
-            let region = self.read_block(self.footer.overflow_offset, len, ReadKind::Data)?;
+            let region = self.read_block(self.footer.overflow_offset, len, ReadKind::Compaction)?;
             for o in &self.overflow {
                 let offset = self.footer.overflow_offset + o.offset;
                 let rec = usize::try_from(o.offset)

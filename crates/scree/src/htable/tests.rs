@@ -629,3 +629,45 @@ fn reader_rejects_non_tables() {
     }
     let _: Option<CountedReader> = None;
 }
+
+#[test]
+fn bloom_cluster_packs_several_columns_per_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = env();
+    let n = 300;
+    let (all, readers) = cluster_fixture(dir.path(), &env, n, 3, 3000);
+    let mut b = BloomClusterBuilder::new(n);
+    for (i, r) in readers.iter().enumerate() {
+        b.add_sublevel(10 + i as u64, r.read_filters().unwrap())
+            .unwrap();
+    }
+    let bytes = b.finish_to_vec().unwrap();
+    let cp = dir.path().join("cluster");
+    std::fs::write(&cp, &bytes).unwrap();
+    let c = BloomClusterReader::open(env.open(&cp, false).unwrap()).unwrap();
+    // ~10 keys per column per sub-level: 3 × ~21 B per column, ~60 columns per block.
+    assert!(
+        c.n_blocks() > 1 && c.n_blocks() < n as usize / 20,
+        "{}",
+        c.n_blocks()
+    );
+    assert!(bytes.len() < n as usize * CLUSTER_BLOCK_SIZE / 20);
+    let before = env.stats.snapshot();
+    let mut lookups = 0;
+    for (lvl, versions) in all.iter().enumerate() {
+        for (k, _, _, _) in versions {
+            let h = placement_hash(&HK, k);
+            let col = c.column(bucket_of(h, n)).unwrap();
+            assert!(col.candidates(k).contains(&lvl));
+            lookups += 1;
+        }
+    }
+    let after = env.stats.snapshot();
+    assert_eq!(
+        after.metadata_block_reads - before.metadata_block_reads,
+        lookups
+    );
+    // Rebuilding from the file gives the same bytes.
+    let b2 = BloomClusterBuilder::from_reader(&c).unwrap();
+    assert_eq!(b2.finish_to_vec().unwrap(), bytes);
+}
