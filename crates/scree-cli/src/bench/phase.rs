@@ -159,6 +159,14 @@ pub fn run(
     let before = engine.counters();
     let wchar_before = metrics::process_wchar();
 
+    // Before the clock starts: the `latest` chooser sums ζ over every record.
+    let ycsb = match workload {
+        Workload::Ycsb(letter) => {
+            super::workloads::ycsb_setup(letter, cfg.num, total, cfg.request_distribution)
+        }
+        _ => None,
+    };
+
     let pb = progress_bar(cfg, &format!("{label} {workload}"), total);
     let pb2 = pb.clone();
     let sampler = Sampler::start(cfg.sample_interval, move |n| pb2.set_position(n));
@@ -180,7 +188,7 @@ pub fn run(
         progress: &progress,
         racy,
         total_ops: total,
-        request_distribution: cfg.request_distribution,
+        ycsb,
     };
 
     let start = Instant::now();

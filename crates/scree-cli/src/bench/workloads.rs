@@ -234,8 +234,9 @@ pub struct Ctx<'a> {
     pub racy: bool,
     /// Operations of the workload over all threads (YCSB choosers are sized with it).
     pub total_ops: u64,
-    /// Overrides the YCSB workload's request distribution.
-    pub request_distribution: Option<ycsb::Distribution>,
+    /// The YCSB workload and its key chooser, built before the clock starts (the `latest`
+    /// chooser computes ζ over every record); each thread clones the chooser.
+    pub ycsb: Option<(Spec, ycsb::KeyChooser)>,
 }
 
 /// What one worker thread did.
@@ -635,17 +636,30 @@ fn read_seq(w: &mut Worker<'_, '_>, t: u64, threads: u64, n: u64) {
     }
 }
 
+/// The spec and key chooser of YCSB workload `letter` for `num` records and `ops` operations,
+/// with the request distribution overridden if asked.
+pub fn ycsb_setup(
+    letter: char,
+    num: u64,
+    ops: u64,
+    distribution: Option<ycsb::Distribution>,
+) -> Option<(Spec, ycsb::KeyChooser)> {
+    let mut spec = Spec::core(letter)?;
+    if let Some(d) = distribution {
+        spec.distribution = d;
+    }
+    let chooser = spec.chooser(num, ops);
+    Some((spec, chooser))
+}
+
 /// One thread of a YCSB core workload.
 fn ycsb_loop(w: &mut Worker<'_, '_>, letter: char, n: u64) {
-    let Some(mut spec) = Spec::core(letter) else {
+    let Some((spec, chooser)) = &w.ctx.ycsb else {
         w.out.error = Some(EngineError::Failed(format!("no YCSB workload {letter}")));
         return;
     };
-    if let Some(d) = w.ctx.request_distribution {
-        spec.distribution = d;
-    }
+    let (spec, mut chooser) = (spec.clone(), chooser.clone());
     let seq = w.ctx.state.inserts.clone();
-    let mut chooser = spec.chooser(w.ctx.num, w.ctx.total_ops);
     for _ in 0..n {
         let op = spec.next_op(&mut w.rng);
         w.count(op);
