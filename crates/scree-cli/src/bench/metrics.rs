@@ -175,14 +175,19 @@ impl Sampler {
     }
 }
 
-/// Converts cumulative (t, ops) samples into (t, ops/s) over each interval.
+/// Converts cumulative (t, ops) samples into (t, ops/s) over each interval. The final,
+/// partial interval is dropped when it is under 50 ms (its rate would be mostly noise), unless
+/// it is the only one.
 pub fn rates(samples: &[(f64, u64)]) -> Vec<(f64, f64)> {
+    let n = samples.len();
     samples
         .windows(2)
-        .filter_map(|w| {
+        .enumerate()
+        .filter_map(|(i, w)| {
             let [(t0, n0), (t1, n1)] = w else { return None };
             let dt = t1 - t0;
-            (dt > 1e-6).then(|| (*t1, n1.saturating_sub(*n0) as f64 / dt))
+            let short_tail = i + 2 == n && n > 2 && dt < 0.05;
+            (dt > 1e-6 && !short_tail).then(|| (*t1, n1.saturating_sub(*n0) as f64 / dt))
         })
         .collect()
 }
@@ -224,6 +229,11 @@ mod tests {
     fn rates_from_samples() {
         let r = rates(&[(0.0, 0), (0.1, 100), (0.2, 300)]);
         assert_eq!(r.len(), 2);
+        assert_eq!(
+            rates(&[(0.0, 0), (0.1, 100), (0.2, 300), (0.21, 301)]).len(),
+            2
+        );
+        assert_eq!(rates(&[(0.0, 0), (0.01, 100)]).len(), 1);
         assert!((r[0].1 - 1000.0).abs() < 1e-6 && (r[1].1 - 2000.0).abs() < 1e-6);
     }
 }

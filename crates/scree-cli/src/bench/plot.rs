@@ -143,6 +143,7 @@ fn lines(
                     .configure_mesh()
                     .x_desc(x_desc)
                     .y_desc(y_desc)
+                    .y_label_formatter(&|y| super::report::human(*y))
                     .label_style((FAMILY, 14))
                     .draw()?;
             } else {

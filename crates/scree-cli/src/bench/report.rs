@@ -176,7 +176,8 @@ pub fn json(config: Value, runs: &[RunResult]) -> Value {
     json!({ "config": config, "runs": runs })
 }
 
-fn human(x: f64) -> String {
+/// `1.23M`, `45.6k`, `789`, `1.50`: short numbers for tables and axes.
+pub fn human(x: f64) -> String {
     let a = x.abs();
     if a >= 1e9 {
         format!("{:.2}G", x / 1e9)
