@@ -406,7 +406,13 @@ impl Db {
                         let mut bg = inner.bg.lock();
                         inner.bg_cv.wait_for(&mut bg, Duration::from_millis(20));
                     }
-                    ManualStep::Run(job) => inner.run_compaction(&ks, job)?,
+                    ManualStep::Run(job) => {
+                        // As in the background: a failed compaction stops writes.
+                        if let Err(e) = inner.run_compaction(&ks, job) {
+                            inner.set_bg_error(&e);
+                            return Err(e);
+                        }
+                    }
                 }
             }
         }
@@ -972,6 +978,21 @@ impl DbInner {
                 .unwrap_or(&sv.mem);
             edit.log_number = Some(oldest.log_number);
         }
+        let live: HashSet<u64> = sv.version.files().iter().map(|f| f.meta.file_no).collect();
+        if flushed.is_none() && edit.removed.iter().any(|f| !live.contains(f)) {
+            // A stale compaction: a job's reservation ends when `Job::run` returns, before its
+            // install, so another job may have picked and replaced the same inputs meanwhile.
+            // Installing both would duplicate data (and overlap a sorted level): drop this one
+            // and delete its outputs.
+            if let Ok(v) = sv.version.apply(edit, &self.tables) {
+                for f in v.files() {
+                    if !live.contains(&f.meta.file_no) {
+                        f.mark_obsolete();
+                    }
+                }
+            }
+            return Ok(());
+        }
         let new_version = sv.version.apply(edit, &self.tables)?;
         if !edit.added.is_empty() {
             // The new files' directory entries must be durable before a manifest edit names
@@ -1030,6 +1051,10 @@ impl DbInner {
     }
 
     fn log_edit(&self, m: &mut ManifestWriter, e: &Edit) -> Result<()> {
+        // Nothing is logged after a failure: a failed append may have left part of a record
+        // (a later record behind it would be dropped with the torn tail), and a failed roll-over
+        // may already have pointed CURRENT at another manifest.
+        self.check_bg_error()?;
         if let Err(err) = m.append(e) {
             self.set_bg_error(&err);
             return Err(err);
@@ -1206,7 +1231,20 @@ fn recover(
                 }
             }
         }
-    } else if names.iter().any(|n| n.starts_with("MANIFEST-")) {
+    } else if names.iter().any(|n| n.starts_with("MANIFEST-"))
+        && names.iter().any(|n| match parse_file_name(n) {
+            // CURRENT is written last when a database is created: without it, manifests and
+            // empty logs are the leftovers of a creation that did not finish (no write was ever
+            // acknowledged), and the database starts afresh. Any data means CURRENT was lost.
+            Some((num, "log")) => env
+                .fs
+                .file_size(&wal_path(&dir, num))
+                .map_or(true, |s| s > 0),
+            Some((_, "dbtmp")) => false,
+            Some(_) => true,
+            None => false,
+        })
+    {
         return Err(Error::corruption(
             &current,
             0,

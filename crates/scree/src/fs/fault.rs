@@ -209,6 +209,8 @@ struct State {
     per_kind: BTreeMap<OpKind, u64>,
     /// Every path ever created (for tests checking that a scenario reached a code path).
     created: BTreeSet<PathBuf>,
+    /// Operation log, when tracing.
+    trace: Option<Vec<String>>,
     rng: u64,
 }
 
@@ -261,6 +263,10 @@ impl State {
                 r.fired = true;
                 fail = Some((f.error, f.short_write));
             }
+        }
+        if let Some(t) = self.trace.as_mut() {
+            let what = if fail.is_some() { " FAIL" } else { "" };
+            t.push(format!("{} {kind:?} {p}{what}", self.ops));
         }
         match fail {
             None => Ok(false),
@@ -493,6 +499,16 @@ impl FaultFs {
         s.crashes += 1;
         s.epoch += 1;
         self.sh.epoch.store(s.epoch, Ordering::SeqCst);
+    }
+
+    /// Starts recording every operation (see [`FaultFs::trace`]).
+    pub fn start_trace(&self) {
+        self.sh.state.lock().trace = Some(Vec::new());
+    }
+
+    /// The operations recorded since [`FaultFs::start_trace`]: `index kind path [FAIL]`.
+    pub fn trace(&self) -> Vec<String> {
+        self.sh.state.lock().trace.clone().unwrap_or_default()
     }
 
     /// Every path ever created with [`FileSystem::create`] (crashes do not forget them).

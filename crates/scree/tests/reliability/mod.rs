@@ -299,3 +299,22 @@ pub fn env_num(name: &str, default: u64) -> u64 {
 
 /// Keeps `Arc` in scope for users of this module.
 pub type Shared<T> = Arc<T>;
+
+static PANICS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Counts panics on every thread (background workers included), then runs the default hook.
+pub fn count_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            prev(info);
+        }));
+    });
+}
+
+/// Panics seen so far by the hook of [`count_panics`].
+pub fn panics() -> usize {
+    PANICS.load(std::sync::atomic::Ordering::SeqCst)
+}
