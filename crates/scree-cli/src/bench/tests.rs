@@ -228,7 +228,7 @@ fn plots_render_with_and_without_fonts() {
 fn default_arguments() {
     let args = parse_args(["bench"]).expect("args");
     assert_eq!(args.num, 1_000_000);
-    assert_eq!(args.effective_reads(), 500_000);
+    assert_eq!(args.effective_reads(), 1_000_000);
     assert_eq!(args.key_size, 16);
     assert_eq!(args.value_size, 100);
     assert_eq!(args.write_buffer_mb, 64);
