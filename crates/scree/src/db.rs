@@ -93,10 +93,14 @@ pub(crate) struct DbInner {
     next_file: AtomicU64,
     last_seq: AtomicU64,
     hash_key: [u8; 16],
+    /// Threads probing the last level during point lookups (`Options::parallel_search`).
+    search_pool: Option<Arc<layout::parallel::SearchPool>>,
     keyspaces: RwLock<HashMap<u32, Arc<KsCore>>>,
     queue: Mutex<Queue>,
     queue_cv: Condvar,
     wal: Mutex<WalState>,
+    /// Number of the WAL being written (readable without the WAL lock).
+    wal_number: AtomicU64,
     live_logs: Mutex<Vec<u64>>,
     manifest: Mutex<ManifestWriter>,
     bg: Mutex<BgState>,
@@ -279,9 +283,9 @@ impl Db {
         let id = inner.keyspaces.read().keys().max().map_or(1, |m| m + 1);
         let mut ks_edit = KsEdit::new(id);
         policy.init_records(&opts, &mut ks_edit);
-        let wal_no = inner.wal.lock().number;
+        let wal_no = inner.wal_number.load(Ordering::SeqCst);
         ks_edit.log_number = Some(wal_no);
-        let empty = policy.empty_version(&inner.tables);
+        let empty = policy.empty_version_with_key(&inner.tables, inner.hash_key);
         let version = empty.apply(&ks_edit, &inner.tables)?;
         let edit = Edit {
             new_keyspaces: vec![KeyspaceDef {
@@ -455,6 +459,17 @@ impl Db {
                     .chain(sv.imms.iter())
                     .map(|m| m.approximate_bytes() as u64)
                     .sum(),
+                level_reads: sv
+                    .version
+                    .level_reads()
+                    .into_iter()
+                    .map(|mut r| {
+                        let g = s.gets.max(1) as f64;
+                        r.data_block_reads_per_get = r.data_block_reads as f64 / g;
+                        r.metadata_block_reads_per_get = r.metadata_block_reads as f64 / g;
+                        r
+                    })
+                    .collect(),
             });
         }
         s
@@ -554,7 +569,12 @@ impl Keyspace {
                 Lookup::Absent => {}
             }
         }
-        match sv.version.get(key, seq)? {
+        // Parallel search: the last level on a search thread, the levels above it here.
+        let found = match &self.h.inner.search_pool {
+            Some(pool) => pool.get(&sv.version, key, seq)?,
+            None => sv.version.get(key, seq)?,
+        };
+        match found {
             Lookup::Value(v) => Ok(Some(v)),
             _ => Ok(None),
         }
@@ -664,6 +684,7 @@ impl DbInner {
             smallest_snapshot,
             opts,
             stats: &self.stats,
+            hash_key: self.hash_key,
         }
     }
 
@@ -850,6 +871,7 @@ impl DbInner {
         self.live_logs.lock().push(n);
         wal.log = LogWriter::new(w);
         wal.number = n;
+        self.wal_number.store(n, Ordering::SeqCst);
         let all: Vec<Arc<KsCore>> = self.keyspaces.read().values().cloned().collect();
         for ks in all {
             let mut g = ks.sv.write();
@@ -944,7 +966,7 @@ impl DbInner {
         self.install(ks, &mut edit, Some(&imm))
     }
 
-    fn run_compaction(&self, ks: &Arc<KsCore>, job: Box<dyn Job>) -> Result<()> {
+    fn run_compaction(&self, ks: &Arc<KsCore>, mut job: Box<dyn Job>) -> Result<()> {
         let opts = ks.opts();
         let trivial = job.is_trivial();
         let ctx = self.job_ctx(&opts, self.smallest_snapshot());
@@ -954,7 +976,10 @@ impl DbInner {
         } else {
             self.stats.compactions.fetch_add(1, Ordering::Relaxed);
         }
-        self.install(ks, &mut edit, None)
+        let r = self.install(ks, &mut edit, None);
+        // The job's input reservation ends only now that its edit is installed.
+        drop(job);
+        r
     }
 
     /// Logs `edit` to the manifest and publishes the new version; `flushed` is the memtable the
@@ -1108,7 +1133,8 @@ impl DbInner {
 
     fn delete_obsolete_logs(&self) {
         let all: Vec<Arc<KsCore>> = self.keyspaces.read().values().cloned().collect();
-        let current = self.wal.lock().number;
+        // Never take the WAL lock here: a stalled writer holds it while waiting for this flush.
+        let current = self.wal_number.load(Ordering::SeqCst);
         let mut min_log = current;
         for ks in &all {
             let sv = ks.sv();
@@ -1175,7 +1201,10 @@ fn recover(
         let n = manifest::read_current(&env, &dir)?;
         old_manifest = Some(n);
         let path = manifest::manifest_path(&dir, n);
-        for e in manifest::read_manifest(&env, &path)? {
+        let edits = manifest::read_manifest(&env, &path)?;
+        // Hash-placed layouts need the key before their first version exists.
+        hash_key = edits.iter().find_map(|e| e.hash_key);
+        for e in edits {
             if let Some(n) = e.next_file_no {
                 next_file = next_file.max(n);
             }
@@ -1194,7 +1223,7 @@ fn recover(
                 })?;
                 let policy = layout::new_layout(kind)?;
                 let kopts = KeyspaceOptions::new(kind);
-                let version = policy.empty_version(&tables);
+                let version = policy.empty_version_with_key(&tables, hash_key.unwrap_or_default());
                 cores.insert(
                     d.id,
                     Arc::new(KsCore {
@@ -1370,6 +1399,11 @@ fn recover(
             });
         }
     }
+    let search_pool = if opts.parallel_search {
+        Some(Arc::new(layout::parallel::SearchPool::new(2)?))
+    } else {
+        None
+    };
     let inner_partial = |manifest: ManifestWriter, wal: LogWriter| DbInner {
         dir: dir.clone(),
         env: env.clone(),
@@ -1378,6 +1412,7 @@ fn recover(
         next_file: AtomicU64::new(next_file),
         last_seq: AtomicU64::new(last_seq),
         hash_key,
+        search_pool: search_pool.clone(),
         keyspaces: RwLock::new(cores.clone()),
         queue: Mutex::new(Queue::default()),
         queue_cv: Condvar::new(),
@@ -1385,6 +1420,7 @@ fn recover(
             log: wal,
             number: wal_no,
         }),
+        wal_number: AtomicU64::new(wal_no),
         live_logs: Mutex::new(live_logs.clone()),
         manifest: Mutex::new(manifest),
         bg: Mutex::new(BgState::default()),

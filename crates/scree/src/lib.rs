@@ -3,6 +3,7 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 #![warn(missing_docs)]
 
+pub mod check;
 pub mod coding;
 pub mod error;
 pub mod filter;

@@ -322,6 +322,8 @@ pub struct KeyspaceOptions {
     pub leveled: LeveledOptions,
     /// Options of the `fragmented` layout.
     pub fragmented: FragmentedOptions,
+    /// Options of the `trie` layout.
+    pub trie: TrieOptions,
 }
 
 impl KeyspaceOptions {
@@ -334,6 +336,7 @@ impl KeyspaceOptions {
             block_size: 4096,
             leveled: LeveledOptions::default(),
             fragmented: FragmentedOptions::default(),
+            trie: TrieOptions::default(),
         }
     }
 
@@ -375,7 +378,8 @@ impl KeyspaceOptions {
         {
             return bad("leveled: need level_size_ratio >= 2, 2 <= max_levels <= 16, target_table_bytes and level_base_bytes >= 4096".into());
         }
-        self.fragmented.validate()
+        self.fragmented.validate()?;
+        self.trie.validate()
     }
 }
 
@@ -411,6 +415,90 @@ impl FragmentedOptions {
         }
         if !(1..=64).contains(&self.parallel_seek_threads) {
             return bad("parallel_seek_threads must be 1..=64");
+        }
+        Ok(())
+    }
+}
+
+/// Options of the `trie` layout (LSM-trie: a trie of containers, each a pile of HTables; rules
+/// and measured settings in docs/architecture-trie.md).
+#[derive(Debug, Clone)]
+pub struct TrieOptions {
+    /// Sub-levels (HTables) an upper-level container holds before its pile is compacted into
+    /// its eight children (the paper's linear growth within a level). Default 8.
+    pub pile_size: usize,
+    /// Depth of the last level (the root is depth 0), 1..=9. The last level grows linearly and
+    /// is never compacted further, only garbage-collected. Persisted when the keyspace is
+    /// created; later values are ignored. Default 4 (five levels, as the paper's prototype).
+    pub last_level_depth: u32,
+    /// Bloom filter bits per key of every bucket filter. Default 16 (the paper's setting for
+    /// about a hundred sub-levels on a lookup's path).
+    pub bloom_bits_per_key: u32,
+    /// Average bucket fill an HTable's bucket count is chosen for. Default 0.95.
+    pub target_fill: f64,
+    /// Most a bucket is filled to before items migrate (the HashMark watermark). Default 1.0.
+    pub bucket_fill_cap: f64,
+    /// Byte budget of the per-bucket filters kept in memory for upper-level tables (and for
+    /// last-level tables no BloomCluster covers). Tables opened over the budget keep no filter
+    /// in memory and each probe reads the bucket. Default 256 MiB.
+    pub filter_memory_bytes: usize,
+    /// Estimated garbage fraction of a last-level container above which its pile is merged in
+    /// place (garbage collection). 0 disables garbage collection. Default 0.35.
+    pub gc_garbage_ratio: f64,
+    /// Bucket columns read (one block per sub-level each) to estimate a last-level container's
+    /// garbage after a sub-level is added. Default 4.
+    pub gc_sample_columns: u32,
+    /// Sub-levels in one upper-level container at which each write is delayed 1 ms.
+    /// Default 16.
+    pub slowdown_sublevels: usize,
+    /// Sub-levels in one upper-level container at which writes stop until compaction catches
+    /// up. Default 24.
+    pub stop_sublevels: usize,
+}
+
+impl Default for TrieOptions {
+    fn default() -> Self {
+        TrieOptions {
+            pile_size: 8,
+            last_level_depth: 4,
+            bloom_bits_per_key: 16,
+            target_fill: 0.95,
+            bucket_fill_cap: 1.0,
+            filter_memory_bytes: 256 << 20,
+            gc_garbage_ratio: 0.35,
+            gc_sample_columns: 4,
+            slowdown_sublevels: 16,
+            stop_sublevels: 24,
+        }
+    }
+}
+
+impl TrieOptions {
+    fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(Error::InvalidArgument(format!("trie: {m}")));
+        if !(2..=1000).contains(&self.pile_size) {
+            return bad("pile_size must be 2..=1000");
+        }
+        if !(1..=9).contains(&self.last_level_depth) {
+            return bad("last_level_depth must be 1..=9");
+        }
+        if !(1..=64).contains(&self.bloom_bits_per_key) {
+            return bad("bloom_bits_per_key must be 1..=64");
+        }
+        if !(self.target_fill >= 0.3 && self.target_fill <= 1.0)
+            || !(self.bucket_fill_cap >= 0.3 && self.bucket_fill_cap <= 1.0)
+        {
+            return bad("target_fill and bucket_fill_cap must be within 0.3..=1.0");
+        }
+        if !(0.0..1.0).contains(&self.gc_garbage_ratio) {
+            return bad("gc_garbage_ratio must be within 0..1");
+        }
+        if self.gc_sample_columns == 0 {
+            return bad("gc_sample_columns must be at least 1");
+        }
+        if self.slowdown_sublevels < self.pile_size || self.stop_sublevels < self.slowdown_sublevels
+        {
+            return bad("need pile_size <= slowdown_sublevels <= stop_sublevels");
         }
         Ok(())
     }

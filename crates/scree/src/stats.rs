@@ -166,6 +166,24 @@ pub struct LevelStats {
     pub detail: String,
 }
 
+/// Block reads of point lookups at one level of a keyspace (layouts that count them).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LevelReads {
+    /// Level number (0 = newest; for `trie`, the trie depth).
+    pub level: u32,
+    /// Data blocks read at this level by point lookups.
+    pub data_block_reads: u64,
+    /// Metadata blocks (filters, BloomCluster blocks, table footers) read at this level by
+    /// point lookups.
+    pub metadata_block_reads: u64,
+    /// `data_block_reads / gets` (all gets of the database since open).
+    #[serde(default)]
+    pub data_block_reads_per_get: f64,
+    /// `metadata_block_reads / gets`.
+    #[serde(default)]
+    pub metadata_block_reads_per_get: f64,
+}
+
 /// Per-keyspace part of [`Stats`].
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct KeyspaceStats {
@@ -177,6 +195,9 @@ pub struct KeyspaceStats {
     pub levels: Vec<LevelStats>,
     /// Bytes in the active and immutable memtables.
     pub memtable_bytes: u64,
+    /// Block reads of point lookups per level (empty for layouts that do not count them).
+    #[serde(default)]
+    pub level_reads: Vec<LevelReads>,
 }
 
 /// Statistics of a database since it was opened. Serializable with serde.

@@ -29,6 +29,13 @@ pub fn scree_test_tune(o: &mut KeyspaceOptions) {
     f.level_base_bytes = 64 * 1024;
     f.level_size_ratio = 4;
     f.seek_compaction_threshold = 4;
+    // trie: piles of 2 and the last level at depth 2 (three levels), so a few flushes reach
+    // every level.
+    let t = &mut o.trie;
+    t.pile_size = 2;
+    t.last_level_depth = 2;
+    t.slowdown_sublevels = 4;
+    t.stop_sublevels = 8;
 }
 
 pub fn small_db() -> Options {

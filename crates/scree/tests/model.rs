@@ -58,14 +58,28 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// Compares scan results showing keys (as text) and value lengths only, so failures are
 /// readable.
-fn same(got: &[(Vec<u8>, Vec<u8>)], want: &[(Vec<u8>, Vec<u8>)], what: &str) -> Result<(), TestCaseError> {
+fn same(
+    got: &[(Vec<u8>, Vec<u8>)],
+    want: &[(Vec<u8>, Vec<u8>)],
+    what: &str,
+) -> Result<(), TestCaseError> {
     let show = |v: &[(Vec<u8>, Vec<u8>)]| -> Vec<String> {
         v.iter()
-            .map(|(k, val)| format!("{}={}", String::from_utf8_lossy(k), String::from_utf8_lossy(&val[..val.len().min(12)])))
+            .map(|(k, val)| {
+                format!(
+                    "{}={}",
+                    String::from_utf8_lossy(k),
+                    String::from_utf8_lossy(&val[..val.len().min(12)])
+                )
+            })
             .collect()
     };
     if got != want {
-        return Err(TestCaseError::fail(format!("{what}: got {:?}\nwant {:?}", show(got), show(want))));
+        return Err(TestCaseError::fail(format!(
+            "{what}: got {:?}\nwant {:?}",
+            show(got),
+            show(want)
+        )));
     }
     Ok(())
 }

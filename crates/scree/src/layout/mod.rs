@@ -6,6 +6,8 @@
 
 pub mod fragmented;
 pub mod leveled;
+pub mod parallel;
+pub mod trie;
 
 use std::any::Any;
 use std::sync::atomic::AtomicU64;
@@ -16,12 +18,16 @@ use crate::iter::InternalIter;
 use crate::manifest::edit::KsEdit;
 use crate::memtable::{Lookup, Memtable};
 use crate::options::{KeyspaceOptions, Layout as LayoutKind};
-use crate::stats::{IoStats, LevelStats};
+use crate::stats::{IoStats, LevelReads, LevelStats};
 use crate::table::{TableCtx, TableFile};
 
 /// The layouts this build implements.
 pub fn implemented() -> Vec<LayoutKind> {
-    vec![LayoutKind::Leveled, LayoutKind::Fragmented]
+    vec![
+        LayoutKind::Leveled,
+        LayoutKind::Fragmented,
+        LayoutKind::Trie,
+    ]
 }
 
 /// What a background job needs from the engine.
@@ -36,6 +42,8 @@ pub struct JobCtx<'a> {
     pub opts: &'a KeyspaceOptions,
     /// I/O counters.
     pub stats: &'a Arc<IoStats>,
+    /// The database's random placement-hash key (layouts that place by hash).
+    pub hash_key: [u8; 16],
 }
 
 impl JobCtx<'_> {
@@ -71,16 +79,38 @@ pub trait LayoutVersion: Send + Sync {
     fn files(&self) -> Vec<Arc<TableFile>>;
     /// Shape, for `stats()`.
     fn level_stats(&self) -> Vec<LevelStats>;
+    /// Parallel search: whether this version has a distinct last level that a lookup may probe
+    /// concurrently with the levels above it ([`LayoutVersion::get_upper`] then
+    /// [`LayoutVersion::get_last`]). Default: no distinct last level.
+    fn has_distinct_last_level(&self) -> bool {
+        false
+    }
+    /// Newest version of `user_key` visible at `seq` in the levels above the last one
+    /// (`Absent` when none holds it). Default: the whole lookup.
+    fn get_upper(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
+        self.get(user_key, seq)
+    }
+    /// Newest version of `user_key` visible at `seq` in the last level only; used only when
+    /// [`LayoutVersion::has_distinct_last_level`]. An upper-level result always wins.
+    fn get_last(&self, _user_key: &[u8], _seq: u64) -> Result<Lookup> {
+        Ok(Lookup::Absent)
+    }
+    /// Block reads of point lookups per level, for layouts that count them.
+    fn level_reads(&self) -> Vec<LevelReads> {
+        Vec::new()
+    }
     /// Checks the layout's invariants (tests and `scree check`).
     fn check_invariants(&self) -> std::result::Result<(), String>;
     /// Downcasting support.
     fn as_any(&self) -> &dyn Any;
 }
 
-/// A background job (a compaction). Dropping it releases whatever it reserved.
+/// A background job (a compaction). Dropping it releases whatever it reserved; the engine
+/// drops it only after the job's edit is installed, so no other job can pick the same inputs
+/// in between.
 pub trait Job: Send {
     /// Runs the job and returns the edit to install.
-    fn run(self: Box<Self>, ctx: &JobCtx<'_>) -> Result<KsEdit>;
+    fn run(&mut self, ctx: &JobCtx<'_>) -> Result<KsEdit>;
     /// Whether this was a trivial move (no data rewritten).
     fn is_trivial(&self) -> bool {
         false
@@ -93,6 +123,15 @@ pub trait Layout: Send + Sync {
     fn kind(&self) -> LayoutKind;
     /// An empty version.
     fn empty_version(&self, tables: &Arc<TableCtx>) -> Arc<dyn LayoutVersion>;
+    /// An empty version of a database whose placement-hash key is `hash_key`; layouts that
+    /// place by hash override this. Default: [`Layout::empty_version`].
+    fn empty_version_with_key(
+        &self,
+        tables: &Arc<TableCtx>,
+        _hash_key: [u8; 16],
+    ) -> Arc<dyn LayoutVersion> {
+        self.empty_version(tables)
+    }
     /// Records written when the keyspace is created (persistent layout parameters).
     fn init_records(&self, _opts: &KeyspaceOptions, _out: &mut KsEdit) {}
     /// Writes the tables for a frozen memtable and returns the edit adding them.
@@ -129,6 +168,7 @@ pub fn new_layout(kind: LayoutKind) -> Result<Arc<dyn Layout>> {
     match kind {
         LayoutKind::Leveled => Ok(Arc::new(leveled::Leveled::new())),
         LayoutKind::Fragmented => Ok(Arc::new(fragmented::Fragmented::new())),
+        LayoutKind::Trie => Ok(Arc::new(trie::Trie::new())),
         other => Err(crate::error::Error::Unsupported(format!(
             "layout `{}` is not implemented in this build (implemented: {})",
             other.name(),

@@ -612,8 +612,8 @@ impl Job for FragJob {
         self.children.is_empty() && !self.moves.is_empty()
     }
 
-    fn run(self: Box<Self>, ctx: &JobCtx<'_>) -> Result<KsEdit> {
-        let mut this = *self;
+    fn run(&mut self, ctx: &JobCtx<'_>) -> Result<KsEdit> {
+        let this = &mut *self;
         let mut e = KsEdit::default();
         for t in &this.inputs {
             e.removed.push(t.meta.file_no);

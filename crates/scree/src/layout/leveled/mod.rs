@@ -477,7 +477,7 @@ impl Job for LeveledJob {
             && level_bytes(&self.grandparents) <= 10 * self.target
     }
 
-    fn run(self: Box<Self>, ctx: &JobCtx<'_>) -> Result<KsEdit> {
+    fn run(&mut self, ctx: &JobCtx<'_>) -> Result<KsEdit> {
         let mut e = KsEdit::default();
         if self.is_trivial() {
             for f in &self.inputs {

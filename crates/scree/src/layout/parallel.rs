@@ -1,0 +1,188 @@
+//! Parallel search (lsm-trie-parallel-search.txt): a persistent pool of worker threads that
+//! probes a version's last level while the reading thread probes the levels above it. An
+//! upper-level result always wins (it is newer); otherwise the last level's answer (or absence)
+//! stands. The pool is created once per database (`Options::parallel_search`); no thread is
+//! ever started per lookup.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::{Error, Result};
+use crate::layout::LayoutVersion;
+use crate::memtable::Lookup;
+
+type Task = Box<dyn FnOnce() + Send>;
+
+struct Shared {
+    queue: Mutex<VecDeque<Task>>,
+    cv: Condvar,
+    closing: AtomicBool,
+}
+
+/// A fixed set of search threads fed through one queue.
+pub struct SearchPool {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for SearchPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SearchPool({} threads)", self.threads.len())
+    }
+}
+
+/// The result slot of a submitted task: filled by the worker, or marked abandoned if the task
+/// was dropped without running to completion (a panic in the worker).
+struct Slot<T> {
+    value: Mutex<(Option<T>, bool)>,
+    cv: Condvar,
+}
+
+/// The worker's end of a slot; marks the slot done when dropped.
+struct Sender<T> {
+    slot: Arc<Slot<T>>,
+}
+
+impl<T> Sender<T> {
+    fn send(self, v: T) {
+        self.slot.value.lock().0 = Some(v);
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        self.slot.value.lock().1 = true;
+        self.slot.cv.notify_all();
+    }
+}
+
+/// A task's future result.
+pub struct Pending<T> {
+    slot: Arc<Slot<T>>,
+}
+
+impl<T> Pending<T> {
+    /// Waits for the task; `None` if it panicked.
+    pub fn wait(self) -> Option<T> {
+        let mut g = self.slot.value.lock();
+        while !g.1 {
+            self.slot.cv.wait(&mut g);
+        }
+        g.0.take()
+    }
+}
+
+impl SearchPool {
+    /// Starts `threads` search threads.
+    pub fn new(threads: usize) -> Result<SearchPool> {
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(VecDeque::new()),
+            cv: Condvar::new(),
+            closing: AtomicBool::new(false),
+        });
+        let mut handles = Vec::new();
+        for i in 0..threads.max(1) {
+            let s = shared.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("scree-search-{i}"))
+                .spawn(move || worker(&s))
+                .map_err(|e| Error::io("thread", e))?;
+            handles.push(h);
+        }
+        Ok(SearchPool {
+            shared,
+            threads: handles,
+        })
+    }
+
+    /// Runs `f` on a search thread.
+    pub fn submit<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Pending<T> {
+        let slot = Arc::new(Slot {
+            value: Mutex::new((None, false)),
+            cv: Condvar::new(),
+        });
+        let tx = Sender { slot: slot.clone() };
+        let task: Task = Box::new(move || tx.send(f()));
+        self.shared.queue.lock().push_back(task);
+        self.shared.cv.notify_one();
+        Pending { slot }
+    }
+
+    /// A point lookup in `version`: the last level on a search thread, the levels above it on
+    /// the calling thread. Falls back to a serial lookup when the version has no distinct last
+    /// level.
+    pub fn get(
+        &self,
+        version: &Arc<dyn LayoutVersion>,
+        user_key: &[u8],
+        seq: u64,
+    ) -> Result<Lookup> {
+        if !version.has_distinct_last_level() {
+            return version.get(user_key, seq);
+        }
+        let v = version.clone();
+        let k = user_key.to_vec();
+        let last = self.submit(move || v.get_last(&k, seq));
+        match version.get_upper(user_key, seq)? {
+            Lookup::Absent => last.wait().unwrap_or_else(|| {
+                Err(Error::BackgroundError(
+                    "a parallel-search thread failed during a lookup".into(),
+                ))
+            }),
+            found => Ok(found),
+        }
+    }
+}
+
+fn worker(s: &Shared) {
+    loop {
+        let task = {
+            let mut q = s.queue.lock();
+            loop {
+                if let Some(t) = q.pop_front() {
+                    break t;
+                }
+                if s.closing.load(Ordering::Acquire) {
+                    return;
+                }
+                s.cv.wait(&mut q);
+            }
+        };
+        // A panicking probe drops its sender, which wakes the waiting reader with an error.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(task));
+    }
+}
+
+impl Drop for SearchPool {
+    fn drop(&mut self) {
+        {
+            let _q = self.shared.queue.lock();
+            self.shared.closing.store(true, Ordering::Release);
+        }
+        self.shared.cv.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tasks_run_and_panics_are_reported() {
+        let pool = SearchPool::new(2).expect("pool");
+        let a = pool.submit(|| 40 + 2);
+        let b = pool.submit(|| -> u32 { panic!("boom") });
+        assert_eq!(a.wait(), Some(42));
+        assert_eq!(b.wait(), None);
+        let many: Vec<_> = (0..100).map(|i| pool.submit(move || i * 2)).collect();
+        let sum: i32 = many.into_iter().filter_map(Pending::wait).sum();
+        assert_eq!(sum, 9900);
+    }
+}

@@ -1,0 +1,242 @@
+//! Open files of the `trie` layout and the state its versions share: the HTable handle kept in
+//! a [`TableFile`]'s `aux` slot (reader plus, for tables no BloomCluster covers, the in-memory
+//! per-bucket filters under a byte budget), the BloomCluster handle, per-level lookup read
+//! counters, handles of freshly written tables waiting for their version, and the garbage
+//! estimates of last-level containers.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::htable::{BloomClusterReader, FilterSet, HTableReader};
+use crate::stats::{LevelReads, ReadKind};
+use crate::table::TableFile;
+
+/// Deepest trie level the counters cover (the last level is at most depth 9).
+pub const MAX_DEPTH: usize = 9;
+
+/// Lookup reads at one depth.
+#[derive(Default)]
+pub struct LevelCounter {
+    /// Data blocks read.
+    pub data: AtomicU64,
+    /// Metadata blocks read.
+    pub meta: AtomicU64,
+}
+
+/// A garbage estimate of a last-level container, valid while its newest sub-level is the one
+/// it was taken with.
+#[derive(Debug, Clone, Copy)]
+pub struct GcEstimate {
+    /// `max_seq` of the container's newest sub-level when sampled.
+    pub signature: u64,
+    /// Estimated fraction of the container's bytes that are garbage.
+    pub ratio: f64,
+}
+
+/// State shared by a keyspace's policy and all its versions.
+pub struct Shared {
+    /// Budget of in-memory filters (from the options, updated on every pick).
+    pub filter_budget: AtomicUsize,
+    /// Bytes of filters held in memory.
+    pub filter_used: AtomicUsize,
+    /// Lookup reads per depth.
+    pub reads: [LevelCounter; MAX_DEPTH + 1],
+    /// Handles of tables written by a job, adopted by the version that adds them.
+    pub pending: Mutex<HashMap<u64, Arc<HHandle>>>,
+    /// Garbage estimates by container id.
+    pub gc: Mutex<HashMap<u64, GcEstimate>>,
+    /// Containers whose BloomCluster could not be built (too many sub-levels for a block),
+    /// with the newest sub-level's file number at that time: not retried until it changes.
+    pub cluster_failed: Mutex<HashMap<u64, u64>>,
+}
+
+impl Shared {
+    /// Fresh shared state.
+    pub fn new(filter_budget: usize) -> Arc<Shared> {
+        Arc::new(Shared {
+            filter_budget: AtomicUsize::new(filter_budget),
+            filter_used: AtomicUsize::new(0),
+            reads: Default::default(),
+            pending: Mutex::new(HashMap::new()),
+            gc: Mutex::new(HashMap::new()),
+            cluster_failed: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Counts lookup reads at `depth`.
+    pub fn count(&self, depth: u32, data: u64, meta: u64) {
+        if let Some(c) = self.reads.get(depth as usize) {
+            if data > 0 {
+                c.data.fetch_add(data, Ordering::Relaxed);
+            }
+            if meta > 0 {
+                c.meta.fetch_add(meta, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The counters of depths `0..=last`.
+    pub fn level_reads(&self, last: u32) -> Vec<LevelReads> {
+        self.reads
+            .iter()
+            .take(last as usize + 1)
+            .enumerate()
+            .map(|(d, c)| LevelReads {
+                level: d as u32,
+                data_block_reads: c.data.load(Ordering::Relaxed),
+                metadata_block_reads: c.meta.load(Ordering::Relaxed),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    /// Reserves `bytes` of the filter budget; `false` when over it.
+    fn charge(&self, bytes: usize) -> bool {
+        let budget = self.filter_budget.load(Ordering::Relaxed);
+        let mut cur = self.filter_used.load(Ordering::Relaxed);
+        loop {
+            if cur.saturating_add(bytes) > budget {
+                return false;
+            }
+            match self.filter_used.compare_exchange_weak(
+                cur,
+                cur + bytes,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
+/// An open HTable of the trie: the reader (migration records and overflow index in memory)
+/// and, loaded at most once, its per-bucket filters.
+pub struct HHandle {
+    /// The reader (opened without filters).
+    pub reader: HTableReader,
+    /// `Some(None)`: loaded but over the budget, not kept.
+    filters: OnceLock<Option<FilterSet>>,
+    charged: AtomicUsize,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for HHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HHandle({:?})", self.reader)
+    }
+}
+
+impl HHandle {
+    /// A handle; `filters` (from the builder) are kept if the budget allows.
+    pub fn new(reader: HTableReader, filters: Option<FilterSet>, shared: Arc<Shared>) -> Self {
+        let h = HHandle {
+            reader,
+            filters: OnceLock::new(),
+            charged: AtomicUsize::new(0),
+            shared,
+        };
+        if let Some(f) = filters {
+            h.keep(f);
+        }
+        h
+    }
+
+    fn keep(&self, f: FilterSet) {
+        let bytes = f.memory_bytes();
+        let kept = if self.shared.charge(bytes) {
+            Some(f)
+        } else {
+            None
+        };
+        let charged = kept.as_ref().map_or(0, |_| bytes);
+        if self.filters.set(kept).is_ok() {
+            self.charged.store(charged, Ordering::Relaxed);
+        } else if charged > 0 {
+            self.shared
+                .filter_used
+                .fetch_sub(charged, Ordering::Relaxed);
+        }
+    }
+
+    /// The table's filters, loading them (one Metadata read, counted in `meta_reads`) on first
+    /// use; `None` when they are over the memory budget (probe the bucket directly then).
+    pub fn filters(&self, meta_reads: &mut u64) -> Result<Option<&FilterSet>> {
+        if let Some(f) = self.filters.get() {
+            return Ok(f.as_ref());
+        }
+        let f = self.reader.read_filters_kind(ReadKind::Metadata)?;
+        *meta_reads += 1;
+        self.keep(f);
+        Ok(self.filters.get().and_then(Option::as_ref))
+    }
+
+    /// Whether the filters are held in memory.
+    pub fn filters_in_memory(&self) -> bool {
+        self.filters.get().is_some_and(Option::is_some)
+    }
+}
+
+impl Drop for HHandle {
+    fn drop(&mut self) {
+        let c = self.charged.load(Ordering::Relaxed);
+        if c > 0 {
+            self.shared.filter_used.fetch_sub(c, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The handle of a table file of the trie, opening the table on first use (its two Metadata
+/// reads are added to `meta_reads`).
+pub fn table_handle<'a>(
+    f: &'a TableFile,
+    shared: &Arc<Shared>,
+    hash_key: &[u8; 16],
+    kind: ReadKind,
+    meta_reads: &mut u64,
+) -> Result<&'a HHandle> {
+    if f.aux.get().is_none() {
+        let env = &f.ctx().env;
+        let file = env.open(&f.path(), env.direct_reads)?;
+        let reader = HTableReader::open_kind(file, false, kind)?;
+        *meta_reads += 2;
+        if reader.hash_key() != *hash_key {
+            return Err(Error::corruption(
+                f.path(),
+                0,
+                "HTable placement-hash key differs from the database's",
+            ));
+        }
+        let _ = f
+            .aux
+            .set(Arc::new(HHandle::new(reader, None, shared.clone())));
+    }
+    f.aux
+        .get()
+        .and_then(|a| a.downcast_ref::<HHandle>())
+        .ok_or_else(|| Error::corruption(f.path(), 0, "not an HTable handle"))
+}
+
+/// The reader of a BloomCluster file, opened on first use (two Metadata reads).
+pub fn cluster_reader<'a>(
+    f: &'a TableFile,
+    kind: ReadKind,
+    meta_reads: &mut u64,
+) -> Result<&'a BloomClusterReader> {
+    if f.aux.get().is_none() {
+        let env = &f.ctx().env;
+        let file = env.open(&f.path(), env.direct_reads)?;
+        let r = BloomClusterReader::open_kind(file, kind)?;
+        *meta_reads += 2;
+        let _ = f.aux.set(Arc::new(r));
+    }
+    f.aux
+        .get()
+        .and_then(|a| a.downcast_ref::<BloomClusterReader>())
+        .ok_or_else(|| Error::corruption(f.path(), 0, "not a BloomCluster handle"))
+}

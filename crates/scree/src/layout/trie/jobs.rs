@@ -1,0 +1,613 @@
+//! The work of the `trie` layout: the flush (one HTable from a memtable into the root), the
+//! compaction of an upper-level container (its whole pile merged and split by the next three
+//! hash bits into one new sub-level per child: only the upper level's data is read and
+//! written), the garbage collection of a last-level container (its pile merged in place), the
+//! BloomCluster rebuild of a last-level container, and the sampling that estimates a last-level
+//! container's garbage.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::htable::{
+    buckets_for_bytes, placement_hash, trie_child, BloomClusterBuilder, FilterSet, HItem,
+    HTableBuilder, HTableOptions, HTableReader, BUCKET_CAPACITY,
+};
+use crate::key::{self, cmp_ikey, ValueKind};
+use crate::layout::JobCtx;
+use crate::manifest::edit::{AddedTable, KsEdit};
+use crate::memtable::Memtable;
+use crate::options::TrieOptions;
+use crate::stats::{ReadKind, WriteCause};
+use crate::table::{TableFile, TableMeta};
+
+use super::handle::{cluster_reader, table_handle, GcEstimate, HHandle, Shared};
+use super::version::{
+    cluster_meta, cluster_record, depth_of, ClusterRef, CLUSTER_EXT, FORMAT_HTABLE, HTABLE_EXT,
+};
+
+/// A table a job wrote.
+pub struct Written {
+    /// Its manifest metadata (`max_seq` = order key).
+    pub meta: TableMeta,
+    /// Its per-bucket filters.
+    pub filters: FilterSet,
+    /// Its bucket count.
+    pub n: u32,
+}
+
+fn htable_opts(o: &TrieOptions, n: Option<u32>) -> HTableOptions {
+    HTableOptions {
+        bits_per_key: o.bloom_bits_per_key,
+        target_fill: o.target_fill,
+        bucket_fill_cap: o.bucket_fill_cap,
+        n_buckets: n,
+    }
+}
+
+/// Encoded size of an item in a bucket.
+fn item_bytes(it: &HItem) -> u64 {
+    (it.ikey.len() + it.value.len() + 4) as u64
+}
+
+/// Writes `items` (any order) as one HTable with order key `order_key`, syncs it, and leaves an
+/// open handle for the version that will name it (keeping the filters in memory when
+/// `keep_filters`).
+pub fn write_table(
+    ctx: &JobCtx<'_>,
+    shared: &Arc<Shared>,
+    items: Vec<HItem>,
+    order_key: u64,
+    n: Option<u32>,
+    cause: WriteCause,
+    keep_filters: bool,
+) -> Result<Option<Written>> {
+    if items.is_empty() {
+        return Ok(None);
+    }
+    let no = ctx.new_file_no();
+    let path = ctx.tables.dir.join(format!("{no:06}.{HTABLE_EXT}"));
+    let mut w = ctx.tables.env.create(&path, cause)?;
+    let mut b = HTableBuilder::new(ctx.hash_key, htable_opts(&ctx.opts.trie, n));
+    let mut smallest: Option<Vec<u8>> = None;
+    let mut largest: Option<Vec<u8>> = None;
+    let mut min_seq = u64::MAX;
+    for it in items {
+        min_seq = min_seq.min(key::parse(&it.ikey).seq);
+        if smallest
+            .as_ref()
+            .is_none_or(|s| cmp_ikey(&it.ikey, s).is_lt())
+        {
+            smallest = Some(it.ikey.clone());
+        }
+        if largest
+            .as_ref()
+            .is_none_or(|l| cmp_ikey(&it.ikey, l).is_gt())
+        {
+            largest = Some(it.ikey.clone());
+        }
+        b.add_unchecked(it.hash, it.ikey, it.value);
+    }
+    let (summary, filters) = b.finish_with_filters(&mut w)?;
+    w.sync()?;
+    drop(w);
+    let env = &ctx.tables.env;
+    let reader = HTableReader::open_kind(
+        env.open(&path, env.direct_reads)?,
+        false,
+        ReadKind::Compaction,
+    )?;
+    let handle = HHandle::new(
+        reader,
+        keep_filters.then(|| filters.clone()),
+        shared.clone(),
+    );
+    shared.pending.lock().insert(no, Arc::new(handle));
+    Ok(Some(Written {
+        meta: TableMeta {
+            file_no: no,
+            size: summary.file_size,
+            smallest: smallest.unwrap_or_default(),
+            largest: largest.unwrap_or_default(),
+            entries: summary.items,
+            min_seq: if min_seq == u64::MAX { 0 } else { min_seq },
+            max_seq: order_key,
+        },
+        filters,
+        n: summary.n_buckets,
+    }))
+}
+
+/// Drops versions no snapshot can see: a version is hidden when a newer version of its key
+/// is at or below `smallest_snapshot`; a tombstone at or below it is dropped when `tombstones`
+/// says nothing older can exist below the output.
+struct DropRule {
+    smallest: u64,
+    last_user: Option<Vec<u8>>,
+    last_seq: u64,
+}
+
+impl DropRule {
+    fn new(smallest: u64) -> Self {
+        DropRule {
+            smallest,
+            last_user: None,
+            last_seq: u64::MAX,
+        }
+    }
+    /// Whether `ikey` (arriving in (hash, internal key) order) is dropped.
+    fn drop(&mut self, ikey: &[u8], tombstones: bool) -> bool {
+        let p = key::parse(ikey);
+        if self.last_user.as_deref() != Some(p.user_key) {
+            self.last_user = Some(p.user_key.to_vec());
+            self.last_seq = u64::MAX;
+        }
+        let hidden = self.last_seq <= self.smallest;
+        let dead_tombstone =
+            tombstones && p.kind == ValueKind::Delete as u8 && p.seq <= self.smallest;
+        self.last_seq = p.seq;
+        hidden || dead_tombstone
+    }
+}
+
+/// Reads every item of `tables` and merges them in (hash, internal key) order, dropping what
+/// no snapshot can see (tombstones too where `tombstones(hash)`).
+pub fn merge_tables(
+    ctx: &JobCtx<'_>,
+    shared: &Arc<Shared>,
+    tables: &[Arc<TableFile>],
+    tombstones: &dyn Fn(u128) -> bool,
+) -> Result<Vec<HItem>> {
+    let mut lists: Vec<std::vec::IntoIter<HItem>> = Vec::with_capacity(tables.len());
+    let mut total = 0usize;
+    for t in tables {
+        let mut m = 0;
+        let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
+        let items = h.reader.items()?;
+        total += items.len();
+        lists.push(items.into_iter());
+    }
+    let mut heads: Vec<Option<HItem>> = lists.iter_mut().map(Iterator::next).collect();
+    let mut rule = DropRule::new(ctx.smallest_snapshot);
+    let mut out = Vec::with_capacity(total);
+    loop {
+        let mut best: Option<usize> = None;
+        for (i, h) in heads.iter().enumerate() {
+            let Some(h) = h else { continue };
+            let better = match best.and_then(|b| heads.get(b)).and_then(Option::as_ref) {
+                None => true,
+                Some(b) => h
+                    .hash
+                    .cmp(&b.hash)
+                    .then_with(|| cmp_ikey(&h.ikey, &b.ikey))
+                    .is_lt(),
+            };
+            if better {
+                best = Some(i);
+            }
+        }
+        let Some(i) = best else { break };
+        let next = lists.get_mut(i).and_then(Iterator::next);
+        let Some(item) = heads.get_mut(i).and_then(|h| std::mem::replace(h, next)) else {
+            break;
+        };
+        if !rule.drop(&item.ikey, tombstones(item.hash)) {
+            out.push(item);
+        }
+    }
+    Ok(out)
+}
+
+/// Splits `items` (hash order) into `k` runs of about equal bytes, never separating the
+/// versions of one key.
+fn split_even(items: Vec<HItem>, per_table: u64) -> Vec<Vec<HItem>> {
+    let total: u64 = items.iter().map(item_bytes).sum();
+    let k = total.div_ceil(per_table.max(1)).max(1);
+    let target = total.div_ceil(k);
+    let mut out = Vec::new();
+    let mut cur: Vec<HItem> = Vec::new();
+    let mut bytes = 0u64;
+    for it in items {
+        let boundary = cur.last().is_none_or(|l| l.hash != it.hash);
+        if bytes >= target && boundary && (out.len() as u64) + 1 < k {
+            out.push(std::mem::take(&mut cur));
+            bytes = 0;
+        }
+        bytes += item_bytes(&it);
+        cur.push(it);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// Bytes one last-level table of `n` buckets is filled with at most.
+fn last_level_capacity(o: &TrieOptions, n: u32) -> u64 {
+    let fill = (o.target_fill + 0.03).min(o.bucket_fill_cap).min(1.0);
+    (f64::from(n) * BUCKET_CAPACITY as f64 * fill) as u64
+}
+
+/// The bucket count of a last-level container: that of its tables, or chosen for `bytes`.
+pub fn container_n(
+    ctx: &JobCtx<'_>,
+    shared: &Arc<Shared>,
+    pile: &[Arc<TableFile>],
+    cluster: Option<&ClusterRef>,
+    bytes: u64,
+) -> Result<u32> {
+    if let Some(c) = cluster {
+        return Ok(c.n);
+    }
+    if let Some(t) = pile.last() {
+        let mut m = 0;
+        let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
+        return Ok(h.reader.n_buckets());
+    }
+    // Sized for this first sub-level, with the usual encoding overhead (varint lengths).
+    Ok(buckets_for_bytes(bytes, ctx.opts.trie.target_fill))
+}
+
+/// Writes `items` into a last-level container as tables of `n` buckets (several when they do
+/// not fit one), all with order key `order_key`.
+pub fn write_last_level(
+    ctx: &JobCtx<'_>,
+    shared: &Arc<Shared>,
+    items: Vec<HItem>,
+    n: u32,
+    order_key: u64,
+    cause: WriteCause,
+) -> Result<Vec<Written>> {
+    let mut out = Vec::new();
+    for chunk in split_even(items, last_level_capacity(&ctx.opts.trie, n)) {
+        if let Some(w) = write_table(ctx, shared, chunk, order_key, Some(n), cause, false)? {
+            out.push(w);
+        }
+    }
+    Ok(out)
+}
+
+/// A new BloomCluster for a last-level container. Starts from `old` (keeping the sub-levels
+/// still in `pile`), covers the tables of `pile` it does not cover yet (oldest first) and then
+/// `new`. Returns the records and removals to put in the edit, and whether a cluster exists
+/// afterwards (`false`: a column did not fit a block, per-table filters serve the container).
+#[allow(clippy::too_many_arguments)]
+pub fn rebuild_cluster(
+    ctx: &JobCtx<'_>,
+    shared: &Arc<Shared>,
+    cid: u64,
+    n: u32,
+    old: Option<&ClusterRef>,
+    pile: &[Arc<TableFile>],
+    new: &[&Written],
+    edit: &mut KsEdit,
+) -> Result<bool> {
+    let mut b = match old {
+        Some(o) if o.n == n => {
+            let mut m = 0;
+            let r = cluster_reader(&o.file, ReadKind::Compaction, &mut m)?;
+            let mut b = BloomClusterBuilder::from_reader_kind(r, ReadKind::Compaction)?;
+            b.retain(|id| pile.iter().any(|t| t.meta.file_no == id));
+            b
+        }
+        _ => BloomClusterBuilder::new(n),
+    };
+    for t in pile.iter().rev() {
+        if b.table_ids().contains(&t.meta.file_no) {
+            continue;
+        }
+        let mut m = 0;
+        let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
+        if h.reader.n_buckets() == n {
+            b.add_sublevel(
+                t.meta.file_no,
+                h.reader.read_filters_kind(ReadKind::Compaction)?,
+            )?;
+        }
+    }
+    for w in new {
+        if w.n == n {
+            b.add_sublevel(w.meta.file_no, w.filters.clone())?;
+        }
+    }
+    if let Some(o) = old {
+        // Removing the old file clears it from the container (a new record replaces it).
+        if !edit.removed.contains(&o.file.meta.file_no) {
+            edit.removed.push(o.file.meta.file_no);
+        }
+    }
+    if b.overflowing_column().is_some() || b.n_sublevels() == 0 {
+        let newest = new
+            .iter()
+            .map(|w| w.meta.file_no)
+            .chain(pile.iter().map(|t| t.meta.file_no))
+            .max()
+            .unwrap_or(0);
+        if b.n_sublevels() > 0 {
+            shared.cluster_failed.lock().insert(cid, newest);
+        }
+        return Ok(false);
+    }
+    let no = ctx.new_file_no();
+    let path = ctx.tables.dir.join(format!("{no:06}.{CLUSTER_EXT}"));
+    let mut w = ctx.tables.env.create(&path, WriteCause::Metadata)?;
+    let size = b.finish(&mut w)?;
+    w.sync()?;
+    edit.records.push(cluster_record(
+        cid,
+        &cluster_meta(no, size),
+        n,
+        b.table_ids(),
+    ));
+    Ok(true)
+}
+
+/// Estimates the garbage fraction of a last-level container whose pile (newest first) is
+/// `pile` plus `new` on top: reads `columns` buckets of every sub-level and counts the bytes of
+/// versions a newer version hides from every snapshot, and of tombstones (and what they hide).
+/// Versions migrated to another bucket in one sub-level are not seen, so this underestimates
+/// slightly.
+pub fn sample_garbage(
+    ctx: &JobCtx<'_>,
+    shared: &Arc<Shared>,
+    cid: u64,
+    pile: &[Arc<TableFile>],
+    n: u32,
+) -> Result<f64> {
+    if pile.len() < 2 || n == 0 {
+        return Ok(0.0);
+    }
+    let cols = ctx.opts.trie.gc_sample_columns.min(n);
+    let seed = placement_hash(&ctx.hash_key, &cid.to_le_bytes()) as u64
+        ^ pile.first().map_or(0, |t| t.meta.file_no);
+    let mut entries: Vec<(Vec<u8>, u64, u8, u64)> = Vec::new();
+    for i in 0..cols {
+        let b = ((seed.wrapping_add(u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+            % u64::from(n)) as u32;
+        for t in pile {
+            let mut m = 0;
+            let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
+            if h.reader.n_buckets() != n {
+                continue;
+            }
+            for (ik, v) in h.reader.bucket_entries(b, ReadKind::Compaction)? {
+                let p = key::parse(&ik);
+                let size = (ik.len() + v.len()) as u64;
+                entries.push((p.user_key.to_vec(), p.seq, p.kind, size));
+            }
+        }
+    }
+    entries.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    let (mut total, mut garbage) = (0u64, 0u64);
+    let mut last: Option<&[u8]> = None;
+    let mut last_seq = u64::MAX;
+    for (uk, seq, kind, size) in &entries {
+        if last != Some(uk.as_slice()) {
+            last = Some(uk);
+            last_seq = u64::MAX;
+        }
+        total += size;
+        if last_seq <= ctx.smallest_snapshot
+            || (*kind == ValueKind::Delete as u8 && *seq <= ctx.smallest_snapshot)
+        {
+            garbage += size;
+        }
+        last_seq = *seq;
+    }
+    Ok(if total == 0 {
+        0.0
+    } else {
+        garbage as f64 / total as f64
+    })
+}
+
+/// Records a garbage estimate.
+pub fn note_estimate(shared: &Shared, cid: u64, signature: u64, ratio: f64) {
+    shared
+        .gc
+        .lock()
+        .insert(cid, GcEstimate { signature, ratio });
+}
+
+/// Flush: one HTable in the root from a frozen memtable.
+pub fn flush(ctx: &JobCtx<'_>, shared: &Arc<Shared>, mem: &Memtable) -> Result<KsEdit> {
+    let mut e = KsEdit::default();
+    if mem.is_empty() {
+        return Ok(e);
+    }
+    let mut rule = DropRule::new(ctx.smallest_snapshot);
+    let mut items = Vec::with_capacity(mem.len());
+    let mut last: Option<(Vec<u8>, u128)> = None;
+    let mut order_key = 0u64;
+    for entry in mem.iter() {
+        let ik = &entry.key().0;
+        let p = key::parse(ik);
+        order_key = order_key.max(p.seq);
+        if rule.drop(ik, false) {
+            continue;
+        }
+        let hash = match &last {
+            Some((uk, h)) if uk.as_slice() == p.user_key => *h,
+            _ => {
+                let h = placement_hash(&ctx.hash_key, p.user_key);
+                last = Some((p.user_key.to_vec(), h));
+                h
+            }
+        };
+        items.push(HItem {
+            hash,
+            ikey: ik.clone(),
+            value: entry.value().clone(),
+        });
+    }
+    if let Some(w) = write_table(ctx, shared, items, order_key, None, WriteCause::Flush, true)? {
+        e.added.push(AddedTable {
+            level: 0,
+            slot: 0,
+            format: FORMAT_HTABLE,
+            meta: w.meta,
+        });
+    }
+    Ok(e)
+}
+
+/// What a compaction knows about one child of its container.
+pub struct ChildInfo {
+    /// Child container id.
+    pub id: u64,
+    /// Its pile when the job was picked (newest first).
+    pub pile: Vec<Arc<TableFile>>,
+    /// Its cluster when picked.
+    pub cluster: Option<Arc<ClusterRef>>,
+    /// The job holds the child's cluster and rebuilds it.
+    pub rebuild_cluster: bool,
+    /// Nothing is stored in the child's subtree: tombstones can be dropped.
+    pub subtree_empty: bool,
+}
+
+/// Compacts container `cid`'s pile `inputs` (newest first) into its children.
+pub fn compact_container(
+    ctx: &JobCtx<'_>,
+    shared: &Arc<Shared>,
+    cid: u64,
+    inputs: &[Arc<TableFile>],
+    children: &[ChildInfo],
+    last_depth: u32,
+) -> Result<KsEdit> {
+    let depth = depth_of(cid);
+    let child_depth = depth + 1;
+    let order_key = inputs.iter().map(|t| t.meta.max_seq).max().unwrap_or(0);
+    let child_of = |h: u128| trie_child(h, depth).unwrap_or(0);
+    let empty_below: Vec<bool> = (0..8u8)
+        .map(|c| children.get(c as usize).is_some_and(|ch| ch.subtree_empty))
+        .collect();
+    let tombstones = |h: u128| empty_below.get(child_of(h) as usize) == Some(&true);
+    let items = merge_tables(ctx, shared, inputs, &tombstones)?;
+    let mut e = KsEdit::default();
+    for t in inputs {
+        e.removed.push(t.meta.file_no);
+    }
+    let mut groups: Vec<Vec<HItem>> = (0..8).map(|_| Vec::new()).collect();
+    for it in items {
+        if let Some(g) = groups.get_mut(child_of(it.hash) as usize) {
+            g.push(it);
+        }
+    }
+    for (c, group) in groups.into_iter().enumerate() {
+        let Some(ch) = children.get(c) else { continue };
+        if child_depth < last_depth {
+            if let Some(w) = write_table(
+                ctx,
+                shared,
+                group,
+                order_key,
+                None,
+                WriteCause::Compaction,
+                true,
+            )? {
+                e.added.push(AddedTable {
+                    level: child_depth,
+                    slot: ch.id,
+                    format: FORMAT_HTABLE,
+                    meta: w.meta,
+                });
+            }
+            continue;
+        }
+        if group.is_empty() {
+            continue;
+        }
+        let bytes: u64 = group.iter().map(item_bytes).sum();
+        let n = container_n(ctx, shared, &ch.pile, ch.cluster.as_deref(), bytes)?;
+        let written = write_last_level(ctx, shared, group, n, order_key, WriteCause::Compaction)?;
+        for w in &written {
+            e.added.push(AddedTable {
+                level: child_depth,
+                slot: ch.id,
+                format: FORMAT_HTABLE,
+                meta: w.meta.clone(),
+            });
+        }
+        if ch.rebuild_cluster {
+            let new: Vec<&Written> = written.iter().collect();
+            rebuild_cluster(
+                ctx,
+                shared,
+                ch.id,
+                n,
+                ch.cluster.as_deref(),
+                &ch.pile,
+                &new,
+                &mut e,
+            )?;
+        }
+        // Estimate the child's garbage now that it has a new sub-level.
+        if ctx.opts.trie.gc_garbage_ratio > 0.0 {
+            let mut pile: Vec<Arc<TableFile>> = Vec::new();
+            for w in &written {
+                let f = TableFile::with_ext(w.meta.clone(), ctx.tables.clone(), HTABLE_EXT);
+                if let Some(h) = shared.pending.lock().get(&w.meta.file_no) {
+                    let _ = f.aux.set(h.clone());
+                }
+                pile.push(f);
+            }
+            pile.extend(ch.pile.iter().cloned());
+            let ratio = sample_garbage(ctx, shared, ch.id, &pile, n)?;
+            note_estimate(shared, ch.id, order_key, ratio);
+        }
+    }
+    Ok(e)
+}
+
+/// Garbage-collects last-level container `cid`: merges its pile (newest first) in place,
+/// dropping hidden versions and tombstones, into tables of the same bucket count and a new
+/// BloomCluster. Bytes are counted as `WriteCause::Gc`.
+pub fn gc_container(
+    ctx: &JobCtx<'_>,
+    shared: &Arc<Shared>,
+    cid: u64,
+    pile: &[Arc<TableFile>],
+    cluster: Option<&ClusterRef>,
+) -> Result<KsEdit> {
+    let order_key = pile.iter().map(|t| t.meta.max_seq).max().unwrap_or(0);
+    let n = container_n(ctx, shared, pile, cluster, 0)?;
+    let items = merge_tables(ctx, shared, pile, &|_| true)?;
+    let mut e = KsEdit::default();
+    for t in pile {
+        e.removed.push(t.meta.file_no);
+    }
+    let written = write_last_level(ctx, shared, items, n, order_key, WriteCause::Gc)?;
+    for w in &written {
+        e.added.push(AddedTable {
+            level: depth_of(cid),
+            slot: cid,
+            format: FORMAT_HTABLE,
+            meta: w.meta.clone(),
+        });
+    }
+    // The old cluster covers only tables being removed: start afresh (removing its file
+    // clears it from the container).
+    if let Some(o) = cluster {
+        e.removed.push(o.file.meta.file_no);
+    }
+    let new: Vec<&Written> = written.iter().collect();
+    if !new.is_empty() {
+        rebuild_cluster(ctx, shared, cid, n, None, &[], &new, &mut e)?;
+    }
+    note_estimate(shared, cid, order_key, 0.0);
+    Ok(e)
+}
+
+/// Rebuilds the BloomCluster of last-level container `cid` to cover its whole pile.
+pub fn cluster_container(
+    ctx: &JobCtx<'_>,
+    shared: &Arc<Shared>,
+    cid: u64,
+    pile: &[Arc<TableFile>],
+    cluster: Option<&ClusterRef>,
+) -> Result<KsEdit> {
+    let mut e = KsEdit::default();
+    let n = container_n(ctx, shared, pile, cluster, 0)?;
+    rebuild_cluster(ctx, shared, cid, n, cluster, pile, &[], &mut e)?;
+    ctx.tables.env.sync_dir(&ctx.tables.dir)?;
+    Ok(e)
+}
