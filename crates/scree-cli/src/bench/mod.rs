@@ -7,10 +7,12 @@ pub mod keys;
 pub mod metrics;
 pub mod phase;
 pub mod plot;
+pub mod presence;
 pub mod report;
 pub mod scree_engine;
 #[cfg(test)]
 mod tests;
+pub mod worker;
 pub mod workloads;
 pub mod ycsb;
 
@@ -25,7 +27,8 @@ use crate::peers::{self, Peer};
 use engine::{BenchEngine, EngineConfig};
 use keys::KeyCodec;
 use phase::{PhaseConfig, WorkloadResult};
-use workloads::{Presence, RunState, Workload};
+use presence::{Presence, RunState};
+use workloads::Workload;
 
 /// Default `--num`.
 pub const DEFAULT_NUM: u64 = 1_000_000;

@@ -12,7 +12,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::engine::{BenchEngine, EngineError, WrittenByCause};
 use super::keys::KeyCodec;
 use super::metrics::{self, DiskUsage, Latency, Sampler};
-use super::workloads::{run_thread, run_writer, Ctx, RunState, ThreadOutcome, Workload};
+use super::presence::RunState;
+use super::worker::{Ctx, ThreadOutcome};
+use super::workloads::{run_thread, run_writer, Workload};
 
 /// Knobs of a phase, from the command line.
 #[derive(Debug, Clone)]

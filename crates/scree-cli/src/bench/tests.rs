@@ -10,7 +10,8 @@ use super::engine::memory::MemEngine;
 use super::engine::BenchEngine;
 use super::keys::KeyCodec;
 use super::phase::{self, PhaseConfig, WorkloadResult};
-use super::workloads::{Presence, RunState, Workload};
+use super::presence::{Presence, RunState};
+use super::workloads::Workload;
 use super::{report, ycsb, BenchArgs, RunResult};
 
 #[derive(Parser)]

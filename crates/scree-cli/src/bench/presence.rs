@@ -1,0 +1,92 @@
+//! What the benchmark wrote, to check reads against: a bitmap of present key indexes, and the
+//! state that lives across the workloads of one engine's run.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::ycsb::InsertSequence;
+
+/// Which key indexes are present, as the benchmark wrote them: one bit per record. Reads are
+/// checked against it. A bit is set only after the engine acknowledged the put (release), so a
+/// reader that sees it set (acquire) must find the key.
+pub struct Presence {
+    words: Vec<AtomicU64>,
+}
+
+impl Presence {
+    /// `capacity` records, all absent.
+    pub fn new(capacity: u64) -> Presence {
+        Presence {
+            words: (0..capacity.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        }
+    }
+    /// Marks records `[0, n)` present (a database that existed before the run).
+    pub fn set_all_below(&self, n: u64) {
+        for i in 0..n {
+            self.set(i);
+        }
+    }
+    /// Marks `i` present.
+    pub fn set(&self, i: u64) {
+        if let Some(w) = self.words.get((i / 64) as usize) {
+            w.fetch_or(1 << (i % 64), Ordering::Release);
+        }
+    }
+    /// Marks `i` absent.
+    pub fn clear(&self, i: u64) {
+        if let Some(w) = self.words.get((i / 64) as usize) {
+            w.fetch_and(!(1 << (i % 64)), Ordering::Release);
+        }
+    }
+    /// Whether `i` is present.
+    pub fn get(&self, i: u64) -> bool {
+        self.words
+            .get((i / 64) as usize)
+            .is_some_and(|w| w.load(Ordering::Acquire) & (1 << (i % 64)) != 0)
+    }
+    /// Present records with index ≥ `from`.
+    pub fn count_from(&self, from: u64) -> u64 {
+        let first = (from / 64) as usize;
+        self.words
+            .iter()
+            .enumerate()
+            .skip(first)
+            .map(|(wi, w)| {
+                let mut bits = w.load(Ordering::Acquire);
+                if wi == first {
+                    bits &= !0u64 << (from % 64);
+                }
+                bits.count_ones() as u64
+            })
+            .sum()
+    }
+}
+
+/// State that lives across the workloads of one engine's run.
+pub struct RunState {
+    /// What the benchmark wrote.
+    pub presence: Presence,
+    /// YCSB's insert sequence (record numbers after the loaded ones).
+    pub inserts: Arc<InsertSequence>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presence_counts() {
+        let p = Presence::new(200);
+        for i in [0, 63, 64, 65, 199] {
+            p.set(i);
+        }
+        assert_eq!(p.count_from(0), 5);
+        assert_eq!(p.count_from(64), 3);
+        assert_eq!(p.count_from(65), 2);
+        p.clear(65);
+        assert!(!p.get(65) && p.get(64));
+        assert_eq!(p.count_from(64), 2);
+    }
+}
