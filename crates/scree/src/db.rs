@@ -1003,21 +1003,6 @@ impl DbInner {
                 .unwrap_or(&sv.mem);
             edit.log_number = Some(oldest.log_number);
         }
-        let live: HashSet<u64> = sv.version.files().iter().map(|f| f.meta.file_no).collect();
-        if flushed.is_none() && edit.removed.iter().any(|f| !live.contains(f)) {
-            // A stale compaction: a job's reservation ends when `Job::run` returns, before its
-            // install, so another job may have picked and replaced the same inputs meanwhile.
-            // Installing both would duplicate data (and overlap a sorted level): drop this one
-            // and delete its outputs.
-            if let Ok(v) = sv.version.apply(edit, &self.tables) {
-                for f in v.files() {
-                    if !live.contains(&f.meta.file_no) {
-                        f.mark_obsolete();
-                    }
-                }
-            }
-            return Ok(());
-        }
         let new_version = sv.version.apply(edit, &self.tables)?;
         if !edit.added.is_empty() {
             // The new files' directory entries must be durable before a manifest edit names

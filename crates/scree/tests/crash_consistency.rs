@@ -13,6 +13,7 @@
 //! `SCREE_CRASH_STRIDE` (default 1: every N), `SCREE_CRASH_ALL_MODES=1` (every crash mode at
 //! every N instead of rotating). Figures: run with `-- --nocapture`.
 
+mod common;
 mod reliability;
 
 use reliability::*;
@@ -255,6 +256,21 @@ fn run_once(
     freeze: Option<u64>,
     mode: CrashMode,
 ) -> Result<RunResult, String> {
+    let before = panics();
+    let r = run_once_inner(layout, sc, start, freeze, mode);
+    if panics() != before {
+        return Err(format!("a thread panicked ({:?})", r.as_ref().err()));
+    }
+    r
+}
+
+fn run_once_inner(
+    layout: Layout,
+    sc: &Scenario,
+    start: &(FaultFs, History),
+    freeze: Option<u64>,
+    mode: CrashMode,
+) -> Result<RunResult, String> {
     let fs = start.0.deep_clone();
     let mut hist = start.1.clone();
     hist.durable = 0;
@@ -331,6 +347,8 @@ fn opts_without_faults(fs: &FaultFs, sc: &Scenario) -> Options {
 }
 
 fn crash_loop(name: &str) {
+    count_panics();
+    let _serial = exclusive();
     let stride = env_num("SCREE_CRASH_STRIDE", 1).max(1);
     let all_modes = env_num("SCREE_CRASH_ALL_MODES", 0) == 1;
     let sc = scenarios()

@@ -11,6 +11,7 @@
 //!
 //! Knob: `SCREE_IO_STRIDE` (default 1: every N).
 
+mod common;
 mod reliability;
 
 use reliability::*;
@@ -222,6 +223,7 @@ fn kinds() -> Vec<Option<OpKind>> {
 
 fn error_loop(persistent: bool) {
     count_panics();
+    let _serial = exclusive();
     let stride = env_num("SCREE_IO_STRIDE", 1).max(1);
     for layout in Layout::implemented() {
         // A run without faults gives the number of operations of each kind.
@@ -305,6 +307,7 @@ fn persistent_fault_from_every_operation() {
 #[test]
 fn failed_sync_makes_the_database_read_only() {
     count_panics();
+    let _serial = exclusive();
     for layout in Layout::implemented() {
         let fs = FaultFs::new(5);
         let h = open(&opts(&fs), layout, 1).expect("open");

@@ -116,6 +116,8 @@ pub fn small_ks(layout: Layout) -> KeyspaceOptions {
     o.leveled.l0_compaction_trigger = 2;
     o.leveled.l0_slowdown_trigger = 8;
     o.leveled.l0_stop_trigger = 12;
+    // The other layouts' small settings, shared with the other integration tests.
+    crate::common::scree_test_tune(&mut o);
     o
 }
 
@@ -286,7 +288,7 @@ pub fn verify(h: &Handle, hist: &History, layout: Layout) -> Result<usize, Strin
 
 /// Whether the layout offers range scans.
 pub fn has_scans(l: Layout) -> bool {
-    !matches!(l, Layout::Trie)
+    crate::common::has_scans(l)
 }
 
 /// Number of an environment variable, or a default.
@@ -312,6 +314,13 @@ pub fn count_panics() {
             prev(info);
         }));
     });
+}
+
+/// Serializes the loops of one test binary, so that a panic on a background thread is
+/// attributed to the loop that caused it.
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Panics seen so far by the hook of [`count_panics`].
