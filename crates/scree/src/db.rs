@@ -99,6 +99,8 @@ pub(crate) struct DbInner {
     queue: Mutex<Queue>,
     queue_cv: Condvar,
     wal: Mutex<WalState>,
+    /// Retired WAL writers not yet synced (lock order: `wal` before `old_logs`).
+    old_logs: Mutex<Vec<LogWriter>>,
     /// Number of the WAL being written (readable without the WAL lock).
     wal_number: AtomicU64,
     live_logs: Mutex<Vec<u64>>,
@@ -129,6 +131,7 @@ impl Drop for DbHandle {
         }
         // A clean close makes every acknowledged write durable.
         let mut wal = self.inner.wal.lock();
+        let _ = self.inner.sync_old_logs();
         let _ = wal.log.sync();
     }
 }
@@ -562,8 +565,9 @@ impl Keyspace {
     fn get_at(&self, key: &[u8], seq: u64) -> Result<Option<Value>> {
         self.h.inner.stats.gets.fetch_add(1, Ordering::Relaxed);
         let sv = self.core.sv();
+        let lk = crate::key::InternalKey::new(key, seq, ValueKind::Put);
         for m in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
-            match m.get(key, seq) {
+            match m.get_key(key, &lk) {
                 Lookup::Value(v) => return Ok(Some(v)),
                 Lookup::Deleted => return Ok(None),
                 Lookup::Absent => {}
@@ -777,7 +781,7 @@ impl DbInner {
             }
         }
         let r = if sync {
-            wal.log.sync()
+            self.sync_old_logs().and_then(|_| wal.log.sync())
         } else {
             wal.log.flush()
         };
@@ -850,9 +854,11 @@ impl DbInner {
 
     /// Starts a new WAL and freezes the memtables of `freeze` (must hold the WAL lock).
     fn rotate(&self, wal: &mut WalState, freeze: &[Arc<KsCore>]) -> Result<()> {
-        // The old log must be durable before a newer one can hold synced writes, or a crash
-        // could leave a hole in the history.
-        if let Err(e) = wal.log.sync() {
+        // The old log must be durable before a newer one holds synced writes, or a crash
+        // could leave a hole in the history. Syncing it here would stall writers for the whole
+        // memtable's fsync; instead it goes to `old_logs`, synced in the background before the
+        // flush and, at the latest, before the next synced write.
+        if let Err(e) = wal.log.flush() {
             self.set_bg_error(&e);
             return Err(e);
         }
@@ -869,7 +875,8 @@ impl DbInner {
             return Err(e);
         }
         self.live_logs.lock().push(n);
-        wal.log = LogWriter::new(w);
+        let old = std::mem::replace(&mut wal.log, LogWriter::new(w));
+        self.old_logs.lock().push(old);
         wal.number = n;
         self.wal_number.store(n, Ordering::SeqCst);
         let all: Vec<Arc<KsCore>> = self.keyspaces.read().values().cloned().collect();
@@ -954,7 +961,21 @@ impl DbInner {
         None
     }
 
+    /// Syncs every retired WAL (so a newer log can hold synced writes without a hole).
+    fn sync_old_logs(&self) -> Result<()> {
+        let mut old = self.old_logs.lock();
+        for log in old.iter_mut() {
+            if let Err(e) = log.sync() {
+                self.set_bg_error(&e);
+                return Err(e);
+            }
+        }
+        old.clear();
+        Ok(())
+    }
+
     fn run_flush(&self, ks: &Arc<KsCore>) -> Result<()> {
+        self.sync_old_logs()?;
         let sv = ks.sv();
         let Some(imm) = sv.imms.last().cloned() else {
             return Ok(());
@@ -1132,8 +1153,15 @@ impl DbInner {
             logs.retain(|&n| n >= min_log);
             d
         };
-        for n in doomed {
-            let _ = self.env.remove(&wal_path(&self.dir, n));
+        if !doomed.is_empty() {
+            // A retired log whose data is all in tables never needs its sync.
+            let paths: Vec<PathBuf> = doomed.iter().map(|&n| wal_path(&self.dir, n)).collect();
+            self.old_logs
+                .lock()
+                .retain(|l| !paths.iter().any(|p| p == l.path()));
+            for p in paths {
+                let _ = self.env.remove(&p);
+            }
         }
     }
 }
@@ -1297,7 +1325,6 @@ fn recover(
     }
     let replay: Vec<u64> = logs.iter().copied().filter(|&n| n >= min_log).collect();
     let mut live_logs = Vec::new();
-    let count = replay.len();
     'logs: for (i, &n) in replay.iter().enumerate() {
         let path = wal_path(&dir, n);
         let data = env.read_all(&path)?;
@@ -1341,16 +1368,10 @@ fn recover(
         }
         let cut = match end {
             LogEnd::Clean => None,
-            LogEnd::TornTail { offset } => {
-                if i + 1 < count && opts.wal_recovery != WalRecovery::PointInTime {
-                    return Err(Error::corruption(
-                        &path,
-                        offset,
-                        "torn record in a WAL that is not the newest",
-                    ));
-                }
-                Some(offset)
-            }
+            // A torn tail ends the history, even in a log that is not the newest: an older log
+            // is synced before any synced write reaches a newer one, so a torn older log means
+            // the newer logs hold only unsynced writes, which a crash may drop.
+            LogEnd::TornTail { offset } => Some(offset),
             LogEnd::Corrupt { offset, detail } => {
                 if opts.wal_recovery != WalRecovery::PointInTime {
                     return Err(Error::corruption(&path, offset, detail));
@@ -1406,6 +1427,7 @@ fn recover(
             number: wal_no,
         }),
         wal_number: AtomicU64::new(wal_no),
+        old_logs: Mutex::new(Vec::new()),
         live_logs: Mutex::new(live_logs.clone()),
         manifest: Mutex::new(manifest),
         bg: Mutex::new(BgState::default()),

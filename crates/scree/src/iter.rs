@@ -70,13 +70,13 @@ impl InternalIter for MemIter {
     }
     fn seek(&mut self, ikey: &[u8]) -> Result<()> {
         let m = self.mem.clone();
-        let k = InternalKey(ikey.to_vec());
+        let k = InternalKey::from_slice(ikey);
         self.set(m.lower_bound(Bound::Included(&k)));
         Ok(())
     }
     fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
         let m = self.mem.clone();
-        let k = InternalKey(ikey.to_vec());
+        let k = InternalKey::from_slice(ikey);
         self.set(m.upper_bound(Bound::Included(&k)));
         Ok(())
     }

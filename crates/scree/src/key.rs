@@ -86,17 +86,48 @@ pub fn user_key(ikey: &[u8]) -> &[u8] {
 }
 
 /// Compares two internal keys: user key ascending, then trailer descending.
+#[inline]
 pub fn cmp_ikey(a: &[u8], b: &[u8]) -> Ordering {
-    let pa = parse(a);
-    let pb = parse(b);
-    pa.user_key
-        .cmp(pb.user_key)
-        .then_with(|| (pb.seq, pb.kind).cmp(&(pa.seq, pa.kind)))
+    if a.len() < 8 || b.len() < 8 {
+        return a.cmp(b);
+    }
+    let (ua, ta) = a.split_at(a.len() - 8);
+    let (ub, tb) = b.split_at(b.len() - 8);
+    match ua.cmp(ub) {
+        Ordering::Equal => {
+            let ta = u64::from_le_bytes(ta.try_into().unwrap_or([0; 8]));
+            let tb = u64::from_le_bytes(tb.try_into().unwrap_or([0; 8]));
+            tb.cmp(&ta)
+        }
+        o => o,
+    }
 }
+
+/// Bytes of an internal key stored inline (no heap allocation) in a memtable node; covers the
+/// common 16-byte user key plus its 8-byte trailer, so skiplist comparisons touch one node.
+pub const INLINE_KEY: usize = 32;
 
 /// An owned internal key ordered by [`cmp_ikey`] (used as the memtable key).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InternalKey(pub Vec<u8>);
+pub struct InternalKey(pub smallvec::SmallVec<[u8; INLINE_KEY]>);
+
+impl InternalKey {
+    /// Builds `user_key ‖ trailer(seq, kind)` without a heap allocation for short keys.
+    pub fn new(user_key: &[u8], seq: u64, kind: ValueKind) -> Self {
+        let mut k = smallvec::SmallVec::with_capacity(user_key.len() + 8);
+        k.extend_from_slice(user_key);
+        k.extend_from_slice(&trailer(seq, kind).to_le_bytes());
+        InternalKey(k)
+    }
+    /// Copies an encoded internal key.
+    pub fn from_slice(ikey: &[u8]) -> Self {
+        InternalKey(smallvec::SmallVec::from_slice(ikey))
+    }
+    /// The encoded bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.0
+    }
+}
 
 impl Ord for InternalKey {
     fn cmp(&self, other: &Self) -> Ordering {

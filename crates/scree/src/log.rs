@@ -47,6 +47,10 @@ impl LogWriter {
     pub fn len(&self) -> u64 {
         self.w.len()
     }
+    /// The log file's path.
+    pub fn path(&self) -> &Path {
+        self.w.path()
+    }
     /// Whether nothing was written.
     pub fn is_empty(&self) -> bool {
         self.w.is_empty()

@@ -43,11 +43,13 @@ impl Memtable {
 
     /// Inserts one entry.
     pub fn insert(&self, user_key: &[u8], seq: u64, kind: ValueKind, value: &[u8]) {
-        let ik = key::make_ikey(user_key, seq, kind);
-        self.bytes
-            .fetch_add(ik.len() + value.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
+        let ik = InternalKey::new(user_key, seq, kind);
+        self.bytes.fetch_add(
+            user_key.len() + 8 + value.len() + ENTRY_OVERHEAD,
+            Ordering::Relaxed,
+        );
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
-        self.map.insert(InternalKey(ik), value.to_vec());
+        self.map.insert(ik, value.to_vec());
     }
 
     /// Approximate memory used.
@@ -72,8 +74,13 @@ impl Memtable {
 
     /// Newest version of `user_key` with seq <= `seq`.
     pub fn get(&self, user_key: &[u8], seq: u64) -> Lookup {
-        let lk = InternalKey(key::lookup_key(user_key, seq));
-        let Some(e) = self.map.lower_bound(Bound::Included(&lk)) else {
+        self.get_key(user_key, &InternalKey::new(user_key, seq, ValueKind::Put))
+    }
+
+    /// Like [`Memtable::get`] with the lookup key (`user_key` at the read's sequence number)
+    /// built once by the caller for every memtable it probes.
+    pub fn get_key(&self, user_key: &[u8], lk: &InternalKey) -> Lookup {
+        let Some(e) = self.map.lower_bound(Bound::Included(lk)) else {
             return Lookup::Absent;
         };
         let p = key::parse(&e.key().0);

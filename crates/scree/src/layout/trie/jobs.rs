@@ -435,7 +435,7 @@ pub fn flush(ctx: &JobCtx<'_>, shared: &Arc<Shared>, mem: &Memtable) -> Result<K
         };
         items.push(HItem {
             hash,
-            ikey: ik.clone(),
+            ikey: ik.to_vec(),
             value: entry.value().clone(),
         });
     }
