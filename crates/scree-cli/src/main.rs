@@ -6,7 +6,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod check_cmd;
 mod peers;
+mod stress;
 
 /// Scree: an embeddable write-optimized key-value storage engine.
 #[derive(Parser, Debug)]
@@ -22,11 +24,19 @@ enum Command {
     /// side-by-side table. With no arguments: 1M keys, fillrandom,readrandom,seekrandom on
     /// every implemented layout.
     Bench(bench::BenchArgs),
+    /// Multi-threaded writers and snapshot readers meant to be SIGKILLed; `--verify` reopens
+    /// and checks the database against the expected-state file (see scripts/torture.sh).
+    Stress(stress::StressArgs),
+    /// Offline check of a database directory: CURRENT, manifest, every table block, WALs and
+    /// layout invariants. Exits non-zero on any problem.
+    Check(check_cmd::CheckArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Stress(args) => exit_with("stress", stress::run(args)),
+        Command::Check(args) => exit_with("check", check_cmd::run(args)),
         Command::Bench(args) => match bench::run(args) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => {
@@ -38,5 +48,17 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+    }
+}
+
+/// Exit code of `stress` and `check`: 0 = OK, 1 = problems found, 2 = could not run.
+fn exit_with(name: &str, r: anyhow::Result<bool>) -> ExitCode {
+    match r {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("scree {name}: {e:#}");
+            ExitCode::from(2)
+        }
     }
 }
