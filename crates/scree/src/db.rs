@@ -300,6 +300,7 @@ impl Db {
             ..Default::default()
         };
         inner.log_edit(&mut m, &edit)?;
+        let wb = opts.write_buffer_bytes;
         let core = Arc::new(KsCore {
             id,
             name: name.to_string(),
@@ -307,7 +308,7 @@ impl Db {
             opts: RwLock::new(Arc::new(opts)),
             layout: policy,
             sv: RwLock::new(Arc::new(SuperVersion {
-                mem: Arc::new(Memtable::new(wal_no)),
+                mem: Arc::new(Memtable::new(wal_no, wb)),
                 imms: Vec::new(),
                 version,
             })),
@@ -887,14 +888,14 @@ impl DbInner {
                 let mut imms = vec![g.mem.clone()];
                 imms.extend(g.imms.iter().cloned());
                 *g = Arc::new(SuperVersion {
-                    mem: Arc::new(Memtable::new(n)),
+                    mem: Arc::new(Memtable::new(n, ks.opts().write_buffer_bytes)),
                     imms,
                     version: g.version.clone(),
                 });
             } else if g.mem.is_empty() {
                 // An empty memtable needs no old log.
                 *g = Arc::new(SuperVersion {
-                    mem: Arc::new(Memtable::new(n)),
+                    mem: Arc::new(Memtable::new(n, ks.opts().write_buffer_bytes)),
                     imms: g.imms.clone(),
                     version: g.version.clone(),
                 });
@@ -1246,7 +1247,7 @@ fn recover(
                         opts: RwLock::new(Arc::new(kopts)),
                         layout: policy,
                         sv: RwLock::new(Arc::new(SuperVersion {
-                            mem: Arc::new(Memtable::new(0)),
+                            mem: Arc::new(Memtable::new(0, 0)),
                             imms: Vec::new(),
                             version,
                         })),
@@ -1358,7 +1359,7 @@ fn recover(
                 let mut g = ks.sv.write();
                 if g.mem.is_empty() && g.mem.log_number != n {
                     *g = Arc::new(SuperVersion {
-                        mem: Arc::new(Memtable::new(n)),
+                        mem: Arc::new(Memtable::new(n, ks.opts().write_buffer_bytes)),
                         imms: Vec::new(),
                         version: g.version.clone(),
                     });
@@ -1399,7 +1400,7 @@ fn recover(
         let mut g = ks.sv.write();
         if g.mem.is_empty() {
             *g = Arc::new(SuperVersion {
-                mem: Arc::new(Memtable::new(wal_no)),
+                mem: Arc::new(Memtable::new(wal_no, ks.opts().write_buffer_bytes)),
                 imms: Vec::new(),
                 version: g.version.clone(),
             });

@@ -31,20 +31,56 @@ pub trait InternalIter: Send {
     fn prev(&mut self) -> Result<()>;
 }
 
-/// Iterates a memtable. Each step re-seeks the skiplist from the current key, so the
-/// iterator owns its position without borrowing the map.
+/// Iterates a memtable. The iterator owns its position without borrowing the map: each
+/// skiplist search copies the next [`MEM_BATCH`] entries in the current direction, so `next` and
+/// `prev` cost one search per batch instead of one per step.
 pub struct MemIter {
     mem: Arc<Memtable>,
     cur: Option<(InternalKey, Vec<u8>)>,
+    /// Entries after `cur` in the direction of travel, nearest last.
+    ahead: Vec<(InternalKey, Vec<u8>)>,
+    forward: bool,
 }
+
+/// Entries copied per skiplist search.
+const MEM_BATCH: usize = 16;
 
 impl MemIter {
     /// An unpositioned iterator.
     pub fn new(mem: Arc<Memtable>) -> Self {
-        MemIter { mem, cur: None }
+        MemIter {
+            mem,
+            cur: None,
+            ahead: Vec::new(),
+            forward: true,
+        }
     }
-    fn set(&mut self, e: Option<crossbeam_skiplist::map::Entry<'_, InternalKey, Vec<u8>>>) {
-        self.cur = e.map(|e| (e.key().clone(), e.value().clone()));
+
+    fn fill_forward(&mut self, from: Bound<&InternalKey>) {
+        let mem = self.mem.clone();
+        let mut batch: Vec<(InternalKey, Vec<u8>)> = mem
+            .range_from(from)
+            .take(MEM_BATCH)
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect();
+        batch.reverse();
+        self.cur = batch.pop();
+        self.ahead = batch;
+        self.forward = true;
+    }
+
+    fn fill_backward(&mut self, to: Bound<&InternalKey>) {
+        let mem = self.mem.clone();
+        let mut batch: Vec<(InternalKey, Vec<u8>)> = mem
+            .range_to(to)
+            .rev()
+            .take(MEM_BATCH)
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect();
+        batch.reverse();
+        self.cur = batch.pop();
+        self.ahead = batch;
+        self.forward = false;
     }
 }
 
@@ -53,45 +89,53 @@ impl InternalIter for MemIter {
         self.cur.is_some()
     }
     fn key(&self) -> &[u8] {
-        self.cur.as_ref().map(|c| &c.0 .0[..]).unwrap_or_default()
+        self.cur.as_ref().map(|c| c.0.as_slice()).unwrap_or_default()
     }
     fn value(&self) -> &[u8] {
         self.cur.as_ref().map(|c| &c.1[..]).unwrap_or_default()
     }
     fn seek_to_first(&mut self) -> Result<()> {
-        let m = self.mem.clone();
-        self.set(m.front());
+        self.fill_forward(Bound::Unbounded);
         Ok(())
     }
     fn seek_to_last(&mut self) -> Result<()> {
-        let m = self.mem.clone();
-        self.set(m.back());
+        self.fill_backward(Bound::Unbounded);
         Ok(())
     }
     fn seek(&mut self, ikey: &[u8]) -> Result<()> {
-        let m = self.mem.clone();
         let k = InternalKey::from_slice(ikey);
-        self.set(m.lower_bound(Bound::Included(&k)));
+        self.fill_forward(Bound::Included(&k));
         Ok(())
     }
     fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
-        let m = self.mem.clone();
         let k = InternalKey::from_slice(ikey);
-        self.set(m.upper_bound(Bound::Included(&k)));
+        self.fill_backward(Bound::Included(&k));
         Ok(())
     }
     fn next(&mut self) -> Result<()> {
-        let m = self.mem.clone();
-        if let Some((k, _)) = self.cur.take() {
-            self.set(m.lower_bound(Bound::Excluded(&k)));
+        let Some((k, _)) = self.cur.take() else {
+            return Ok(());
+        };
+        if self.forward {
+            if let Some(e) = self.ahead.pop() {
+                self.cur = Some(e);
+                return Ok(());
+            }
         }
+        self.fill_forward(Bound::Excluded(&k));
         Ok(())
     }
     fn prev(&mut self) -> Result<()> {
-        let m = self.mem.clone();
-        if let Some((k, _)) = self.cur.take() {
-            self.set(m.upper_bound(Bound::Excluded(&k)));
+        let Some((k, _)) = self.cur.take() else {
+            return Ok(());
+        };
+        if !self.forward {
+            if let Some(e) = self.ahead.pop() {
+                self.cur = Some(e);
+                return Ok(());
+            }
         }
+        self.fill_backward(Bound::Excluded(&k));
         Ok(())
     }
 }
@@ -250,8 +294,8 @@ mod tests {
 
     #[test]
     fn merging_both_directions() {
-        let a = Arc::new(Memtable::new(0));
-        let b = Arc::new(Memtable::new(0));
+        let a = Arc::new(Memtable::new(0, 0));
+        let b = Arc::new(Memtable::new(0, 0));
         for i in 0..20u32 {
             let m = if i % 2 == 0 { &a } else { &b };
             m.insert(
