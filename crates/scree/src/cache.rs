@@ -6,7 +6,7 @@ use std::sync::Arc;
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
-use crate::table::block::Block;
+use crate::table::block::DataBlock as Block;
 
 #[derive(Clone)]
 struct BlockWeighter;

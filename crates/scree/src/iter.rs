@@ -40,10 +40,13 @@ pub struct MemIter {
     /// Entries after `cur` in the direction of travel, nearest last.
     ahead: Vec<(InternalKey, Vec<u8>)>,
     forward: bool,
+    /// Entries to copy at the next search: small after a seek (short scans are common),
+    /// doubling while the scan goes on.
+    batch: usize,
 }
 
-/// Entries copied per skiplist search.
-const MEM_BATCH: usize = 16;
+/// Entries copied by the first search after a seek, and the most copied at once.
+const MEM_BATCH: (usize, usize) = (4, 64);
 
 impl MemIter {
     /// An unpositioned iterator.
@@ -53,6 +56,7 @@ impl MemIter {
             cur: None,
             ahead: Vec::new(),
             forward: true,
+            batch: MEM_BATCH.0,
         }
     }
 
@@ -60,13 +64,14 @@ impl MemIter {
         let mem = self.mem.clone();
         let mut batch: Vec<(InternalKey, Vec<u8>)> = mem
             .range_from(from)
-            .take(MEM_BATCH)
+            .take(self.batch)
             .map(|e| (e.key().clone(), e.value().clone()))
             .collect();
         batch.reverse();
         self.cur = batch.pop();
         self.ahead = batch;
         self.forward = true;
+        self.batch = (self.batch * 2).min(MEM_BATCH.1);
     }
 
     fn fill_backward(&mut self, to: Bound<&InternalKey>) {
@@ -74,13 +79,14 @@ impl MemIter {
         let mut batch: Vec<(InternalKey, Vec<u8>)> = mem
             .range_to(to)
             .rev()
-            .take(MEM_BATCH)
+            .take(self.batch)
             .map(|e| (e.key().clone(), e.value().clone()))
             .collect();
         batch.reverse();
         self.cur = batch.pop();
         self.ahead = batch;
         self.forward = false;
+        self.batch = (self.batch * 2).min(MEM_BATCH.1);
     }
 }
 
@@ -89,26 +95,33 @@ impl InternalIter for MemIter {
         self.cur.is_some()
     }
     fn key(&self) -> &[u8] {
-        self.cur.as_ref().map(|c| c.0.as_slice()).unwrap_or_default()
+        self.cur
+            .as_ref()
+            .map(|c| c.0.as_slice())
+            .unwrap_or_default()
     }
     fn value(&self) -> &[u8] {
         self.cur.as_ref().map(|c| &c.1[..]).unwrap_or_default()
     }
     fn seek_to_first(&mut self) -> Result<()> {
+        self.batch = MEM_BATCH.0;
         self.fill_forward(Bound::Unbounded);
         Ok(())
     }
     fn seek_to_last(&mut self) -> Result<()> {
+        self.batch = MEM_BATCH.0;
         self.fill_backward(Bound::Unbounded);
         Ok(())
     }
     fn seek(&mut self, ikey: &[u8]) -> Result<()> {
         let k = InternalKey::from_slice(ikey);
+        self.batch = MEM_BATCH.0;
         self.fill_forward(Bound::Included(&k));
         Ok(())
     }
     fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
         let k = InternalKey::from_slice(ikey);
+        self.batch = MEM_BATCH.0;
         self.fill_backward(Bound::Included(&k));
         Ok(())
     }

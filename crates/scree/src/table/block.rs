@@ -222,3 +222,259 @@ mod tests {
         }
     }
 }
+
+/// A data block kept as read: entries are decoded on demand by a [`BlockCursor`], so a block
+/// fetched for one lookup or one seek costs a checksum and a restart-array parse, not a decode
+/// of every entry.
+#[derive(Debug)]
+pub struct DataBlock {
+    data: Vec<u8>,
+    restarts: Vec<u32>,
+}
+
+impl DataBlock {
+    /// Verifies the trailer and the restart array. Errors are `(offset within block, detail)`.
+    pub fn decode(mut raw: Vec<u8>) -> Result<DataBlock, (usize, String)> {
+        let n = raw.len();
+        if n < TRAILER + 4 {
+            return Err((0, format!("block of {n} bytes is too short")));
+        }
+        let body_end = n - 4;
+        let stored = get_u32(&raw, body_end).ok_or((body_end, "truncated crc".to_string()))?;
+        if crc(raw.get(..body_end).unwrap_or_default()) != stored {
+            return Err((body_end, "block checksum mismatch".into()));
+        }
+        let ty = raw.get(body_end - 1).copied().unwrap_or(0xff);
+        if ty != TYPE_PLAIN {
+            return Err((body_end - 1, format!("unknown block type {ty}")));
+        }
+        let contents_end = body_end - 1;
+        let nr = get_u32(&raw, contents_end - 4).ok_or((0, "truncated".to_string()))? as usize;
+        let restarts_bytes = nr
+            .checked_mul(4)
+            .and_then(|b| b.checked_add(4))
+            .filter(|&b| b <= contents_end && nr >= 1)
+            .ok_or((contents_end - 4, format!("bad restart count {nr}")))?;
+        let entries_end = contents_end - restarts_bytes;
+        let mut restarts = Vec::with_capacity(nr);
+        for i in 0..nr {
+            let r = get_u32(&raw, entries_end + 4 * i).unwrap_or(u32::MAX);
+            let ok = (r as usize) < entries_end.max(1)
+                && restarts.last().is_none_or(|&p: &u32| p < r)
+                && (i > 0 || r == 0);
+            if !ok {
+                return Err((entries_end + 4 * i, format!("bad restart offset {r}")));
+            }
+            restarts.push(r);
+        }
+        raw.truncate(entries_end);
+        Ok(DataBlock {
+            data: raw,
+            restarts,
+        })
+    }
+
+    /// Memory held, for the cache's weigher.
+    pub fn weight(&self) -> usize {
+        self.data.len() + self.restarts.len() * 4 + 64
+    }
+
+    /// Parses the entry at `off`, rebuilding its key in `key` from the previous key. Returns
+    /// (value offset, value length, next entry offset).
+    fn parse(
+        &self,
+        off: usize,
+        key: &mut Vec<u8>,
+    ) -> Result<(usize, usize, usize), (usize, String)> {
+        let mut r = Reader::new(self.data.get(off..).unwrap_or_default());
+        let bad = |d: &str| (off, d.to_string());
+        let shared = r.len().ok_or_else(|| bad("bad entry header"))?;
+        let non_shared = r.len().ok_or_else(|| bad("bad entry header"))?;
+        let vlen = r.len().ok_or_else(|| bad("bad entry header"))?;
+        if shared > key.len() {
+            return Err(bad("shared prefix longer than previous key"));
+        }
+        let delta = r
+            .bytes(non_shared)
+            .ok_or_else(|| bad("key runs past block"))?;
+        let voff = off + r.pos();
+        r.bytes(vlen).ok_or_else(|| bad("value runs past block"))?;
+        key.truncate(shared);
+        key.extend_from_slice(delta);
+        if key.len() < 8 {
+            return Err(bad("entry key is not an internal key"));
+        }
+        Ok((voff, vlen, off + r.pos()))
+    }
+
+    fn restart(&self, i: usize) -> usize {
+        self.restarts.get(i).map_or(0, |&r| r as usize)
+    }
+}
+
+/// A position inside a [`DataBlock`].
+pub struct BlockCursor {
+    block: std::sync::Arc<DataBlock>,
+    /// Offset of the current entry (== data.len() when invalid).
+    off: usize,
+    next: usize,
+    key: Vec<u8>,
+    val: (usize, usize),
+}
+
+/// A cursor error: (offset within block, detail).
+pub type CursorError = (usize, String);
+
+impl BlockCursor {
+    /// An unpositioned cursor.
+    pub fn new(block: std::sync::Arc<DataBlock>) -> Self {
+        let end = block.data.len();
+        BlockCursor {
+            block,
+            off: end,
+            next: end,
+            key: Vec::new(),
+            val: (0, 0),
+        }
+    }
+    /// Whether the cursor is on an entry.
+    pub fn valid(&self) -> bool {
+        self.off < self.block.data.len()
+    }
+    /// Current key.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+    /// Current value.
+    pub fn value(&self) -> &[u8] {
+        self.block
+            .data
+            .get(self.val.0..self.val.0 + self.val.1)
+            .unwrap_or_default()
+    }
+    fn invalidate(&mut self) {
+        self.off = self.block.data.len();
+        self.next = self.off;
+    }
+    fn load(&mut self, off: usize) -> Result<(), CursorError> {
+        if off >= self.block.data.len() {
+            self.invalidate();
+            return Ok(());
+        }
+        let (voff, vlen, next) = self.block.parse(off, &mut self.key)?;
+        self.off = off;
+        self.next = next;
+        self.val = (voff, vlen);
+        Ok(())
+    }
+    fn load_restart(&mut self, i: usize) -> Result<(), CursorError> {
+        self.key.clear();
+        self.load(self.block.restart(i))
+    }
+    /// Moves to the first entry.
+    pub fn seek_to_first(&mut self) -> Result<(), CursorError> {
+        self.load_restart(0)
+    }
+    /// Moves to the last entry.
+    pub fn seek_to_last(&mut self) -> Result<(), CursorError> {
+        self.load_restart(self.block.restarts.len().saturating_sub(1))?;
+        while self.valid() && self.next < self.block.data.len() {
+            self.load(self.next)?;
+        }
+        Ok(())
+    }
+    /// Advances.
+    pub fn next(&mut self) -> Result<(), CursorError> {
+        if self.valid() {
+            let n = self.next;
+            self.load(n)?;
+        }
+        Ok(())
+    }
+    /// Steps back (re-scans from the previous restart point).
+    pub fn prev(&mut self) -> Result<(), CursorError> {
+        if !self.valid() {
+            return Ok(());
+        }
+        let target = self.off;
+        if target == 0 {
+            self.invalidate();
+            return Ok(());
+        }
+        let ri = self
+            .block
+            .restarts
+            .partition_point(|&r| (r as usize) < target)
+            .saturating_sub(1);
+        self.load_restart(ri)?;
+        while self.valid() && self.next < target {
+            self.load(self.next)?;
+        }
+        Ok(())
+    }
+    /// Moves to the first entry whose key is >= `target` under `cmp`.
+    pub fn seek(
+        &mut self,
+        target: &[u8],
+        cmp: impl Fn(&[u8], &[u8]) -> Ordering,
+    ) -> Result<(), CursorError> {
+        // Last restart point whose key is < target.
+        let (mut lo, mut hi) = (0usize, self.block.restarts.len());
+        let mut scratch = Vec::new();
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            scratch.clear();
+            self.block.parse(self.block.restart(mid), &mut scratch)?;
+            if cmp(&scratch, target) == Ordering::Less {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        self.load_restart(lo)?;
+        while self.valid() && cmp(&self.key, target) == Ordering::Less {
+            self.load(self.next)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod cursor_tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn cursor_walks_both_ways_and_seeks() {
+        let mut b = BlockBuilder::new(4);
+        let keys: Vec<Vec<u8>> = (0..50u32)
+            .map(|i| format!("key{i:04}xxxxx").into_bytes())
+            .collect();
+        for k in &keys {
+            b.add(k, k);
+        }
+        let blk = Arc::new(DataBlock::decode(b.finish()).expect("decodes"));
+        let mut c = BlockCursor::new(blk.clone());
+        c.seek_to_first().unwrap();
+        for k in &keys {
+            assert_eq!(c.key(), &k[..]);
+            assert_eq!(c.value(), &k[..]);
+            c.next().unwrap();
+        }
+        assert!(!c.valid());
+        c.seek_to_last().unwrap();
+        for k in keys.iter().rev() {
+            assert_eq!(c.key(), &k[..]);
+            c.prev().unwrap();
+        }
+        assert!(!c.valid());
+        for (i, k) in keys.iter().enumerate() {
+            c.seek(k, |a, b| a.cmp(b)).unwrap();
+            assert_eq!(c.key(), &k[..], "seek {i}");
+        }
+        c.seek(b"zzz", |a, b| a.cmp(b)).unwrap();
+        assert!(!c.valid());
+        c.seek(b"a", |a, b| a.cmp(b)).unwrap();
+        assert_eq!(c.key(), &keys[0][..]);
+    }
+}

@@ -18,7 +18,7 @@ use crate::iter::InternalIter;
 use crate::key::{self, cmp_ikey, ValueKind};
 use crate::memtable::Lookup;
 use crate::stats::ReadKind;
-use block::{Block, BlockBuilder};
+use block::{Block, BlockBuilder, BlockCursor, DataBlock};
 
 /// Footer size in bytes.
 pub const FOOTER: usize = 48;
@@ -278,7 +278,7 @@ impl TableReader {
     }
 
     /// Reads data block `i` of the index; `fill_cache` false for compaction reads.
-    fn block(&self, i: usize, fill_cache: bool) -> Result<Arc<Block>> {
+    fn block(&self, i: usize, fill_cache: bool) -> Result<Arc<DataBlock>> {
         let (off, size) = self.handle(i)?;
         if let Some(b) = self.cache.get(self.file_no, off) {
             self.stats.cache_hits.fetch_add(1, AtOrd::Relaxed);
@@ -292,22 +292,23 @@ impl TableReader {
         };
         let raw = self.file.read(off, size, kind)?;
         let b = Arc::new(
-            Block::decode(raw)
+            DataBlock::decode(raw)
                 .map_err(|(o, d)| Error::corruption(self.file.path(), off + o as u64, d))?,
         );
-        for j in 0..b.len() {
-            if !key::valid_ikey(b.key(j)) {
-                return Err(Error::corruption(
-                    self.file.path(),
-                    off,
-                    "entry key is not an internal key",
-                ));
-            }
-        }
         if fill_cache {
             self.cache.insert(self.file_no, off, b.clone());
         }
         Ok(b)
+    }
+
+    /// A cursor over data block `i`, with errors naming this file.
+    fn cursor(&self, i: usize, fill_cache: bool) -> Result<(BlockCursor, u64)> {
+        let (off, _) = self.handle(i)?;
+        Ok((BlockCursor::new(self.block(i, fill_cache)?), off))
+    }
+
+    fn cursor_err(&self, block_off: u64, (o, d): block::CursorError) -> Error {
+        Error::corruption(self.file.path(), block_off + o as u64, d)
     }
 
     /// Whether the Bloom filter admits `user_key`.
@@ -325,18 +326,25 @@ impl TableReader {
         if bi >= self.index.len() {
             return Ok(Lookup::Absent);
         }
-        let b = self.block(bi, true)?;
-        let i = b.lower_bound(&lk, cmp_ikey);
-        if i >= b.len() {
+        let (mut c, off) = self.cursor(bi, true)?;
+        c.seek(&lk, cmp_ikey).map_err(|e| self.cursor_err(off, e))?;
+        if !c.valid() {
             return Ok(Lookup::Absent);
         }
-        let p = key::parse(b.key(i));
+        let p = key::parse(c.key());
         if p.user_key != user_key {
             return Ok(Lookup::Absent);
         }
         Ok(match ValueKind::from_u8(p.kind) {
-            Some(ValueKind::Put) => Lookup::Value(b.value(i).to_vec()),
-            _ => Lookup::Deleted,
+            Some(ValueKind::Put) => Lookup::Value(c.value().to_vec()),
+            Some(ValueKind::Delete) => Lookup::Deleted,
+            None => {
+                return Err(Error::corruption(
+                    self.file.path(),
+                    off,
+                    "entry key is not an internal key",
+                ))
+            }
         })
     }
 
@@ -351,8 +359,7 @@ pub struct TableIter {
     t: Arc<TableReader>,
     fill_cache: bool,
     bi: usize,
-    blk: Option<Arc<Block>>,
-    pos: usize,
+    cur: Option<(BlockCursor, u64)>,
 }
 
 impl TableIter {
@@ -362,28 +369,51 @@ impl TableIter {
             t,
             fill_cache,
             bi: 0,
-            blk: None,
-            pos: 0,
+            cur: None,
         }
     }
+    /// Opens block `bi` (or clears the cursor past the end).
     fn load(&mut self, bi: usize) -> Result<bool> {
         if bi >= self.t.index.len() {
-            self.blk = None;
+            self.cur = None;
             return Ok(false);
         }
         self.bi = bi;
-        self.blk = Some(self.t.block(bi, self.fill_cache)?);
+        self.cur = Some(self.t.cursor(bi, self.fill_cache)?);
         Ok(true)
     }
-    fn blen(&self) -> usize {
-        self.blk.as_ref().map_or(0, |b| b.len())
+    fn step(
+        &mut self,
+        f: impl FnOnce(&mut BlockCursor) -> std::result::Result<(), block::CursorError>,
+    ) -> Result<()> {
+        if let Some((c, off)) = self.cur.as_mut() {
+            let off = *off;
+            if let Err(e) = f(c) {
+                return Err(self.t.cursor_err(off, e));
+            }
+        }
+        Ok(())
+    }
+    fn cur_valid(&self) -> bool {
+        self.cur.as_ref().is_some_and(|(c, _)| c.valid())
     }
     fn skip_empty_forward(&mut self) -> Result<()> {
-        while self.blk.is_some() && self.pos >= self.blen() {
+        while self.cur.is_some() && !self.cur_valid() {
             if !self.load(self.bi + 1)? {
                 return Ok(());
             }
-            self.pos = 0;
+            self.step(|c| c.seek_to_first())?;
+        }
+        Ok(())
+    }
+    fn skip_empty_backward(&mut self) -> Result<()> {
+        while self.cur.is_some() && !self.cur_valid() {
+            if self.bi == 0 {
+                self.cur = None;
+                return Ok(());
+            }
+            self.load(self.bi - 1)?;
+            self.step(|c| c.seek_to_last())?;
         }
         Ok(())
     }
@@ -391,44 +421,39 @@ impl TableIter {
 
 impl InternalIter for TableIter {
     fn valid(&self) -> bool {
-        self.pos < self.blen()
+        self.cur_valid()
     }
     fn key(&self) -> &[u8] {
-        self.blk
-            .as_ref()
-            .map(|b| b.key(self.pos))
-            .unwrap_or_default()
+        self.cur.as_ref().map(|(c, _)| c.key()).unwrap_or_default()
     }
     fn value(&self) -> &[u8] {
-        self.blk
+        self.cur
             .as_ref()
-            .map(|b| b.value(self.pos))
+            .map(|(c, _)| c.value())
             .unwrap_or_default()
     }
     fn seek_to_first(&mut self) -> Result<()> {
-        self.load(0)?;
-        self.pos = 0;
+        if self.load(0)? {
+            self.step(|c| c.seek_to_first())?;
+        }
         self.skip_empty_forward()
     }
     fn seek_to_last(&mut self) -> Result<()> {
         let n = self.t.index.len();
         if n == 0 {
-            self.blk = None;
+            self.cur = None;
             return Ok(());
         }
         self.load(n - 1)?;
-        self.pos = self.blen().saturating_sub(1);
-        Ok(())
+        self.step(|c| c.seek_to_last())?;
+        self.skip_empty_backward()
     }
     fn seek(&mut self, ikey: &[u8]) -> Result<()> {
         let bi = self.t.index.lower_bound(ikey, cmp_ikey);
         if !self.load(bi)? {
             return Ok(());
         }
-        self.pos = self
-            .blk
-            .as_ref()
-            .map_or(0, |b| b.lower_bound(ikey, cmp_ikey));
+        self.step(|c| c.seek(ikey, cmp_ikey))?;
         self.skip_empty_forward()
     }
     fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
@@ -445,28 +470,15 @@ impl InternalIter for TableIter {
         if !self.valid() {
             return Ok(());
         }
-        self.pos += 1;
+        self.step(|c| c.next())?;
         self.skip_empty_forward()
     }
     fn prev(&mut self) -> Result<()> {
         if !self.valid() {
             return Ok(());
         }
-        if self.pos > 0 {
-            self.pos -= 1;
-            return Ok(());
-        }
-        loop {
-            if self.bi == 0 {
-                self.blk = None;
-                return Ok(());
-            }
-            self.load(self.bi - 1)?;
-            if self.blen() > 0 {
-                self.pos = self.blen() - 1;
-                return Ok(());
-            }
-        }
+        self.step(|c| c.prev())?;
+        self.skip_empty_backward()
     }
 }
 
@@ -559,17 +571,18 @@ impl Drop for TableFile {
 
 /// Iterates a sorted run of non-overlapping tables (one level, or one guard's table in order).
 pub struct ConcatIter {
-    tables: Vec<Arc<TableFile>>,
+    tables: Arc<[Arc<TableFile>]>,
     fill_cache: bool,
     idx: usize,
     cur: Option<TableIter>,
 }
 
 impl ConcatIter {
-    /// Iterates `tables`, which must be sorted and non-overlapping.
-    pub fn new(tables: Vec<Arc<TableFile>>, fill_cache: bool) -> Self {
+    /// Iterates `tables`, which must be sorted and non-overlapping. Versions share the run
+    /// (`Arc<[_]>`), so starting a scan does not copy a level's file list.
+    pub fn new(tables: impl Into<Arc<[Arc<TableFile>]>>, fill_cache: bool) -> Self {
         ConcatIter {
-            tables,
+            tables: tables.into(),
             fill_cache,
             idx: 0,
             cur: None,

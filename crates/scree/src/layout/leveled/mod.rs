@@ -23,6 +23,8 @@ use crate::table::{ConcatIter, TableCtx, TableFile, TableMeta};
 /// One version: `levels[0]` newest first, deeper levels sorted by smallest key.
 pub struct LeveledVersion {
     levels: Vec<Vec<Arc<TableFile>>>,
+    /// Levels 1.. as shared runs for iterators (derived from `levels` in `new`).
+    runs: Vec<Arc<[Arc<TableFile>]>>,
 }
 
 fn level_bytes(files: &[Arc<TableFile>]) -> u64 {
@@ -53,6 +55,15 @@ pub fn table_get(f: &TableFile, user_key: &[u8], seq: u64) -> Result<Lookup> {
 }
 
 impl LeveledVersion {
+    fn new(levels: Vec<Vec<Arc<TableFile>>>) -> Self {
+        let runs = levels
+            .iter()
+            .skip(1)
+            .map(|l| Arc::from(l.as_slice()))
+            .collect();
+        LeveledVersion { levels, runs }
+    }
+
     fn level(&self, l: usize) -> &[Arc<TableFile>] {
         self.levels.get(l).map_or(&[], |v| v.as_slice())
     }
@@ -82,9 +93,9 @@ impl LayoutVersion for LeveledVersion {
         for f in self.level(0) {
             out.push(Box::new(f.iter(true)?));
         }
-        for files in self.levels.iter().skip(1) {
-            if !files.is_empty() {
-                out.push(Box::new(ConcatIter::new(files.clone(), true)));
+        for run in &self.runs {
+            if !run.is_empty() {
+                out.push(Box::new(ConcatIter::new(run.clone(), true)));
             }
         }
         Ok(())
@@ -133,7 +144,7 @@ impl LayoutVersion for LeveledVersion {
         for lvl in levels.iter_mut().skip(1) {
             lvl.sort_by(|a, b| cmp_ikey(&a.meta.smallest, &b.meta.smallest));
         }
-        Ok(Arc::new(LeveledVersion { levels }))
+        Ok(Arc::new(LeveledVersion::new(levels)))
     }
 
     fn snapshot(&self, out: &mut KsEdit) {
@@ -303,9 +314,7 @@ impl Layout for Leveled {
     }
 
     fn empty_version(&self, _tables: &Arc<TableCtx>) -> Arc<dyn LayoutVersion> {
-        Arc::new(LeveledVersion {
-            levels: vec![Vec::new(); 2],
-        })
+        Arc::new(LeveledVersion::new(vec![Vec::new(); 2]))
     }
 
     fn flush(
