@@ -855,11 +855,12 @@ impl DbInner {
 
     /// Starts a new WAL and freezes the memtables of `freeze` (must hold the WAL lock).
     fn rotate(&self, wal: &mut WalState, freeze: &[Arc<KsCore>]) -> Result<()> {
-        // The old log must be durable before a newer one holds synced writes, or a crash
-        // could leave a hole in the history. Syncing it here would stall writers for the whole
-        // memtable's fsync; instead it goes to `old_logs`, synced in the background before the
-        // flush and, at the latest, before the next synced write.
-        if let Err(e) = wal.log.flush() {
+        // The old log must be durable before the new one exists. Deferring its sync (to the
+        // flush or the next synced write) lets a power loss keep unsynced writes of the new log
+        // while losing older unsynced writes of the old one: a hole in the history, undetected
+        // when the old log is cut at a record boundary (tests/crash_consistency.rs,
+        // crash_while_the_retired_wal_is_unsynced). `old_logs` is then already durable.
+        if let Err(e) = wal.log.sync() {
             self.set_bg_error(&e);
             return Err(e);
         }

@@ -261,7 +261,7 @@ fn error_loop(persistent: bool) {
                 // Alternate: clean reopen, and reopen after a power loss.
                 let crash = match n % 3 {
                     0 => None,
-                    1 => Some(CrashMode::ALL[(n as usize / 3) % 4]),
+                    1 => Some(CrashMode::ALL[(n as usize / 3) % CrashMode::ALL.len()]),
                     _ => None,
                 };
                 match run_once(layout, Some(f.clone()), crash) {

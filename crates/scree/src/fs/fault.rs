@@ -153,15 +153,19 @@ pub enum CrashMode {
     ZeroTail,
     /// The file keeps a random part of its unsynced length, filled with random bytes.
     GarbageTail,
+    /// A random number of whole unsynced appends survives (the file size persisted at a write
+    /// boundary, as when `i_size` reached the disk with the data of earlier writes only).
+    KeepWholeWrites,
 }
 
 impl CrashMode {
     /// Every mode.
-    pub const ALL: [CrashMode; 4] = [
+    pub const ALL: [CrashMode; 5] = [
         CrashMode::Drop,
         CrashMode::KeepPartial,
         CrashMode::ZeroTail,
         CrashMode::GarbageTail,
+        CrashMode::KeepWholeWrites,
     ];
 }
 
@@ -180,6 +184,8 @@ pub struct FaultStats {
 struct Inode {
     data: Vec<u8>,
     synced: usize,
+    /// File lengths after each append since the last sync.
+    boundaries: Vec<usize>,
 }
 
 type InodeRef = Arc<RwLock<Inode>>;
@@ -216,13 +222,12 @@ struct State {
 
 impl State {
     fn rand(&mut self) -> u64 {
-        // xorshift64*
-        let mut x = self.rng.max(1);
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        // splitmix64 (every output bit is well mixed, low bits included)
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
     }
 
     /// Counts one operation and decides whether it fails. `Ok(false)` = proceed normally,
@@ -310,7 +315,40 @@ impl State {
     }
 }
 
+/// A gate that holds matching operations until it is opened (see [`FaultFs::pause`]).
+#[derive(Clone)]
+pub struct Gate {
+    open: Arc<(Mutex<bool>, parking_lot::Condvar)>,
+    kind: OpKind,
+    path_contains: String,
+    waiting: Arc<AtomicU64>,
+}
+
+impl Gate {
+    /// Lets every held and future matching operation go on.
+    pub fn open(&self) {
+        let (m, cv) = &*self.open;
+        *m.lock() = true;
+        cv.notify_all();
+    }
+    /// Operations currently held.
+    pub fn waiting(&self) -> u64 {
+        self.waiting.load(Ordering::SeqCst)
+    }
+    fn wait(&self) {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let (m, cv) = &*self.open;
+        let mut g = m.lock();
+        while !*g {
+            cv.wait(&mut g);
+        }
+        drop(g);
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 struct Shared {
+    gates: Mutex<Vec<Gate>>,
     state: Mutex<State>,
     locks: Mutex<HashSet<PathBuf>>,
     epoch: AtomicU64,
@@ -346,6 +384,7 @@ impl FaultFs {
         dirs.insert(PathBuf::from("/"));
         FaultFs {
             sh: Arc::new(Shared {
+                gates: Mutex::new(Vec::new()),
                 state: Mutex::new(State { dirs, ..st }),
                 locks: Mutex::new(HashSet::new()),
                 epoch: AtomicU64::new(0),
@@ -370,6 +409,7 @@ impl FaultFs {
                 Arc::new(RwLock::new(Inode {
                     data: i.data.clone(),
                     synced: i.synced,
+                    boundaries: i.boundaries.clone(),
                 })),
             );
         }
@@ -385,6 +425,7 @@ impl FaultFs {
         };
         FaultFs {
             sh: Arc::new(Shared {
+                gates: Mutex::new(Vec::new()),
                 state: Mutex::new(st),
                 locks: Mutex::new(HashSet::new()),
                 epoch: AtomicU64::new(0),
@@ -456,6 +497,9 @@ impl FaultFs {
     /// cleared; the operation counter keeps counting. Held locks stay held until their guards
     /// are dropped.
     pub fn crash(&self, mode: CrashMode) {
+        for g in self.sh.gates.lock().drain(..) {
+            g.open();
+        }
         let mut s = self.sh.state.lock();
         let mut inodes = HashMap::new();
         let durable = s.durable.clone();
@@ -486,10 +530,26 @@ impl FaultFs {
                             data.push(b);
                         }
                     }
+                    CrashMode::KeepWholeWrites => {
+                        let n = old.boundaries.len() as u64;
+                        let i = (s.rand() % (n + 1)) as usize;
+                        let end = match i {
+                            0 => synced,
+                            i => old.boundaries.get(i - 1).copied().unwrap_or(synced),
+                        };
+                        data.extend_from_slice(old.data.get(synced..end).unwrap_or_default());
+                    }
                 }
             }
             let len = data.len();
-            inodes.insert(*ino, Arc::new(RwLock::new(Inode { data, synced: len })));
+            inodes.insert(
+                *ino,
+                Arc::new(RwLock::new(Inode {
+                    data,
+                    synced: len,
+                    boundaries: Vec::new(),
+                })),
+            );
         }
         s.inodes = inodes;
         s.live = durable;
@@ -552,7 +612,32 @@ impl FaultFs {
         s.gc();
     }
 
+    /// Holds every later `append`/`flush` (Write), `sync` (Sync) or `read_at` (Read) whose path
+    /// contains `path_contains` until the returned gate is opened (other kinds are not held).
+    /// For tests that need one thread's I/O to wait while another goes on.
+    pub fn pause(&self, kind: OpKind, path_contains: &str) -> Gate {
+        let g = Gate {
+            open: Arc::new((Mutex::new(false), parking_lot::Condvar::new())),
+            kind,
+            path_contains: path_contains.to_string(),
+            waiting: Arc::new(AtomicU64::new(0)),
+        };
+        self.sh.gates.lock().push(g.clone());
+        g
+    }
+
     fn check(&self, kind: OpKind, path: &Path) -> io::Result<bool> {
+        let gate = {
+            let gates = self.sh.gates.lock();
+            let p = path.to_string_lossy();
+            gates
+                .iter()
+                .find(|g| g.kind == kind && p.contains(&g.path_contains))
+                .cloned()
+        };
+        if let Some(g) = gate {
+            g.wait();
+        }
         self.sh.state.lock().check(kind, path)
     }
 }
@@ -597,11 +682,15 @@ impl WritableFile for FaultWritable {
         if short {
             let half = data.get(..data.len() / 2).unwrap_or_default();
             i.data.extend_from_slice(half);
+            let end = i.data.len();
+            i.boundaries.push(end);
             self.len += half.len() as u64;
             drop(i);
             return Err(self.fs.sh.state.lock().fault_error(&self.path));
         }
         i.data.extend_from_slice(data);
+        let end = i.data.len();
+        i.boundaries.push(end);
         self.len += data.len() as u64;
         Ok(())
     }
@@ -617,6 +706,7 @@ impl WritableFile for FaultWritable {
         self.fs.check(OpKind::Sync, &self.path)?;
         let mut i = self.ino.write();
         i.synced = i.data.len();
+        i.boundaries.clear();
         Ok(())
     }
     fn len(&self) -> u64 {
@@ -853,6 +943,9 @@ mod tests {
                 CrashMode::KeepPartial => assert!(b[4..].iter().all(|&x| x == 7)),
                 CrashMode::ZeroTail => assert!(b[4..].iter().all(|&x| x == 0)),
                 CrashMode::GarbageTail => {}
+                CrashMode::KeepWholeWrites => {
+                    assert!(b.len() == 4 || b.len() == 104, "{}", b.len())
+                }
             }
         }
     }
