@@ -170,20 +170,30 @@ impl RangeIter {
     }
 }
 
-impl Iterator for RangeIter {
-    type Item = Result<(Key, Value)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.step_front() {
+impl RangeIter {
+    /// Turns one cursor step into an item, stopping where the two cursors meet.
+    fn emit(
+        &mut self,
+        step: Result<Option<(Key, Value)>>,
+        front: bool,
+    ) -> Option<Result<(Key, Value)>> {
+        match step {
             Ok(Some((k, v))) => {
-                if self.last_back.as_ref().is_some_and(|b| k >= *b) {
+                let crossed = if front {
+                    self.last_back.as_ref().is_some_and(|b| k >= *b)
+                } else {
+                    self.last_front.as_ref().is_some_and(|f| k <= *f)
+                };
+                if crossed {
                     self.done = true;
                     return None;
                 }
-                self.last_front = Some(k.clone());
+                let last = if front {
+                    &mut self.last_front
+                } else {
+                    &mut self.last_back
+                };
+                *last = Some(k.clone());
                 Some(Ok((k, v)))
             }
             Ok(None) => {
@@ -198,29 +208,25 @@ impl Iterator for RangeIter {
     }
 }
 
+impl Iterator for RangeIter {
+    type Item = Result<(Key, Value)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let step = self.step_front();
+        self.emit(step, true)
+    }
+}
+
 impl DoubleEndedIterator for RangeIter {
     fn next_back(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
         }
-        match self.step_back() {
-            Ok(Some((k, v))) => {
-                if self.last_front.as_ref().is_some_and(|f| k <= *f) {
-                    self.done = true;
-                    return None;
-                }
-                self.last_back = Some(k.clone());
-                Some(Ok((k, v)))
-            }
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+        let step = self.step_back();
+        self.emit(step, false)
     }
 }
 

@@ -88,7 +88,33 @@ impl BlockBuilder {
     }
 }
 
-/// A decoded block: every key materialized, values referencing the raw contents.
+/// Checks a block's crc, type byte and restart count; returns (end of the entries, number of
+/// restart points).
+fn verify_trailer(raw: &[u8]) -> Result<(usize, usize), (usize, String)> {
+    let n = raw.len();
+    if n < TRAILER + 4 {
+        return Err((0, format!("block of {n} bytes is too short")));
+    }
+    let body_end = n - 4;
+    let stored = get_u32(raw, body_end).ok_or((body_end, "truncated crc".to_string()))?;
+    if crc(raw.get(..body_end).unwrap_or_default()) != stored {
+        return Err((body_end, "block checksum mismatch".into()));
+    }
+    let ty = raw.get(body_end - 1).copied().unwrap_or(0xff);
+    if ty != TYPE_PLAIN {
+        return Err((body_end - 1, format!("unknown block type {ty}")));
+    }
+    let contents_end = body_end - 1;
+    let nr = get_u32(raw, contents_end - 4).ok_or((0, "truncated".to_string()))? as usize;
+    let restarts_bytes = nr
+        .checked_mul(4)
+        .and_then(|b| b.checked_add(4))
+        .filter(|&b| b <= contents_end && nr >= 1)
+        .ok_or((contents_end - 4, format!("bad restart count {nr}")))?;
+    Ok((contents_end - restarts_bytes, nr))
+}
+
+/// An index block fully decoded: every key materialized, values referencing the raw contents.
 #[derive(Debug)]
 pub struct Block {
     data: Vec<u8>,
@@ -99,28 +125,7 @@ pub struct Block {
 impl Block {
     /// Verifies the trailer and decodes all entries. Errors are `(offset within block, detail)`.
     pub fn decode(raw: Vec<u8>) -> Result<Block, (usize, String)> {
-        let n = raw.len();
-        if n < TRAILER + 4 {
-            return Err((0, format!("block of {n} bytes is too short")));
-        }
-        let body_end = n - 4;
-        let stored = get_u32(&raw, body_end).ok_or((body_end, "truncated crc".to_string()))?;
-        let body = raw.get(..body_end).unwrap_or_default();
-        if crc(body) != stored {
-            return Err((body_end, "block checksum mismatch".into()));
-        }
-        let ty = raw.get(body_end - 1).copied().unwrap_or(0xff);
-        if ty != TYPE_PLAIN {
-            return Err((body_end - 1, format!("unknown block type {ty}")));
-        }
-        let contents_end = body_end - 1;
-        let nr = get_u32(&raw, contents_end - 4).ok_or((0, "truncated".to_string()))? as usize;
-        let restarts_bytes = nr
-            .checked_mul(4)
-            .and_then(|b| b.checked_add(4))
-            .filter(|&b| b <= contents_end && nr >= 1)
-            .ok_or((contents_end - 4, format!("bad restart count {nr}")))?;
-        let entries_end = contents_end - restarts_bytes;
+        let (entries_end, _) = verify_trailer(&raw)?;
         let mut keys: Vec<u8> = Vec::with_capacity(entries_end);
         let mut ents = Vec::new();
         let mut r = Reader::new(raw.get(..entries_end).unwrap_or_default());
@@ -235,27 +240,7 @@ pub struct DataBlock {
 impl DataBlock {
     /// Verifies the trailer and the restart array. Errors are `(offset within block, detail)`.
     pub fn decode(mut raw: Vec<u8>) -> Result<DataBlock, (usize, String)> {
-        let n = raw.len();
-        if n < TRAILER + 4 {
-            return Err((0, format!("block of {n} bytes is too short")));
-        }
-        let body_end = n - 4;
-        let stored = get_u32(&raw, body_end).ok_or((body_end, "truncated crc".to_string()))?;
-        if crc(raw.get(..body_end).unwrap_or_default()) != stored {
-            return Err((body_end, "block checksum mismatch".into()));
-        }
-        let ty = raw.get(body_end - 1).copied().unwrap_or(0xff);
-        if ty != TYPE_PLAIN {
-            return Err((body_end - 1, format!("unknown block type {ty}")));
-        }
-        let contents_end = body_end - 1;
-        let nr = get_u32(&raw, contents_end - 4).ok_or((0, "truncated".to_string()))? as usize;
-        let restarts_bytes = nr
-            .checked_mul(4)
-            .and_then(|b| b.checked_add(4))
-            .filter(|&b| b <= contents_end && nr >= 1)
-            .ok_or((contents_end - 4, format!("bad restart count {nr}")))?;
-        let entries_end = contents_end - restarts_bytes;
+        let (entries_end, nr) = verify_trailer(&raw)?;
         let mut restarts = Vec::with_capacity(nr);
         for i in 0..nr {
             let r = get_u32(&raw, entries_end + 4 * i).unwrap_or(u32::MAX);
