@@ -84,10 +84,29 @@ pub struct HTableSummary {
     pub max_fill: f64,
 }
 
+/// An item: its hash and where its internal key and value are in the builder's arena.
 struct Item {
     hash: u128,
-    ikey: Vec<u8>,
-    value: Vec<u8>,
+    off: usize,
+    klen: u32,
+    vlen: u32,
+}
+
+/// An item as the writer sees it.
+struct Ent<'a> {
+    hash: u128,
+    ikey: &'a [u8],
+    value: &'a [u8],
+}
+
+fn ent<'a>(data: &'a [u8], it: &Item) -> Ent<'a> {
+    let k = it.off + it.klen as usize;
+    let v = k + it.vlen as usize;
+    Ent {
+        hash: it.hash,
+        ikey: data.get(it.off..k).unwrap_or_default(),
+        value: data.get(k..v).unwrap_or_default(),
+    }
 }
 
 /// Collects items, then writes one immutable HTable. Items may come in any order; several
@@ -95,6 +114,8 @@ struct Item {
 pub struct HTableBuilder {
     hash_key: [u8; 16],
     opts: HTableOptions,
+    /// Internal keys and values, back to back (one allocation for the whole table).
+    data: Vec<u8>,
     items: Vec<Item>,
     entry_bytes: u64,
 }
@@ -124,10 +145,10 @@ impl Sink for BufferedWriter<'_> {
     }
 }
 
-fn cmp_item(a: &Item, b: &Item) -> Ordering {
+fn cmp_ent(a: &Ent<'_>, b: &Ent<'_>) -> Ordering {
     a.hash
         .cmp(&b.hash)
-        .then_with(|| key::cmp_ikey(&a.ikey, &b.ikey))
+        .then_with(|| key::cmp_ikey(a.ikey, b.ikey))
 }
 
 impl HTableBuilder {
@@ -137,6 +158,7 @@ impl HTableBuilder {
         HTableBuilder {
             hash_key,
             opts,
+            data: Vec::new(),
             items: Vec::new(),
             entry_bytes: 0,
         }
@@ -155,23 +177,38 @@ impl HTableBuilder {
                 "HTable item hash is not the placement hash of its user key".into(),
             ));
         }
+        self.push(hash, &ikey, &value);
+        Ok(())
+    }
+
+    fn push(&mut self, hash: u128, ikey: &[u8], value: &[u8]) {
         self.entry_bytes = self
             .entry_bytes
             .saturating_add(entry_size(ikey.len(), value.len()) as u64);
-        self.items.push(Item { hash, ikey, value });
-        Ok(())
+        let off = self.data.len();
+        self.data.extend_from_slice(ikey);
+        self.data.extend_from_slice(value);
+        self.items.push(Item {
+            hash,
+            off,
+            klen: ikey.len() as u32,
+            vlen: value.len() as u32,
+        });
+    }
+
+    /// Reserves room for about `items` items of `bytes` key and value bytes in total.
+    pub fn reserve(&mut self, items: usize, bytes: usize) {
+        self.items.reserve(items);
+        self.data.reserve(bytes);
     }
 
     /// [`HTableBuilder::add`] without recomputing the placement hash: for callers that computed
     /// `hash` from this builder's key themselves (flush, compaction). The internal key must be
     /// well formed; a wrong hash makes the item unfindable (checked in debug builds).
-    pub fn add_unchecked(&mut self, hash: u128, ikey: Vec<u8>, value: Vec<u8>) {
-        debug_assert!(key::valid_ikey(&ikey));
-        debug_assert_eq!(placement_hash(&self.hash_key, key::user_key(&ikey)), hash);
-        self.entry_bytes = self
-            .entry_bytes
-            .saturating_add(entry_size(ikey.len(), value.len()) as u64);
-        self.items.push(Item { hash, ikey, value });
+    pub fn add_unchecked(&mut self, hash: u128, ikey: &[u8], value: &[u8]) {
+        debug_assert!(key::valid_ikey(ikey));
+        debug_assert_eq!(placement_hash(&self.hash_key, key::user_key(ikey)), hash);
+        self.push(hash, ikey, value);
     }
 
     /// Items added so far.
@@ -227,9 +264,14 @@ impl HTableBuilder {
         }
         let cap =
             ((opts.bucket_fill_cap * BUCKET_CAPACITY as f64) as usize).clamp(1, BUCKET_CAPACITY);
-        self.items.sort_by(cmp_item);
-        if self
-            .items
+        let data = std::mem::take(&mut self.data);
+        let mut items: Vec<Ent<'_>> = self.items.iter().map(|it| ent(&data, it)).collect();
+        self.items = Vec::new();
+        // Compaction feeds items already in (hash, internal key) order.
+        if !items.is_sorted_by(|a, b| cmp_ent(a, b).is_le()) {
+            items.sort_by(cmp_ent);
+        }
+        if items
             .windows(2)
             .any(|w| matches!(w, [a, b] if a.ikey == b.ikey))
         {
@@ -237,7 +279,6 @@ impl HTableBuilder {
                 "HTable items contain the same internal key twice".into(),
             ));
         }
-        let items = self.items;
         let sizes: Vec<usize> = items
             .iter()
             .map(|it| entry_size(it.ikey.len(), it.value.len()))
@@ -342,7 +383,7 @@ impl HTableBuilder {
             let mut hashes: Vec<u64> = Vec::with_capacity(idx.len());
             let mut uks: Vec<&[u8]> = idx
                 .iter()
-                .filter_map(|&i| items.get(i).map(|it| key::user_key(&it.ikey)))
+                .filter_map(|&i| items.get(i).map(|it| key::user_key(it.ikey)))
                 .collect();
             uks.sort_unstable();
             uks.dedup();
@@ -358,12 +399,12 @@ impl HTableBuilder {
         let mut max_fill = 0usize;
         for (b, p) in physical.iter_mut().enumerate() {
             p.sort_by(|&x, &y| match (items.get(x), items.get(y)) {
-                (Some(a), Some(b)) => key::cmp_ikey(&a.ikey, &b.ikey),
+                (Some(a), Some(b)) => key::cmp_ikey(a.ikey, b.ikey),
                 _ => Ordering::Equal,
             });
             let entries: Vec<(&[u8], &[u8])> = p
                 .iter()
-                .filter_map(|&i| items.get(i).map(|it| (&it.ikey[..], &it.value[..])))
+                .filter_map(|&i| items.get(i).map(|it| (it.ikey, it.value)))
                 .collect();
             max_fill = max_fill.max(p.iter().map(|&i| sizes.get(i).copied().unwrap_or(0)).sum());
             sink.put(&encode_bucket((b * BUCKET_SIZE) as u64, &entries)?)?;
@@ -386,7 +427,7 @@ impl HTableBuilder {
                 .and_then(|&i| items.get(i))
                 .filter(|it| it.hash == h)
             {
-                entries.push((&it.ikey, &it.value));
+                entries.push((it.ikey, it.value));
                 k += 1;
             }
             let rec = encode_overflow_record(overflow_offset + pos, &entries);

@@ -34,7 +34,7 @@ use std::hash::Hasher;
 pub use builder::{buckets_for_bytes, HTableBuilder, HTableOptions, HTableSummary};
 pub use cluster::{BloomClusterBuilder, BloomClusterReader, BloomColumn, CLUSTER_BLOCK_SIZE};
 pub use format::FilterSet;
-pub use reader::{HItem, HTableReader};
+pub use reader::{HItem, HTableReader, TableScan};
 
 /// Size of one bucket (and of one BloomCluster block): one disk read.
 pub const BUCKET_SIZE: usize = 4096;

@@ -32,6 +32,59 @@ pub struct HItem {
     pub value: Vec<u8>,
 }
 
+/// One item of a [`TableScan`].
+#[derive(Debug, Clone, Copy)]
+struct ScanItem {
+    hash: u128,
+    /// 0: bucket region, 1: overflow region.
+    region: u8,
+    /// Offset of the internal key in its region (the value follows it).
+    off: usize,
+    klen: u32,
+    vlen: u32,
+}
+
+/// All items of a table in (hash, internal key) order, referring to the table's bytes.
+pub struct TableScan {
+    buckets: Vec<u8>,
+    overflow: Vec<u8>,
+    items: Vec<ScanItem>,
+}
+
+impl TableScan {
+    fn region(&self, it: &ScanItem) -> &[u8] {
+        if it.region == 0 {
+            &self.buckets
+        } else {
+            &self.overflow
+        }
+    }
+    fn ikey(&self, it: &ScanItem) -> &[u8] {
+        let end = it.off + it.klen as usize;
+        self.region(it).get(it.off..end).unwrap_or_default()
+    }
+    /// Number of items.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+    /// Whether the table has no item.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+    /// Item `i`: `(hash, internal key, value)`.
+    pub fn get(&self, i: usize) -> Option<(u128, &[u8], &[u8])> {
+        let it = self.items.get(i)?;
+        let k = it.off + it.klen as usize;
+        let v = k + it.vlen as usize;
+        let r = self.region(it);
+        Some((it.hash, r.get(it.off..k)?, r.get(k..v)?))
+    }
+    /// The hash of item `i`.
+    pub fn hash(&self, i: usize) -> Option<u128> {
+        self.items.get(i).map(|it| it.hash)
+    }
+}
+
 /// Where an item with a given hash is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Location {
@@ -291,52 +344,32 @@ impl HTableReader {
             .collect())
     }
 
-    /// Every item of the table in (hash, internal key) order, for compaction and GC. Reads the
-    /// bucket region in 1 MiB Compaction reads and the overflow region in one, checks that each item
-    /// sits where a lookup would look for it (and passes its bucket's filter, if loaded), and
-    /// that the item count matches the footer. Holds the whole table in memory.
+    /// Every item of the table in (hash, internal key) order, for compaction and GC (see
+    /// [`HTableReader::scan`]), each copied into its own [`HItem`].
     pub fn items(&self) -> Result<Vec<HItem>> {
-        let path = self.file.path();
-        let mut out: Vec<HItem> = Vec::with_capacity(
-            usize::try_from(self.footer.item_count)
-                .unwrap_or(0)
-                .min(1 << 24),
-        );
-        let hash_key = self.footer.hash_key;
-        let mut push = |e: &Entry<'_>, at: Location, offset: u64| -> Result<()> {
-            let uk = key::user_key(e.ikey);
-            let hash = placement_hash(&hash_key, uk);
-            if self.locate(hash) != at || !self.may_contain(hash, uk) {
-                return Err(Error::corruption(
-                    path,
-                    offset,
-                    "item stored where lookups would not find it",
-                ));
-            }
-            out.push(HItem {
+        let scan = self.scan()?;
+        Ok((0..scan.len())
+            .filter_map(|i| scan.get(i))
+            .map(|(hash, ikey, value)| HItem {
                 hash,
-                ikey: e.ikey.to_vec(),
-                value: e.value.to_vec(),
-            });
-            Ok(())
-        };
+                ikey: ikey.to_vec(),
+                value: value.to_vec(),
+            })
+            .collect())
+    }
+
+    /// Every item of the table in (hash, internal key) order, for compaction and GC. Reads the
+    /// bucket region and the overflow region in one Compaction read each, checks that each item
+    /// sits where a lookup would look for it (and passes its bucket's filter, if loaded), and
+    /// that the item count matches the footer. Holds the whole table in memory; items refer to
+    /// the read bytes (no allocation per item).
+    pub fn scan(&self) -> Result<TableScan> {
+        let path = self.file.path();
         let n = self.footer.n_buckets;
-        const CHUNK: u32 = 256;
-        let mut b = 0u32;
-        while b < n {
-            let k = CHUNK.min(n - b);
-            let offset = u64::from(b) * BUCKET_SIZE as u64;
-            let chunk = self.read_block(offset, k as usize * BUCKET_SIZE, ReadKind::Compaction)?;
-            for (j, block) in chunk.chunks(BUCKET_SIZE).enumerate() {
-                let id = b + j as u32;
-                let off = u64::from(id) * BUCKET_SIZE as u64;
-                for e in decode_bucket(path, off, block)? {
-                    push(&e, Location::Bucket(id), off)?;
-                }
-            }
-            b += k;
-        }
-        if self.footer.overflow_len > 0 {
+        let region_len = usize::try_from(u64::from(n) * BUCKET_SIZE as u64)
+            .map_err(|_| Error::corruption(path, 0, "bucket region too large"))?;
+        let buckets = self.read_block(0, region_len, ReadKind::Compaction)?;
+        let overflow = if self.footer.overflow_len > 0 {
             let len = usize::try_from(self.footer.overflow_len).map_err(|_| {
                 Error::corruption(
                     path,
@@ -344,45 +377,97 @@ impl HTableReader {
                     "overflow region too large",
                 )
             })?;
-            let region = self.read_block(self.footer.overflow_offset, len, ReadKind::Compaction)?;
-            for o in &self.overflow {
-                let offset = self.footer.overflow_offset + o.offset;
-                let rec = usize::try_from(o.offset)
-                    .ok()
-                    .zip(usize::try_from(o.len).ok())
-                    .and_then(|(s, l)| region.get(s..s.checked_add(l)?))
-                    .ok_or_else(|| {
-                        Error::corruption(path, offset, "overflow record out of range")
-                    })?;
-                for e in decode_overflow_record(path, offset, rec)? {
-                    if placement_hash(&hash_key, key::user_key(e.ikey)) != o.hash {
-                        return Err(Error::corruption(
-                            path,
-                            offset,
-                            "overflow item under a wrong hash",
-                        ));
-                    }
-                    push(&e, Location::Overflow, offset)?;
-                }
+            self.read_block(self.footer.overflow_offset, len, ReadKind::Compaction)?
+        } else {
+            Vec::new()
+        };
+        let mut items: Vec<ScanItem> = Vec::with_capacity(
+            usize::try_from(self.footer.item_count)
+                .unwrap_or(0)
+                .min(1 << 26),
+        );
+        let hash_key = self.footer.hash_key;
+        let mut push = |e: &Entry<'_>,
+                        at: Location,
+                        base: &[u8],
+                        region: u8,
+                        offset: u64,
+                        hash: u128|
+         -> Result<()> {
+            let uk = key::user_key(e.ikey);
+            if self.locate(hash) != at || !self.may_contain(hash, uk) {
+                return Err(Error::corruption(
+                    path,
+                    offset,
+                    "item stored where lookups would not find it",
+                ));
+            }
+            let off = (e.ikey.as_ptr() as usize).wrapping_sub(base.as_ptr() as usize);
+            items.push(ScanItem {
+                hash,
+                region,
+                off,
+                klen: e.ikey.len() as u32,
+                vlen: e.value.len() as u32,
+            });
+            Ok(())
+        };
+        for (id, block) in buckets.chunks(BUCKET_SIZE).enumerate() {
+            let off = (id * BUCKET_SIZE) as u64;
+            // Versions of one key are adjacent (internal key order): hash each key once.
+            let mut prev: Option<(&[u8], u128)> = None;
+            for e in decode_bucket(path, off, block)? {
+                let uk = key::user_key(e.ikey);
+                let h = match prev {
+                    Some((k, h)) if k == uk => h,
+                    _ => placement_hash(&hash_key, uk),
+                };
+                prev = Some((uk, h));
+                push(&e, Location::Bucket(id as u32), &buckets, 0, off, h)?;
             }
         }
-        if out.len() as u64 != self.footer.item_count {
+        for o in &self.overflow {
+            let offset = self.footer.overflow_offset + o.offset;
+            let rec = usize::try_from(o.offset)
+                .ok()
+                .zip(usize::try_from(o.len).ok())
+                .and_then(|(s, l)| overflow.get(s..s.checked_add(l)?))
+                .ok_or_else(|| Error::corruption(path, offset, "overflow record out of range"))?;
+            for e in decode_overflow_record(path, offset, rec)? {
+                if placement_hash(&hash_key, key::user_key(e.ikey)) != o.hash {
+                    return Err(Error::corruption(
+                        path,
+                        offset,
+                        "overflow item under a wrong hash",
+                    ));
+                }
+                push(&e, Location::Overflow, &overflow, 1, offset, o.hash)?;
+            }
+        }
+        if items.len() as u64 != self.footer.item_count {
             return Err(Error::corruption(
                 path,
                 self.footer.overflow_offset,
                 format!(
                     "table holds {} items, footer says {}",
-                    out.len(),
+                    items.len(),
                     self.footer.item_count
                 ),
             ));
         }
-        out.sort_by(|a, b| {
+        let mut scan = TableScan {
+            buckets,
+            overflow,
+            items,
+        };
+        let mut items = std::mem::take(&mut scan.items);
+        items.sort_by(|a, b| {
             a.hash
                 .cmp(&b.hash)
-                .then_with(|| key::cmp_ikey(&a.ikey, &b.ikey))
+                .then_with(|| key::cmp_ikey(scan.ikey(a), scan.ikey(b)))
         });
-        Ok(out)
+        scan.items = items;
+        Ok(scan)
     }
 
     /// Calls `f(hash, ikey, value)` for every item in (hash, internal key) order (see

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::htable::{
-    buckets_for_bytes, placement_hash, trie_child, BloomClusterBuilder, FilterSet, HItem,
-    HTableBuilder, HTableOptions, HTableReader, BUCKET_CAPACITY,
+    buckets_for_bytes, placement_hash, trie_child, BloomClusterBuilder, FilterSet, HTableBuilder,
+    HTableOptions, HTableReader, TableScan, BUCKET_CAPACITY,
 };
 use crate::key::{self, cmp_ikey, ValueKind};
 use crate::layout::JobCtx;
@@ -44,77 +44,99 @@ fn htable_opts(o: &TrieOptions, n: Option<u32>) -> HTableOptions {
     }
 }
 
-/// Encoded size of an item in a bucket.
-fn item_bytes(it: &HItem) -> u64 {
-    (it.ikey.len() + it.value.len() + 4) as u64
+/// Encoded size of an item in a bucket (about: the two length varints take 2 bytes here).
+fn item_bytes(ikey: &[u8], value: &[u8]) -> u64 {
+    (ikey.len() + value.len() + 2) as u64
 }
 
-/// Writes `items` (any order) as one HTable with order key `order_key`, syncs it, and leaves an
-/// open handle for the version that will name it (keeping the filters in memory when
-/// `keep_filters`).
-pub fn write_table(
-    ctx: &JobCtx<'_>,
-    shared: &Arc<Shared>,
-    items: Vec<HItem>,
-    order_key: u64,
-    n: Option<u32>,
-    cause: WriteCause,
-    keep_filters: bool,
-) -> Result<Option<Written>> {
-    if items.is_empty() {
-        return Ok(None);
-    }
-    let no = ctx.new_file_no();
-    let path = ctx.tables.dir.join(format!("{no:06}.{HTABLE_EXT}"));
-    let mut w = ctx.tables.env.create(&path, cause)?;
-    let mut b = HTableBuilder::new(ctx.hash_key, htable_opts(&ctx.opts.trie, n));
-    let mut smallest: Option<Vec<u8>> = None;
-    let mut largest: Option<Vec<u8>> = None;
-    let mut min_seq = u64::MAX;
-    for it in items {
-        min_seq = min_seq.min(key::parse(&it.ikey).seq);
-        if smallest
-            .as_ref()
-            .is_none_or(|s| cmp_ikey(&it.ikey, s).is_lt())
-        {
-            smallest = Some(it.ikey.clone());
+/// An HTable being written: the builder and the metadata the manifest needs.
+pub struct TableWriter {
+    b: HTableBuilder,
+    smallest: Option<Vec<u8>>,
+    largest: Option<Vec<u8>>,
+    min_seq: u64,
+}
+
+impl TableWriter {
+    /// A table of `n` buckets (`None`: chosen from its bytes).
+    pub fn new(ctx: &JobCtx<'_>, n: Option<u32>) -> Self {
+        TableWriter {
+            b: HTableBuilder::new(ctx.hash_key, htable_opts(&ctx.opts.trie, n)),
+            smallest: None,
+            largest: None,
+            min_seq: u64::MAX,
         }
-        if largest
-            .as_ref()
-            .is_none_or(|l| cmp_ikey(&it.ikey, l).is_gt())
-        {
-            largest = Some(it.ikey.clone());
-        }
-        b.add_unchecked(it.hash, it.ikey, it.value);
     }
-    let (summary, filters) = b.finish_with_filters(&mut w)?;
-    w.sync()?;
-    drop(w);
-    let env = &ctx.tables.env;
-    let reader = HTableReader::open_kind(
-        env.open(&path, env.direct_reads)?,
-        false,
-        ReadKind::Compaction,
-    )?;
-    let handle = HHandle::new(
-        reader,
-        keep_filters.then(|| filters.clone()),
-        shared.clone(),
-    );
-    shared.pending.lock().insert(no, Arc::new(handle));
-    Ok(Some(Written {
-        meta: TableMeta {
-            file_no: no,
-            size: summary.file_size,
-            smallest: smallest.unwrap_or_default(),
-            largest: largest.unwrap_or_default(),
-            entries: summary.items,
-            min_seq: if min_seq == u64::MAX { 0 } else { min_seq },
-            max_seq: order_key,
-        },
-        filters,
-        n: summary.n_buckets,
-    }))
+
+    /// Adds an item (`hash` is its key's placement hash).
+    pub fn add(&mut self, hash: u128, ikey: &[u8], value: &[u8]) {
+        self.min_seq = self.min_seq.min(key::parse(ikey).seq);
+        if self
+            .smallest
+            .as_deref()
+            .is_none_or(|s| cmp_ikey(ikey, s).is_lt())
+        {
+            self.smallest = Some(ikey.to_vec());
+        }
+        if self
+            .largest
+            .as_deref()
+            .is_none_or(|l| cmp_ikey(ikey, l).is_gt())
+        {
+            self.largest = Some(ikey.to_vec());
+        }
+        self.b.add_unchecked(hash, ikey, value);
+    }
+
+    /// Writes the table with order key `order_key`, syncs it, and leaves an open handle for
+    /// the version that will name it (keeping the filters in memory when `keep_filters`).
+    pub fn finish(
+        self,
+        ctx: &JobCtx<'_>,
+        shared: &Arc<Shared>,
+        order_key: u64,
+        cause: WriteCause,
+        keep_filters: bool,
+    ) -> Result<Option<Written>> {
+        if self.b.is_empty() {
+            return Ok(None);
+        }
+        let no = ctx.new_file_no();
+        let path = ctx.tables.dir.join(format!("{no:06}.{HTABLE_EXT}"));
+        let mut w = ctx.tables.env.create(&path, cause)?;
+        let (summary, filters) = self.b.finish_with_filters(&mut w)?;
+        w.sync()?;
+        drop(w);
+        let env = &ctx.tables.env;
+        let reader = HTableReader::open_kind(
+            env.open(&path, env.direct_reads)?,
+            false,
+            ReadKind::Compaction,
+        )?;
+        let handle = HHandle::new(
+            reader,
+            keep_filters.then(|| filters.clone()),
+            shared.clone(),
+        );
+        shared.pending.lock().insert(no, Arc::new(handle));
+        Ok(Some(Written {
+            meta: TableMeta {
+                file_no: no,
+                size: summary.file_size,
+                smallest: self.smallest.unwrap_or_default(),
+                largest: self.largest.unwrap_or_default(),
+                entries: summary.items,
+                min_seq: if self.min_seq == u64::MAX {
+                    0
+                } else {
+                    self.min_seq
+                },
+                max_seq: order_key,
+            },
+            filters,
+            n: summary.n_buckets,
+        }))
+    }
 }
 
 /// Drops versions no snapshot can see: a version is hidden when a newer version of its key
@@ -122,7 +144,8 @@ pub fn write_table(
 /// says nothing older can exist below the output.
 struct DropRule {
     smallest: u64,
-    last_user: Option<Vec<u8>>,
+    last_user: Vec<u8>,
+    started: bool,
     last_seq: u64,
 }
 
@@ -130,15 +153,18 @@ impl DropRule {
     fn new(smallest: u64) -> Self {
         DropRule {
             smallest,
-            last_user: None,
+            last_user: Vec::new(),
+            started: false,
             last_seq: u64::MAX,
         }
     }
     /// Whether `ikey` (arriving in (hash, internal key) order) is dropped.
     fn drop(&mut self, ikey: &[u8], tombstones: bool) -> bool {
         let p = key::parse(ikey);
-        if self.last_user.as_deref() != Some(p.user_key) {
-            self.last_user = Some(p.user_key.to_vec());
+        if !self.started || self.last_user.as_slice() != p.user_key {
+            self.started = true;
+            self.last_user.clear();
+            self.last_user.extend_from_slice(p.user_key);
             self.last_seq = u64::MAX;
         }
         let hidden = self.last_seq <= self.smallest;
@@ -149,6 +175,28 @@ impl DropRule {
     }
 }
 
+/// The merged items of a pile: the scans of its tables and the surviving items in (hash,
+/// internal key) order as (table, item) references into them.
+pub struct Merged {
+    scans: Vec<TableScan>,
+    /// Surviving items.
+    pub refs: Vec<(u32, u32)>,
+}
+
+impl Merged {
+    /// Item `r`: `(hash, internal key, value)`.
+    pub fn get(&self, r: (u32, u32)) -> Option<(u128, &[u8], &[u8])> {
+        self.scans.get(r.0 as usize)?.get(r.1 as usize)
+    }
+    /// Encoded bytes of items `refs`.
+    pub fn bytes(&self, refs: &[(u32, u32)]) -> u64 {
+        refs.iter()
+            .filter_map(|&r| self.get(r))
+            .map(|(_, k, v)| item_bytes(k, v))
+            .sum()
+    }
+}
+
 /// Reads every item of `tables` and merges them in (hash, internal key) order, dropping what
 /// no snapshot can see (tombstones too where `tombstones(hash)`).
 pub fn merge_tables(
@@ -156,69 +204,88 @@ pub fn merge_tables(
     shared: &Arc<Shared>,
     tables: &[Arc<TableFile>],
     tombstones: &dyn Fn(u128) -> bool,
-) -> Result<Vec<HItem>> {
-    let mut lists: Vec<std::vec::IntoIter<HItem>> = Vec::with_capacity(tables.len());
-    let mut total = 0usize;
+) -> Result<Merged> {
+    let mut scans: Vec<TableScan> = Vec::with_capacity(tables.len());
     for t in tables {
         let mut m = 0;
         let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
-        let items = h.reader.items()?;
-        total += items.len();
-        lists.push(items.into_iter());
+        scans.push(h.reader.scan()?);
     }
-    let mut heads: Vec<Option<HItem>> = lists.iter_mut().map(Iterator::next).collect();
+    let total: usize = scans.iter().map(TableScan::len).sum();
+    let mut pos: Vec<usize> = vec![0; scans.len()];
     let mut rule = DropRule::new(ctx.smallest_snapshot);
-    let mut out = Vec::with_capacity(total);
+    let mut refs = Vec::with_capacity(total);
     loop {
-        let mut best: Option<usize> = None;
-        for (i, h) in heads.iter().enumerate() {
-            let Some(h) = h else { continue };
-            let better = match best.and_then(|b| heads.get(b)).and_then(Option::as_ref) {
+        let mut best: Option<(usize, u128, &[u8])> = None;
+        for (i, s) in scans.iter().enumerate() {
+            let Some((h, k, _)) = pos.get(i).and_then(|&p| s.get(p)) else {
+                continue;
+            };
+            let better = match best {
                 None => true,
-                Some(b) => h
-                    .hash
-                    .cmp(&b.hash)
-                    .then_with(|| cmp_ikey(&h.ikey, &b.ikey))
-                    .is_lt(),
+                Some((_, bh, bk)) => h.cmp(&bh).then_with(|| cmp_ikey(k, bk)).is_lt(),
             };
             if better {
-                best = Some(i);
+                best = Some((i, h, k));
             }
         }
-        let Some(i) = best else { break };
-        let next = lists.get_mut(i).and_then(Iterator::next);
-        let Some(item) = heads.get_mut(i).and_then(|h| std::mem::replace(h, next)) else {
-            break;
-        };
-        if !rule.drop(&item.ikey, tombstones(item.hash)) {
-            out.push(item);
+        let Some((i, h, k)) = best else { break };
+        let Some(p) = pos.get_mut(i) else { break };
+        if !rule.drop(k, tombstones(h)) {
+            refs.push((i as u32, *p as u32));
         }
+        *p += 1;
     }
-    Ok(out)
+    Ok(Merged { scans, refs })
 }
 
-/// Splits `items` (hash order) into `k` runs of about equal bytes, never separating the
-/// versions of one key.
-fn split_even(items: Vec<HItem>, per_table: u64) -> Vec<Vec<HItem>> {
-    let total: u64 = items.iter().map(item_bytes).sum();
+/// Splits `refs` (hash order) into runs of about equal bytes, each at most `per_table` bytes
+/// when possible, never separating the versions of one key.
+fn split_even(m: &Merged, refs: &[(u32, u32)], per_table: u64) -> Vec<Vec<(u32, u32)>> {
+    let total = m.bytes(refs);
     let k = total.div_ceil(per_table.max(1)).max(1);
     let target = total.div_ceil(k);
     let mut out = Vec::new();
-    let mut cur: Vec<HItem> = Vec::new();
+    let mut cur: Vec<(u32, u32)> = Vec::new();
     let mut bytes = 0u64;
-    for it in items {
-        let boundary = cur.last().is_none_or(|l| l.hash != it.hash);
+    let mut last_hash = None;
+    for &r in refs {
+        let Some((h, ik, v)) = m.get(r) else { continue };
+        let boundary = last_hash != Some(h);
         if bytes >= target && boundary && (out.len() as u64) + 1 < k {
             out.push(std::mem::take(&mut cur));
             bytes = 0;
         }
-        bytes += item_bytes(&it);
-        cur.push(it);
+        last_hash = Some(h);
+        bytes += item_bytes(ik, v);
+        cur.push(r);
     }
     if !cur.is_empty() {
         out.push(cur);
     }
     out
+}
+
+/// Writes items `refs` of `m` as one table.
+#[allow(clippy::too_many_arguments)]
+fn write_refs(
+    ctx: &JobCtx<'_>,
+    shared: &Arc<Shared>,
+    m: &Merged,
+    refs: &[(u32, u32)],
+    n: Option<u32>,
+    order_key: u64,
+    cause: WriteCause,
+    keep_filters: bool,
+) -> Result<Option<Written>> {
+    let mut w = TableWriter::new(ctx, n);
+    w.b.reserve(refs.len(), m.bytes(refs) as usize);
+    for &r in refs {
+        if let Some((h, k, v)) = m.get(r) {
+            w.add(h, k, v);
+        }
+    }
+    w.finish(ctx, shared, order_key, cause, keep_filters)
 }
 
 /// Bytes one last-level table of `n` buckets is filled with at most.
@@ -247,19 +314,20 @@ pub fn container_n(
     Ok(buckets_for_bytes(bytes, ctx.opts.trie.target_fill))
 }
 
-/// Writes `items` into a last-level container as tables of `n` buckets (several when they do
-/// not fit one), all with order key `order_key`.
+/// Writes items `refs` of `m` into a last-level container as tables of `n` buckets (several
+/// when they do not fit one), all with order key `order_key`.
 pub fn write_last_level(
     ctx: &JobCtx<'_>,
     shared: &Arc<Shared>,
-    items: Vec<HItem>,
+    m: &Merged,
+    refs: &[(u32, u32)],
     n: u32,
     order_key: u64,
     cause: WriteCause,
 ) -> Result<Vec<Written>> {
     let mut out = Vec::new();
-    for chunk in split_even(items, last_level_capacity(&ctx.opts.trie, n)) {
-        if let Some(w) = write_table(ctx, shared, chunk, order_key, Some(n), cause, false)? {
+    for chunk in split_even(m, refs, last_level_capacity(&ctx.opts.trie, n)) {
+        if let Some(w) = write_refs(ctx, shared, m, &chunk, Some(n), order_key, cause, false)? {
             out.push(w);
         }
     }
@@ -415,31 +483,34 @@ pub fn flush(ctx: &JobCtx<'_>, shared: &Arc<Shared>, mem: &Memtable) -> Result<K
         return Ok(e);
     }
     let mut rule = DropRule::new(ctx.smallest_snapshot);
-    let mut items = Vec::with_capacity(mem.len());
+    let mut w = TableWriter::new(ctx, None);
+    w.b.reserve(
+        mem.len(),
+        mem.approximate_bytes().saturating_sub(mem.len() * 64),
+    );
     let mut last: Option<(Vec<u8>, u128)> = None;
     let mut order_key = 0u64;
     for entry in mem.iter() {
-        let ik = &entry.key().0;
+        let ik: &[u8] = &entry.key().0;
         let p = key::parse(ik);
         order_key = order_key.max(p.seq);
         if rule.drop(ik, false) {
             continue;
         }
-        let hash = match &last {
+        let hash = match &mut last {
             Some((uk, h)) if uk.as_slice() == p.user_key => *h,
-            _ => {
+            slot => {
                 let h = placement_hash(&ctx.hash_key, p.user_key);
-                last = Some((p.user_key.to_vec(), h));
+                let buf = slot.get_or_insert_with(|| (Vec::new(), 0));
+                buf.0.clear();
+                buf.0.extend_from_slice(p.user_key);
+                buf.1 = h;
                 h
             }
         };
-        items.push(HItem {
-            hash,
-            ikey: ik.to_vec(),
-            value: entry.value().clone(),
-        });
+        w.add(hash, ik, entry.value());
     }
-    if let Some(w) = write_table(ctx, shared, items, order_key, None, WriteCause::Flush, true)? {
+    if let Some(w) = w.finish(ctx, shared, order_key, WriteCause::Flush, true)? {
         e.added.push(AddedTable {
             level: 0,
             slot: 0,
@@ -481,29 +552,36 @@ pub fn compact_container(
         .map(|c| children.get(c as usize).is_some_and(|ch| ch.subtree_empty))
         .collect();
     let tombstones = |h: u128| empty_below.get(child_of(h) as usize) == Some(&true);
-    let items = merge_tables(ctx, shared, inputs, &tombstones)?;
+    let m = merge_tables(ctx, shared, inputs, &tombstones)?;
     let mut e = KsEdit::default();
     for t in inputs {
         e.removed.push(t.meta.file_no);
     }
-    let mut groups: Vec<Vec<HItem>> = (0..8).map(|_| Vec::new()).collect();
-    for it in items {
-        if let Some(g) = groups.get_mut(child_of(it.hash) as usize) {
-            g.push(it);
+    let mut groups: Vec<Vec<(u32, u32)>> = (0..8).map(|_| Vec::new()).collect();
+    for &r in &m.refs {
+        if let Some((h, _, _)) = m.get(r) {
+            if let Some(g) = groups.get_mut(child_of(h) as usize) {
+                g.push(r);
+            }
         }
     }
     for (c, group) in groups.into_iter().enumerate() {
         let Some(ch) = children.get(c) else { continue };
+        if group.is_empty() {
+            continue;
+        }
         if child_depth < last_depth {
-            if let Some(w) = write_table(
+            let w = write_refs(
                 ctx,
                 shared,
-                group,
-                order_key,
+                &m,
+                &group,
                 None,
+                order_key,
                 WriteCause::Compaction,
                 true,
-            )? {
+            )?;
+            if let Some(w) = w {
                 e.added.push(AddedTable {
                     level: child_depth,
                     slot: ch.id,
@@ -513,12 +591,17 @@ pub fn compact_container(
             }
             continue;
         }
-        if group.is_empty() {
-            continue;
-        }
-        let bytes: u64 = group.iter().map(item_bytes).sum();
+        let bytes = m.bytes(&group);
         let n = container_n(ctx, shared, &ch.pile, ch.cluster.as_deref(), bytes)?;
-        let written = write_last_level(ctx, shared, group, n, order_key, WriteCause::Compaction)?;
+        let written = write_last_level(
+            ctx,
+            shared,
+            &m,
+            &group,
+            n,
+            order_key,
+            WriteCause::Compaction,
+        )?;
         for w in &written {
             e.added.push(AddedTable {
                 level: child_depth,
@@ -570,12 +653,12 @@ pub fn gc_container(
 ) -> Result<KsEdit> {
     let order_key = pile.iter().map(|t| t.meta.max_seq).max().unwrap_or(0);
     let n = container_n(ctx, shared, pile, cluster, 0)?;
-    let items = merge_tables(ctx, shared, pile, &|_| true)?;
+    let m = merge_tables(ctx, shared, pile, &|_| true)?;
     let mut e = KsEdit::default();
     for t in pile {
         e.removed.push(t.meta.file_no);
     }
-    let written = write_last_level(ctx, shared, items, n, order_key, WriteCause::Gc)?;
+    let written = write_last_level(ctx, shared, &m, &m.refs, n, order_key, WriteCause::Gc)?;
     for w in &written {
         e.added.push(AddedTable {
             level: depth_of(cid),
