@@ -1370,10 +1370,19 @@ fn recover(
         }
         let cut = match end {
             LogEnd::Clean => None,
-            // A torn tail ends the history, even in a log that is not the newest: an older log
-            // is synced before any synced write reaches a newer one, so a torn older log means
-            // the newer logs hold only unsynced writes, which a crash may drop.
-            LogEnd::TornTail { offset } => Some(offset),
+            LogEnd::TornTail { offset } => {
+                // An older log is synced before a newer one is created (rotate) and replayed
+                // logs are synced before recovery creates one, so no crash tears a log that is
+                // not the newest: that is corruption of durable, acknowledged writes.
+                if i + 1 < replay.len() && opts.wal_recovery != WalRecovery::PointInTime {
+                    return Err(Error::corruption(
+                        &path,
+                        offset,
+                        "torn record in a WAL that is not the newest",
+                    ));
+                }
+                Some(offset)
+            }
             LogEnd::Corrupt { offset, detail } => {
                 if opts.wal_recovery != WalRecovery::PointInTime {
                     return Err(Error::corruption(&path, offset, detail));
@@ -1389,6 +1398,12 @@ fn recover(
             truncate_log(&env, &dir, n, &data, offset, later)?;
             break 'logs;
         }
+    }
+    // The replayed logs may hold writes that reached only the page cache before a process
+    // crash: make them durable before a new WAL can hold synced writes, or a later power loss
+    // could keep those and lose these (a hole in the history).
+    for &n in &live_logs {
+        env.sync_file(&wal_path(&dir, n))?;
     }
     let hash_key = hash_key.unwrap_or_else(rand::random);
     // New WAL and a fresh manifest holding the whole recovered state.

@@ -501,3 +501,60 @@ fn crash_while_the_retired_wal_is_unsynced() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A process crash (nothing lost, nothing made durable), a recovery that replays unsynced WAL
+/// records, a synced write, then a power loss: the replayed records must have been made durable
+/// by the recovery, or the synced write would survive while older acknowledged writes vanish.
+#[test]
+fn process_kill_then_power_loss() {
+    count_panics();
+    let _serial = exclusive();
+    let mut failures = Vec::new();
+    for layout in Layout::implemented() {
+        for (i, mode) in CrashMode::ALL.iter().enumerate() {
+            let fs = FaultFs::new(500 + i as u64);
+            let opts = fault_opts(&fs);
+            let mut hist = History::default();
+            {
+                let h = open(&opts, layout, 1).expect("open");
+                let mut w = Writer {
+                    h: &h,
+                    hist: &mut hist,
+                    value_len: 200,
+                };
+                for j in 0..30 {
+                    w.put(0, &key(j % 17), j % 7 == 6, false).expect("put");
+                }
+                // SIGKILL: the close's sync never happens.
+                fs.freeze();
+                drop(h);
+            }
+            fs.restart_after_kill();
+            {
+                let h = open(&opts, layout, 1).expect("recovery after the kill");
+                // A process crash loses no acknowledged write.
+                hist.barrier();
+                verify(&h, &hist, layout).expect("after the kill");
+                let mut w = Writer {
+                    h: &h,
+                    hist: &mut hist,
+                    value_len: 20,
+                };
+                w.put(0, b"synced-after-recovery", false, true)
+                    .expect("synced put");
+                fs.freeze();
+                drop(h);
+            }
+            fs.crash(*mode);
+            match open(&fault_opts(&fs), layout, 1) {
+                Err(e) => failures.push(format!("{layout} {mode:?}: reopen failed: {e}")),
+                Ok(h) => {
+                    if let Err(e) = verify(&h, &hist, layout) {
+                        failures.push(format!("{layout} {mode:?}: {e}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

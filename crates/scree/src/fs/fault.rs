@@ -492,6 +492,22 @@ impl FaultFs {
         }
     }
 
+    /// Simulates a process crash (SIGKILL) followed by a restart: nothing is lost (the kernel
+    /// keeps written bytes and directory entries), but nothing becomes durable either; open
+    /// handles become dead and fault rules are cleared. Call [`FaultFs::freeze`] first to stop
+    /// the dying process's threads from doing I/O while it is torn down.
+    pub fn restart_after_kill(&self) {
+        for g in self.sh.gates.lock().drain(..) {
+            g.open();
+        }
+        let mut s = self.sh.state.lock();
+        s.rules.clear();
+        s.freeze_at = None;
+        s.frozen = false;
+        s.epoch += 1;
+        self.sh.epoch.store(s.epoch, Ordering::SeqCst);
+    }
+
     /// Simulates a power loss: the durable state becomes the live state (see the module docs).
     /// Open handles become dead: their operations fail. Fault rules and the freeze point are
     /// cleared; the operation counter keeps counting. Held locks stay held until their guards
@@ -860,6 +876,19 @@ impl FileSystem for FaultFs {
             .collect();
         s.durable.extend(entries);
         s.gc();
+        Ok(())
+    }
+
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        let r = {
+            let mut s = self.sh.state.lock();
+            s.check(OpKind::Sync, path)?;
+            let ino = *s.live.get(path).ok_or_else(|| not_found(path))?;
+            s.inodes.get(&ino).cloned().ok_or_else(|| not_found(path))?
+        };
+        let mut i = r.write();
+        i.synced = i.data.len();
+        i.boundaries.clear();
         Ok(())
     }
 

@@ -59,6 +59,9 @@ pub trait FileSystem: Send + Sync + 'static {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// Makes creates, renames and removes in `dir` durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Makes every byte of an existing file durable (fsync of a file this process did not
+    /// write, e.g. a WAL replayed at open whose tail may still be only in the page cache).
+    fn sync_file(&self, path: &Path) -> io::Result<()>;
     /// Whether a file exists.
     fn exists(&self, path: &Path) -> bool;
     /// Size of a file in bytes.
@@ -120,6 +123,11 @@ impl Env {
     /// Syncs a directory.
     pub fn sync_dir(&self, dir: &Path) -> Result<()> {
         self.fs.sync_dir(dir).map_err(|e| Error::io(dir, e))
+    }
+
+    /// Syncs an existing file.
+    pub fn sync_file(&self, path: &Path) -> Result<()> {
+        self.fs.sync_file(path).map_err(|e| Error::io(path, e))
     }
 
     /// Lists a directory.

@@ -131,6 +131,9 @@ impl FileSystem for StdFs {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         File::open(dir)?.sync_all()
     }
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        File::open(path)?.sync_all()
+    }
     fn exists(&self, path: &Path) -> bool {
         path.exists()
     }

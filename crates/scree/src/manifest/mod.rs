@@ -78,6 +78,19 @@ pub fn read_manifest(env: &Env, path: &Path) -> Result<Vec<Edit>> {
         offset += (log::HEADER + r.len()) as u64;
         out.push(e);
     }
+    if out.is_empty() {
+        // The first record (the snapshot) is synced before CURRENT names the manifest: a
+        // manifest without it is corrupt, not empty (an empty state would delete every table).
+        let offset = match &end {
+            LogEnd::TornTail { offset } | LogEnd::Corrupt { offset, .. } => *offset,
+            LogEnd::Clean => 0,
+        };
+        return Err(Error::corruption(
+            path,
+            offset,
+            "manifest has no valid snapshot record",
+        ));
+    }
     if let LogEnd::TornTail { .. } = end {
         // Accepted: the edit being written when the process stopped was never acknowledged.
     }
