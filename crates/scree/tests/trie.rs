@@ -1,10 +1,14 @@
 //! Tests of the `trie` layout: placement through every level, lookups, deletes, snapshots,
-//! recovery of data and containers, BloomCluster read costs at the last level, garbage
-//! collection, and parallel search agreeing with serial search under concurrent writes.
+//! recovery of data and containers, BloomCluster read costs in a real last-level container,
+//! garbage collection, and parallel search agreeing with serial search under concurrent writes.
 
 mod common;
 
-use scree::{Db, Error, KeyspaceOptions, Layout, Options};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use scree::{Db, Error, KeyspaceOptions, Layout, LevelStats, Options, Stats};
 
 fn ks_opts(depth: u32, pile: usize) -> KeyspaceOptions {
     let mut o = common::small_ks(Layout::Trie);
@@ -25,29 +29,392 @@ fn value(i: u64, gen: u64) -> Vec<u8> {
     v
 }
 
+fn levels(db: &Db) -> Vec<LevelStats> {
+    db.stats()
+        .keyspaces
+        .first()
+        .map(|k| k.levels.clone())
+        .unwrap_or_default()
+}
+
+/// Tables per level.
+fn shape(db: &Db) -> Vec<u64> {
+    levels(db).iter().map(|l| l.tables).collect()
+}
+
+/// Lookup reads at `level` since `before`: (data, metadata).
+fn level_reads(before: &Stats, after: &Stats, level: u32) -> (u64, u64) {
+    let get = |s: &Stats| {
+        s.keyspaces
+            .first()
+            .and_then(|k| k.level_reads.iter().find(|r| r.level == level))
+            .map_or((0, 0), |r| (r.data_block_reads, r.metadata_block_reads))
+    };
+    let (a, b) = (get(before), get(after));
+    (b.0 - a.0, b.1 - a.1)
+}
+
 #[test]
-fn basic_put_get_flush_compact() {
+fn every_level_is_used_and_scans_are_unsupported() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), common::small_db()).unwrap();
     let ks = db.keyspace("t", ks_opts(3, 2)).unwrap();
-    for i in 0..3000 {
+    for i in 0..6000 {
         ks.put(key(i), value(i, 0)).unwrap();
     }
     db.flush().unwrap();
     db.wait_for_compactions().unwrap();
-    for i in 0..3000 {
+    let s = shape(&db);
+    assert!(s.len() == 4 && s[1] > 0 && s[2] > 0, "{s:?}");
+    for i in 0..6000 {
         assert_eq!(ks.get(key(i)).unwrap(), Some(value(i, 0)), "{i}");
     }
     db.compact().unwrap();
     db.check_invariants().unwrap();
-    for i in 0..3000 {
+    let s = shape(&db);
+    assert_eq!(&s[..3], &[0, 0, 0], "{s:?}");
+    assert!(s[3] > 100, "{s:?}");
+    for i in 0..6000 {
         assert_eq!(ks.get(key(i)).unwrap(), Some(value(i, 0)), "{i}");
     }
     assert!(ks.get(b"nope").unwrap().is_none());
+    let first = ks.range(key(0)..key(5)).next();
+    match first {
+        Some(Err(Error::Unsupported(m))) => assert!(m.contains("hash-ordered"), "{m}"),
+        other => panic!("{other:?}"),
+    }
     assert!(matches!(
-        ks.range(key(0)..key(5)).next(),
+        ks.prefix(b"key").next(),
         Some(Err(Error::Unsupported(_)))
     ));
+    let last = levels(&db).pop().unwrap();
+    assert!(last.detail.contains("last level"), "{}", last.detail);
+}
+
+#[test]
+fn deletes_snapshots_and_overwrites_across_levels() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_db()).unwrap();
+    let ks = db.keyspace("t", ks_opts(2, 2)).unwrap();
+    for i in 0..3000 {
+        ks.put(key(i), value(i, 0)).unwrap();
+    }
+    db.compact().unwrap();
+    let snap = db.snapshot();
+    for i in (0..3000).step_by(3) {
+        ks.delete(key(i)).unwrap();
+    }
+    for i in (1..3000).step_by(3) {
+        ks.put(key(i), value(i, 1)).unwrap();
+    }
+    db.compact().unwrap();
+    for i in 0..3000 {
+        let want = match i % 3 {
+            0 => None,
+            1 => Some(value(i, 1)),
+            _ => Some(value(i, 0)),
+        };
+        assert_eq!(ks.get(key(i)).unwrap(), want, "{i}");
+        assert_eq!(snap.get(&ks, key(i)).unwrap(), Some(value(i, 0)), "{i}");
+    }
+    drop(snap);
+    db.compact().unwrap();
+    let bytes: u64 = levels(&db).iter().map(|l| l.bytes).sum();
+    for i in 0..3000 {
+        assert_eq!(ks.get(key(i)).unwrap().is_some(), i % 3 != 0, "{i}");
+    }
     let s = db.stats();
-    eprintln!("{:#?}", s.keyspaces);
+    assert!(s.bytes_written.gc > 0, "{:?}", s.bytes_written);
+    assert!(bytes > 0);
+}
+
+#[test]
+fn recovery_brings_back_data_and_containers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (shape_before, detail_before) = {
+        let db = Db::open(dir.path(), common::small_db()).unwrap();
+        let ks = db.keyspace("t", ks_opts(2, 2)).unwrap();
+        for i in 0..5000 {
+            ks.put(key(i), value(i, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+        // Some unflushed writes that only the WAL holds.
+        for i in 5000..5100 {
+            ks.put(key(i), value(i, 0)).unwrap();
+        }
+        ks.delete(key(7)).unwrap();
+        let l = levels(&db);
+        assert!(l.last().unwrap().tables > 0, "{l:?}");
+        (
+            shape(&db),
+            l.iter().map(|x| x.detail.clone()).collect::<Vec<_>>(),
+        )
+    };
+    let db = Db::open(dir.path(), common::small_db()).unwrap();
+    // Another depth is ignored: the last level's depth is persisted.
+    let ks = db.keyspace("t", ks_opts(4, 2)).unwrap();
+    assert_eq!(shape(&db), shape_before);
+    let detail: Vec<String> = levels(&db).iter().map(|x| x.detail.clone()).collect();
+    assert_eq!(detail, detail_before);
+    db.check_invariants().unwrap();
+    for i in 0..5100 {
+        let want = (i != 7).then(|| value(i, 0));
+        assert_eq!(ks.get(key(i)).unwrap(), want, "{i}");
+    }
+    // Files on disk are exactly the HTables and BloomClusters the manifest names.
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let ht = names.iter().filter(|n| n.ends_with(".ht")).count() as u64;
+    let bc = names.iter().filter(|n| n.ends_with(".bc")).count();
+    assert_eq!(ht, shape(&db).iter().sum::<u64>());
+    assert!(bc > 0);
+    // Work continues after recovery.
+    for i in 0..2000 {
+        ks.put(key(i), value(i, 1)).unwrap();
+    }
+    db.compact().unwrap();
+    drop(ks);
+    drop(db);
+    let db = Db::open(dir.path(), common::small_db()).unwrap();
+    let ks = db.keyspace("t", ks_opts(2, 2)).unwrap();
+    for i in 0..5100 {
+        let want = if i < 2000 {
+            Some(value(i, 1))
+        } else {
+            (i != 7).then(|| value(i, 0))
+        };
+        assert_eq!(ks.get(key(i)).unwrap(), want, "{i}");
+    }
+}
+
+/// Rounds of new keys, each pushed to the last level by a full compaction with garbage
+/// collection off, give last-level containers piles of several sub-levels; a lookup then reads
+/// one BloomCluster block and about one bucket.
+fn bloom_cluster_reads(direct: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = common::small_db();
+    o.direct_reads = direct;
+    let db = Db::open(dir.path(), o).unwrap();
+    let mut ko = ks_opts(2, 2);
+    ko.trie.gc_garbage_ratio = 0.0;
+    let ks = db.keyspace("t", ko).unwrap();
+    let rounds = 4;
+    let per = 4000;
+    for r in 0..rounds {
+        for i in r * per..(r + 1) * per {
+            ks.put(key(i), value(i, 0)).unwrap();
+        }
+        db.compact().unwrap();
+    }
+    let last = levels(&db).pop().unwrap();
+    // One sub-level per round in each of the 64 containers (more where a round's data did not
+    // fit the container's bucket count).
+    assert!(last.tables >= 64 * rounds, "{last:?}");
+    let n = rounds * per;
+    // Warm up: open every table and cluster once.
+    for i in 0..n {
+        assert!(ks.get(key(i)).unwrap().is_some());
+    }
+    let before = db.stats();
+    for i in 0..n {
+        assert_eq!(ks.get(key(i)).unwrap(), Some(value(i, 0)));
+    }
+    let mid = db.stats();
+    let (data, meta) = level_reads(&before, &mid, 2);
+    assert_eq!(meta, n, "one BloomCluster block per lookup");
+    assert!(
+        data >= n && data as f64 <= n as f64 * 1.05,
+        "{data} data reads for {n}"
+    );
+    assert_eq!(mid.metadata_block_reads - before.metadata_block_reads, n);
+    assert_eq!(mid.data_block_reads - before.data_block_reads, data);
+    for i in n..2 * n {
+        assert!(ks.get(key(i)).unwrap().is_none());
+    }
+    let after = db.stats();
+    let (data, meta) = level_reads(&mid, &after, 2);
+    assert_eq!(meta, n);
+    assert!(
+        (data as f64) < n as f64 * 0.02,
+        "{data} data reads for {n} absent keys"
+    );
+}
+
+#[test]
+fn bloom_cluster_costs_one_metadata_read_per_lookup() {
+    bloom_cluster_reads(false);
+}
+
+#[test]
+fn bloom_cluster_costs_one_metadata_read_per_lookup_with_direct_reads() {
+    bloom_cluster_reads(true);
+}
+
+#[test]
+fn garbage_collection_reclaims_overwritten_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_db()).unwrap();
+    let mut ko = ks_opts(2, 2);
+    ko.trie.gc_garbage_ratio = 0.3;
+    ko.trie.gc_sample_columns = 8;
+    let ks = db.keyspace("t", ko).unwrap();
+    let n = 3000;
+    for gen in 0..6 {
+        for i in 0..n {
+            ks.put(key(i), value(i, gen)).unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+    }
+    let s = db.stats();
+    assert!(s.bytes_written.gc > 0, "{:?}", s.bytes_written);
+    for i in 0..n {
+        assert_eq!(ks.get(key(i)).unwrap(), Some(value(i, 5)), "{i}");
+    }
+    let stored: u64 = levels(&db).iter().map(|l| l.bytes).sum();
+    // Six generations were written; garbage collection keeps far fewer.
+    assert!(stored < 6 * n * 116, "{stored}");
+    db.check_invariants().unwrap();
+}
+
+/// Writes and deletes run while readers read at snapshots through parallel search; every
+/// answer must be what the write history says (what a serial search answers), and afterwards
+/// the same database read serially and in parallel gives the same answers.
+#[test]
+fn parallel_search_matches_serial_search_under_concurrent_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = common::small_db();
+    o.parallel_search = true;
+    let keys = 2000u64;
+    // History of every write: key -> [(seq, value)] in seq order (None = deleted).
+    type History = HashMap<u64, Vec<(u64, Option<Vec<u8>>)>>;
+    let history: Arc<Mutex<History>> = Arc::new(Mutex::new(HashMap::new()));
+    // Highest sequence number whose write is in the history.
+    let recorded = Arc::new(AtomicU64::new(0));
+    let writer_done = Arc::new(AtomicBool::new(false));
+    {
+        let db = Db::open(dir.path(), o.clone()).unwrap();
+        let ks = db.keyspace("t", ks_opts(2, 2)).unwrap();
+        for i in 0..keys {
+            ks.put(key(i), value(i, 0)).unwrap();
+            let seq = db.snapshot().sequence();
+            history
+                .lock()
+                .unwrap()
+                .insert(i, vec![(seq, Some(value(i, 0)))]);
+            recorded.store(seq, Ordering::SeqCst);
+        }
+        db.compact().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (db, ks, history, stop) = (db.clone(), ks.clone(), history.clone(), stop.clone());
+            let (recorded, writer_done) = (recorded.clone(), writer_done.clone());
+            std::thread::spawn(move || {
+                let mut gen = 1;
+                while !stop.load(Ordering::Relaxed) && gen < 8 {
+                    for j in 0..keys {
+                        let i = (j * 7919 + gen * 13) % keys;
+                        let v = if (i + gen) % 5 == 0 {
+                            ks.delete(key(i)).unwrap();
+                            None
+                        } else {
+                            ks.put(key(i), value(i, gen)).unwrap();
+                            Some(value(i, gen))
+                        };
+                        let seq = db.snapshot().sequence();
+                        history.lock().unwrap().entry(i).or_default().push((seq, v));
+                        recorded.store(seq, Ordering::SeqCst);
+                    }
+                    gen += 1;
+                }
+                writer_done.store(true, Ordering::SeqCst);
+            })
+        };
+        let readers: Vec<_> = (0..2)
+            .map(|t| {
+                let (db, ks, history) = (db.clone(), ks.clone(), history.clone());
+                let (recorded, writer_done) = (recorded.clone(), writer_done.clone());
+                std::thread::spawn(move || {
+                    let mut checked = 0u64;
+                    for round in 0..6u64 {
+                        let snap = db.snapshot();
+                        let s = snap.sequence();
+                        let mut got = Vec::new();
+                        for j in 0..keys {
+                            let i = (j * 31 + round * 17 + t) % keys;
+                            got.push((i, snap.get(&ks, key(i)).unwrap()));
+                        }
+                        // Wait until every write at or below the snapshot is in the history.
+                        while recorded.load(Ordering::SeqCst) < s
+                            && !writer_done.load(Ordering::SeqCst)
+                        {
+                            std::thread::yield_now();
+                        }
+                        let h = history.lock().unwrap();
+                        for (i, g) in got {
+                            let want = h
+                                .get(&i)
+                                .and_then(|v| v.iter().rev().find(|(q, _)| *q <= s))
+                                .and_then(|(_, v)| v.clone());
+                            assert_eq!(g, want, "key {i} at snapshot {s}");
+                            checked += 1;
+                        }
+                    }
+                    checked
+                })
+            })
+            .collect();
+        for r in readers {
+            assert!(r.join().unwrap() > 0);
+        }
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+        let last = levels(&db).pop().unwrap();
+        assert!(last.tables > 0, "{last:?}");
+    }
+    // Same files, serial then parallel: identical answers, equal to the history's end state.
+    let h = history.lock().unwrap();
+    let mut answers = Vec::new();
+    for parallel in [false, true] {
+        let mut o = common::small_db();
+        o.parallel_search = parallel;
+        let db = Db::open(dir.path(), o).unwrap();
+        let ks = db.keyspace("t", ks_opts(2, 2)).unwrap();
+        let got: Vec<Option<Vec<u8>>> = (0..keys).map(|i| ks.get(key(i)).unwrap()).collect();
+        for (i, g) in got.iter().enumerate() {
+            let want = h
+                .get(&(i as u64))
+                .and_then(|v| v.last())
+                .and_then(|(_, v)| v.clone());
+            assert_eq!(g, &want, "key {i}");
+        }
+        answers.push(got);
+    }
+    assert_eq!(answers[0], answers[1]);
+}
+
+#[test]
+fn options_are_validated() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    for f in [
+        |o: &mut KeyspaceOptions| o.trie.pile_size = 1,
+        |o: &mut KeyspaceOptions| o.trie.last_level_depth = 0,
+        |o: &mut KeyspaceOptions| o.trie.last_level_depth = 10,
+        |o: &mut KeyspaceOptions| o.trie.target_fill = 1.5,
+        |o: &mut KeyspaceOptions| o.trie.gc_garbage_ratio = 1.0,
+        |o: &mut KeyspaceOptions| o.trie.stop_sublevels = 2,
+    ] {
+        let mut o = KeyspaceOptions::new(Layout::Trie);
+        f(&mut o);
+        assert!(matches!(
+            db.keyspace("x", o),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
 }

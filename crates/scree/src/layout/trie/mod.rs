@@ -50,10 +50,15 @@ struct Busy {
     piles: HashMap<u64, Claim>,
     /// Last-level containers whose BloomCluster a job is rebuilding.
     clusters: HashMap<u64, Claim>,
+    /// Newest version number claims were pruned with: a job planned on an older version
+    /// (a caller that read its version before an install, e.g. `Db::compact`) could take
+    /// inputs a finished job already consumed, so reservations from it are refused.
+    seen_gen: u64,
 }
 
 impl Busy {
     fn prune(&mut self, v: &TrieVersion) {
+        self.seen_gen = self.seen_gen.max(v.gen);
         let released = |c: &Claim| {
             c.done
                 && (c.gone.is_some_and(|f| !v.has_file(f))
@@ -140,9 +145,11 @@ impl Trie {
         version.as_any().downcast_ref::<TrieVersion>()
     }
 
-    fn reserve(&self, piles: &[u64], clusters: &[u64]) -> Option<Reservation> {
+    fn reserve(&self, v: &TrieVersion, piles: &[u64], clusters: &[u64]) -> Option<Reservation> {
         let mut b = self.busy.lock();
-        if piles.iter().any(|p| b.piles.contains_key(p))
+        b.prune(v);
+        if v.gen < b.seen_gen
+            || piles.iter().any(|p| b.piles.contains_key(p))
             || clusters.iter().any(|c| b.clusters.contains_key(c))
         {
             return None;
@@ -182,24 +189,29 @@ impl Trie {
             .is_some_and(|e| e.signature == c.newest() && e.ratio > o.gc_garbage_ratio)
     }
 
-    fn compaction_job(&self, v: &TrieVersion, c: &Container, manual: bool) -> Option<Box<dyn Job>> {
+    fn compaction_job(&self, v: &TrieVersion, c: &Container) -> Option<Box<dyn Job>> {
         let children: Vec<u64> = (0..8u8).map(|i| child_id(c.id, i)).collect();
         let child_last = c.depth + 1 == v.last_depth;
-        let mut res = self.reserve(&[c.id], &[])?;
-        let mut infos = Vec::with_capacity(8);
-        for id in children {
-            let child = v.containers.get(&id);
-            // Rebuild the child's BloomCluster in this job when nobody else holds it.
-            let rebuild = child_last && {
-                let mut b = self.busy.lock();
-                if b.clusters.contains_key(&id) {
-                    false
-                } else {
-                    b.clusters.insert(id, Claim::default());
-                    res.clusters.push(id);
+        let mut res = self.reserve(v, &[c.id], &[])?;
+        // Rebuild a last-level child's BloomCluster in this job when nobody else holds it. The
+        // version is not stale (checked by `reserve` under the same lock).
+        let rebuild: Vec<bool> = {
+            let mut b = self.busy.lock();
+            children
+                .iter()
+                .map(|id| {
+                    if !child_last || b.clusters.contains_key(id) || v.gen < b.seen_gen {
+                        return false;
+                    }
+                    b.clusters.insert(*id, Claim::default());
+                    res.clusters.push(*id);
                     true
-                }
-            };
+                })
+                .collect()
+        };
+        let mut infos = Vec::with_capacity(8);
+        for (id, rebuild) in children.into_iter().zip(rebuild) {
+            let child = v.containers.get(&id);
             let subtree_empty = !v
                 .containers
                 .values()
@@ -212,7 +224,6 @@ impl Trie {
                 subtree_empty,
             });
         }
-        let _ = manual;
         Some(Box::new(CompactJob {
             cid: c.id,
             inputs: c.pile.clone(),
@@ -223,8 +234,8 @@ impl Trie {
         }))
     }
 
-    fn gc_job(&self, c: &Container) -> Option<Box<dyn Job>> {
-        let res = self.reserve(&[c.id], &[c.id])?;
+    fn gc_job(&self, v: &TrieVersion, c: &Container) -> Option<Box<dyn Job>> {
+        let res = self.reserve(v, &[c.id], &[c.id])?;
         Some(Box::new(GcJob {
             cid: c.id,
             pile: c.pile.clone(),
@@ -234,8 +245,8 @@ impl Trie {
         }))
     }
 
-    fn cluster_job(&self, c: &Container) -> Option<Box<dyn Job>> {
-        let res = self.reserve(&[], &[c.id])?;
+    fn cluster_job(&self, v: &TrieVersion, c: &Container) -> Option<Box<dyn Job>> {
+        let res = self.reserve(v, &[], &[c.id])?;
         Some(Box::new(ClusterJob {
             cid: c.id,
             pile: c.pile.clone(),
@@ -308,7 +319,7 @@ impl Layout for Trie {
         // 1. BloomClusters behind their piles (a lookup then costs one metadata read).
         for c in &cs {
             if self.needs_cluster(v, c) {
-                if let Some(j) = self.cluster_job(c) {
+                if let Some(j) = self.cluster_job(v, c) {
                     return Some(j);
                 }
             }
@@ -320,14 +331,14 @@ impl Layout for Trie {
             .collect();
         full.sort_by(|a, b| b.pile.len().cmp(&a.pile.len()).then(a.depth.cmp(&b.depth)));
         for c in full {
-            if let Some(j) = self.compaction_job(v, c, false) {
+            if let Some(j) = self.compaction_job(v, c) {
                 return Some(j);
             }
         }
         // 3. Garbage collection of last-level containers over the threshold.
         for c in &cs {
             if self.needs_gc(v, c, o) {
-                if let Some(j) = self.gc_job(c) {
+                if let Some(j) = self.gc_job(v, c) {
                     return Some(j);
                 }
             }
@@ -359,18 +370,19 @@ impl Layout for Trie {
             .iter()
             .find(|c| c.depth < v.last_depth && !c.pile.is_empty())
         {
-            return match self.compaction_job(v, c, true) {
+            return match self.compaction_job(v, c) {
                 Some(j) => ManualStep::Run(j),
                 None => ManualStep::Wait,
             };
         }
-        // Then merge every last-level pile of several generations in place.
-        let _ = ctx;
+        // Then merge every last-level pile of several generations in place (unless garbage
+        // collection is disabled).
+        let gc = ctx.opts.trie.gc_garbage_ratio > 0.0;
         if let Some(c) = cs
             .iter()
-            .find(|c| c.depth >= v.last_depth && c.generations() >= 2)
+            .find(|c| gc && c.depth >= v.last_depth && c.generations() >= 2)
         {
-            return match self.gc_job(c) {
+            return match self.gc_job(v, c) {
                 Some(j) => ManualStep::Run(j),
                 None => ManualStep::Wait,
             };

@@ -150,6 +150,9 @@ pub struct TrieVersion {
     pub(crate) max_upper_pile: usize,
     /// Containers at the last level.
     pub(crate) last_containers: usize,
+    /// Number of edits applied since the empty version: versions installed later have larger
+    /// numbers, which lets the policy refuse jobs planned on a stale version.
+    pub(crate) gen: u64,
 }
 
 impl TrieVersion {
@@ -163,6 +166,7 @@ impl TrieVersion {
             files: HashMap::new(),
             max_upper_pile: 0,
             last_containers: 0,
+            gen: 0,
         }
     }
 
@@ -371,6 +375,7 @@ impl LayoutVersion for TrieVersion {
             files: self.files.clone(),
             max_upper_pile: 0,
             last_containers: 0,
+            gen: self.gen + 1,
         };
         let mut touched: HashMap<u64, Container> = HashMap::new();
         let take = |v: &TrieVersion, id: u64| -> Container {
