@@ -485,8 +485,7 @@ impl TrieOptions {
         if !(1..=64).contains(&self.bloom_bits_per_key) {
             return bad("bloom_bits_per_key must be 1..=64");
         }
-        if !(self.target_fill >= 0.3 && self.target_fill <= 1.0)
-            || !(self.bucket_fill_cap >= 0.3 && self.bucket_fill_cap <= 1.0)
+        if !(0.3..=1.0).contains(&self.target_fill) || !(0.3..=1.0).contains(&self.bucket_fill_cap)
         {
             return bad("target_fill and bucket_fill_cap must be within 0.3..=1.0");
         }

@@ -32,6 +32,9 @@ pub struct HItem {
     pub value: Vec<u8>,
 }
 
+/// A version found by a lookup: `(seq, kind, value)`.
+pub type Found = (u64, ValueKind, Vec<u8>);
+
 /// One item of a [`TableScan`].
 #[derive(Debug, Clone, Copy)]
 struct ScanItem {
@@ -301,7 +304,7 @@ impl HTableReader {
         hash: u128,
         user_key: &[u8],
         snapshot_seq: u64,
-    ) -> Result<(Option<(u64, ValueKind, Vec<u8>)>, u32)> {
+    ) -> Result<(Option<Found>, u32)> {
         match self.locate(hash) {
             Location::Bucket(b) => {
                 let offset = u64::from(b) * BUCKET_SIZE as u64;

@@ -85,7 +85,7 @@ impl Reservation {
             .added
             .first()
             .map(|a| a.meta.file_no)
-            .or_else(|| edit.records.iter().find_map(|r| cluster_file_of(r)));
+            .or_else(|| edit.records.iter().find_map(cluster_file_of));
         self.ok = Some(Claim {
             done: true,
             gone: edit.removed.first().copied(),
