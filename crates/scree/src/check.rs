@@ -112,7 +112,7 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
     let names = env.list(dir)?;
 
     // CURRENT and the manifest.
-    let mut versions: Vec<(String, Arc<dyn LayoutVersion>, u64)> = Vec::new();
+    let mut versions: Vec<(String, Arc<dyn LayoutVersion>, u64, u32)> = Vec::new();
     let current = dir.join(manifest::CURRENT);
     let manifest_no = if env.fs.exists(&current) {
         rep.files += 1;
@@ -138,7 +138,7 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
 
     // Every file the manifest names.
     let mut named = std::collections::HashSet::new();
-    for (ks, v, _) in &versions {
+    for (ks, v, _, _) in &versions {
         for f in v.files() {
             let name = format!("{:06}.{}", f.meta.file_no, f.ext);
             named.insert(name.clone());
@@ -150,7 +150,7 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
     }
 
     // WALs that recovery would replay.
-    let min_log = versions.iter().map(|(_, _, l)| *l).min().unwrap_or(0);
+    let min_log = versions.iter().map(|(_, _, l, _)| *l).min().unwrap_or(0);
     let mut logs: Vec<u64> = names
         .iter()
         .filter_map(|n| {
@@ -160,8 +160,16 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
         .collect();
     logs.sort_unstable();
     let live: Vec<u64> = logs.iter().copied().filter(|&n| n >= min_log).collect();
+    let known: Option<Vec<u32>> = manifest_no.map(|_| versions.iter().map(|v| v.3).collect());
     for (i, &n) in live.iter().enumerate() {
-        check_wal(dir, &env, n, i + 1 == live.len(), &mut rep);
+        check_wal(
+            dir,
+            &env,
+            n,
+            i + 1 == live.len(),
+            known.as_deref(),
+            &mut rep,
+        );
     }
     for name in &names {
         let Some((num, ext)) = name.split_once('.') else {
@@ -190,7 +198,7 @@ fn check_manifest(
     tables: &Arc<TableCtx>,
     n: u64,
     rep: &mut Report,
-    versions: &mut Vec<(String, Arc<dyn LayoutVersion>, u64)>,
+    versions: &mut Vec<(String, Arc<dyn LayoutVersion>, u64, u32)>,
 ) {
     let path = manifest::manifest_path(dir, n);
     let data = match env.read_all(&path) {
@@ -217,7 +225,13 @@ fn check_manifest(
         offset += (log::HEADER + r.len()) as u64;
     }
     match end {
+        LogEnd::Clean if edits.is_empty() => {
+            rep.problem(&path, 0, "manifest has no valid snapshot record")
+        }
         LogEnd::Clean => {}
+        LogEnd::TornTail { offset } if edits.is_empty() => {
+            rep.problem(&path, offset, "manifest has no valid snapshot record")
+        }
         LogEnd::TornTail { offset } => rep.notes.push(format!(
             "{}: torn tail at offset {offset} (dropped by recovery)",
             path.display()
@@ -274,7 +288,7 @@ fn check_manifest(
     }
     let mut all: Vec<(u32, (String, Arc<dyn LayoutVersion>, u64))> = ks.into_iter().collect();
     all.sort_by_key(|(id, _)| *id);
-    versions.extend(all.into_iter().map(|(_, v)| v));
+    versions.extend(all.into_iter().map(|(id, (n, v, l))| (n, v, l, id)));
 }
 
 fn check_file(env: &Env, f: &Arc<TableFile>, rep: &mut Report) {
@@ -303,8 +317,11 @@ fn check_file(env: &Env, f: &Arc<TableFile>, rep: &mut Report) {
         "bc" => env
             .open(&path, false)
             .and_then(crate::htable::BloomClusterReader::open)
-            .map(|_| {
-                rep.blocks += 1;
+            .and_then(|r| {
+                // Reads and verifies every column block.
+                crate::htable::BloomClusterBuilder::from_reader_kind(&r, ReadKind::Compaction)?;
+                rep.blocks += r.n_blocks() as u64;
+                Ok(())
             }),
         _ => Ok(()),
     };
@@ -391,7 +408,14 @@ fn check_htable(env: &Env, path: &Path, meta: &TableMeta, rep: &mut Report) -> R
     Ok(())
 }
 
-fn check_wal(dir: &Path, env: &Env, n: u64, newest: bool, rep: &mut Report) {
+fn check_wal(
+    dir: &Path,
+    env: &Env,
+    n: u64,
+    newest: bool,
+    keyspaces: Option<&[u32]>,
+    rep: &mut Report,
+) {
     let path = dir.join(format!("{n:06}.log"));
     let data = match env.read_all(&path) {
         Ok(d) => d,
@@ -406,7 +430,18 @@ fn check_wal(dir: &Path, env: &Env, n: u64, newest: bool, rep: &mut Report) {
     for r in records {
         rep.records += 1;
         match batch::decode(r) {
-            Ok((_, entries)) => rep.entries += entries.len() as u64,
+            Ok((_, entries)) => {
+                rep.entries += entries.len() as u64;
+                let unknown =
+                    keyspaces.and_then(|known| entries.iter().find(|e| !known.contains(&e.ks)));
+                if let Some(e) = unknown {
+                    rep.problem(
+                        &path,
+                        offset,
+                        format!("WAL names unknown keyspace {}", e.ks),
+                    );
+                }
+            }
             Err((o, d)) => rep.problem(
                 &path,
                 offset + log::HEADER as u64 + o as u64,

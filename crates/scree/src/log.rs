@@ -96,6 +96,27 @@ fn check_record(data: &[u8], pos: usize) -> std::result::Result<(usize, usize), 
     Ok((start, len))
 }
 
+/// Whether a valid record starts anywhere after `pos` (cheap header checks first, the CRC
+/// only for plausible candidates). The length field of the bad record is tried first.
+fn valid_record_after(data: &[u8], pos: usize) -> bool {
+    let hinted = get_u32(data, pos + 4)
+        .and_then(|l| (pos + HEADER).checked_add(l as usize))
+        .filter(|&n| n > pos && n < data.len());
+    if hinted.is_some_and(|n| check_record(data, n).is_ok()) {
+        return true;
+    }
+    let mut p = pos + 1;
+    while p + HEADER <= data.len() {
+        let plausible = data.get(p + 8) == Some(&FULL)
+            && get_u32(data, p + 4).is_some_and(|l| (l as usize) <= data.len() - p - HEADER);
+        if plausible && check_record(data, p).is_ok() {
+            return true;
+        }
+        p += 1;
+    }
+    false
+}
+
 /// Splits a whole log file into its payloads and says how it ended.
 pub fn read_records(data: &[u8]) -> (Vec<&[u8]>, LogEnd) {
     let mut out = Vec::new();
@@ -109,17 +130,17 @@ pub fn read_records(data: &[u8]) -> (Vec<&[u8]>, LogEnd) {
                 pos = start + len;
             }
             Err(detail) => {
-                // A torn write leaves nothing valid after it. If the length field still points
-                // at a valid record, the bad bytes are in the middle of the log.
-                let next = get_u32(data, pos + 4)
-                    .map(|l| pos + HEADER + l as usize)
-                    .filter(|&n| n > pos && n < data.len());
-                let end = match next {
-                    Some(n) if check_record(data, n).is_ok() => LogEnd::Corrupt {
+                // A torn write leaves nothing valid after it: a valid record anywhere after the
+                // bad one means the bad bytes are in the middle of the log. The search does not
+                // trust the bad record's length field (a flipped length bit must not turn middle
+                // corruption into a torn tail).
+                let end = if valid_record_after(data, pos) {
+                    LogEnd::Corrupt {
                         offset: pos as u64,
                         detail,
-                    },
-                    _ => LogEnd::TornTail { offset: pos as u64 },
+                    }
+                } else {
+                    LogEnd::TornTail { offset: pos as u64 }
                 };
                 return (out, end);
             }
@@ -164,6 +185,23 @@ mod tests {
             let (recs, end) = read_records(&data[..cut]);
             assert!(recs.len() <= 3);
             assert!(matches!(end, LogEnd::Clean | LogEnd::TornTail { .. }));
+        }
+    }
+
+    #[test]
+    fn a_flipped_length_bit_is_middle_corruption() {
+        let base = encode(&[b"one", b"two", b"three", b"four"]);
+        for byte in 4..8 {
+            for bit in 0..8 {
+                let mut data = base.clone();
+                data[HEADER + 3 + byte] ^= 1 << bit; // length field of the second record
+                let (recs, end) = read_records(&data);
+                assert_eq!(recs.len(), 1);
+                assert!(
+                    matches!(end, LogEnd::Corrupt { .. }),
+                    "byte {byte} bit {bit}: {end:?}"
+                );
+            }
         }
     }
 
