@@ -1,0 +1,279 @@
+//! Writers, plain readers and snapshot readers at once, on every layout, with flushes and
+//! compactions running underneath.
+//!
+//! Writers move amounts between accounts with batches (each writer owns its accounts, so the
+//! batches need no read-modify-write isolation); each batch also bumps the writer's transfer
+//! counter in a second keyspace. Invariants every snapshot must show: the sum over all accounts is
+//! constant; each writer's counter never goes backwards between two snapshots in order; a
+//! snapshot read twice gives the same answer; with range scans (forward and reverse) the sum and
+//! the account count hold too. Plain readers check that every value parses and is in range.
+//!
+//! Knob: `SCREE_CONCURRENCY_SECS` (default 2 seconds per layout).
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use scree::fs::fault::FaultFs;
+use scree::{Db, Keyspace, Layout, Snapshot, WriteBatch, WriteOptions};
+
+const ACCOUNTS: u64 = 48;
+const WRITERS: u64 = 3;
+const START: u64 = 1000;
+const TOTAL: u64 = ACCOUNTS * START;
+
+fn acct(i: u64) -> Vec<u8> {
+    format!("acct{i:03}").into_bytes()
+}
+
+fn counter(w: u64) -> Vec<u8> {
+    format!("w{w}").into_bytes()
+}
+
+fn num(v: &[u8]) -> Result<u64, String> {
+    std::str::from_utf8(v)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("not a number: {:?}", String::from_utf8_lossy(v)))
+}
+
+fn padded(n: u64) -> Vec<u8> {
+    // Values of varying length (a padding suffix after a separator) so blocks fill unevenly.
+    let mut v = n.to_string().into_bytes();
+    v.resize(v.len() + (n as usize % 50), b' ');
+    v
+}
+
+fn parse(v: &[u8]) -> Result<u64, String> {
+    num(String::from_utf8_lossy(v).trim_end().as_bytes())
+}
+
+/// Sum of the accounts and the writers' counters at a snapshot, read with gets.
+fn read_snapshot(s: &Snapshot, acc: &Keyspace, meta: &Keyspace) -> Result<(u64, Vec<u64>), String> {
+    let mut sum = 0;
+    for i in 0..ACCOUNTS {
+        let v = s
+            .get(acc, acct(i))
+            .map_err(|e| e.to_string())?
+            .ok_or(format!("account {i} missing"))?;
+        sum += parse(&v)?;
+    }
+    let mut counts = Vec::new();
+    for w in 0..WRITERS {
+        let c = match s.get(meta, counter(w)).map_err(|e| e.to_string())? {
+            Some(v) => num(&v)?,
+            None => 0,
+        };
+        counts.push(c);
+    }
+    Ok((sum, counts))
+}
+
+fn run(layout: Layout, secs: f64) -> Result<String, String> {
+    let fs = FaultFs::new(7);
+    let mut o = common::small_db();
+    o.fs = Some(fs.as_dyn());
+    let db = Db::open("/db", o.clone()).map_err(|e| e.to_string())?;
+    let acc = db
+        .keyspace("acc", common::small_ks(layout))
+        .map_err(|e| e.to_string())?;
+    let meta = db
+        .keyspace("meta", common::small_ks(layout))
+        .map_err(|e| e.to_string())?;
+    let mut b = WriteBatch::new();
+    for i in 0..ACCOUNTS {
+        b.put(&acc, acct(i), padded(START));
+    }
+    db.write(b, &WriteOptions::default())
+        .map_err(|e| e.to_string())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let transfers = Arc::new(AtomicU64::new(0));
+    let snapshots = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let scans = common::has_scans(layout);
+    let result: Result<(), String> = std::thread::scope(|sc| {
+        let mut handles = Vec::new();
+        for w in 0..WRITERS {
+            let (db, acc, meta, stop, transfers) = (
+                db.clone(),
+                acc.clone(),
+                meta.clone(),
+                stop.clone(),
+                transfers.clone(),
+            );
+            handles.push(sc.spawn(move || -> Result<(), String> {
+                let mine: Vec<u64> = (0..ACCOUNTS).filter(|i| i % WRITERS == w).collect();
+                let mut bal: Vec<u64> = vec![START; mine.len()];
+                let mut x = 0x2545_F491u64 ^ w;
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let a = (x % mine.len() as u64) as usize;
+                    let bi = ((x >> 20) % mine.len() as u64) as usize;
+                    if a == bi {
+                        continue;
+                    }
+                    let amount = (x >> 40) % (bal[a] + 1);
+                    bal[a] -= amount;
+                    bal[bi] += amount;
+                    n += 1;
+                    let mut b = WriteBatch::new();
+                    b.put(&acc, acct(mine[a]), padded(bal[a]));
+                    b.put(&acc, acct(mine[bi]), padded(bal[bi]));
+                    b.put(&meta, counter(w), n.to_string());
+                    let sync = n % 64 == 0;
+                    db.write(b, &WriteOptions { sync })
+                        .map_err(|e| format!("writer {w}: {e}"))?;
+                    transfers.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            }));
+        }
+        for r in 0..2u64 {
+            let (db, acc, meta, stop, snapshots) = (
+                db.clone(),
+                acc.clone(),
+                meta.clone(),
+                stop.clone(),
+                snapshots.clone(),
+            );
+            handles.push(sc.spawn(move || -> Result<(), String> {
+                let mut last_counts = vec![0u64; WRITERS as usize];
+                while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                    let s = db.snapshot();
+                    let (sum, counts) = read_snapshot(&s, &acc, &meta)?;
+                    if sum != TOTAL {
+                        return Err(format!("snapshot {}: sum {sum} != {TOTAL}", s.sequence()));
+                    }
+                    for (w, (&c, &l)) in counts.iter().zip(&last_counts).enumerate() {
+                        if c < l {
+                            return Err(format!("writer {w}'s counter went back: {l} -> {c}"));
+                        }
+                    }
+                    last_counts = counts.clone();
+                    if scans {
+                        let fwd: Vec<(Vec<u8>, Vec<u8>)> = s
+                            .range(&acc, acct(0)..)
+                            .collect::<scree::Result<_>>()
+                            .map_err(|e| e.to_string())?;
+                        let mut rev: Vec<(Vec<u8>, Vec<u8>)> = s
+                            .range(&acc, acct(0)..)
+                            .rev()
+                            .collect::<scree::Result<_>>()
+                            .map_err(|e| e.to_string())?;
+                        rev.reverse();
+                        if fwd != rev {
+                            return Err("forward and reverse scans differ".into());
+                        }
+                        let total: u64 = fwd
+                            .iter()
+                            .map(|(_, v)| parse(v))
+                            .collect::<Result<Vec<_>, _>>()?
+                            .iter()
+                            .sum();
+                        if fwd.len() as u64 != ACCOUNTS || total != TOTAL {
+                            return Err(format!(
+                                "scan at snapshot {}: {} accounts, sum {total}",
+                                s.sequence(),
+                                fwd.len()
+                            ));
+                        }
+                    }
+                    // The same snapshot later gives the same answer.
+                    if r == 0 {
+                        std::thread::sleep(Duration::from_millis(1));
+                        let again = read_snapshot(&s, &acc, &meta)?;
+                        if again != (sum, counts) {
+                            return Err("a snapshot changed under its reader".into());
+                        }
+                    }
+                    snapshots.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            }));
+        }
+        {
+            let (acc, stop) = (acc.clone(), stop.clone());
+            handles.push(sc.spawn(move || -> Result<(), String> {
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                    i = (i + 7) % ACCOUNTS;
+                    let v = acc
+                        .get(acct(i))
+                        .map_err(|e| e.to_string())?
+                        .ok_or(format!("account {i} missing"))?;
+                    if parse(&v)? > TOTAL {
+                        return Err(format!("account {i} holds more than everything"));
+                    }
+                }
+                Ok(())
+            }));
+        }
+        {
+            let (db, stop) = (db.clone(), stop.clone());
+            handles.push(sc.spawn(move || -> Result<(), String> {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(40));
+                    i += 1;
+                    if i % 5 == 0 {
+                        db.compact().map_err(|e| format!("compact: {e}"))?;
+                    } else {
+                        db.flush().map_err(|e| format!("flush: {e}"))?;
+                    }
+                }
+                Ok(())
+            }));
+        }
+        let mut first_err = None;
+        for h in handles {
+            let r = h.join().unwrap_or_else(|_| Err("a thread panicked".into()));
+            if let Err(e) = r {
+                stop.store(true, Ordering::SeqCst);
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    });
+    result?;
+    db.check_invariants().map_err(|e| e.to_string())?;
+    let summary = format!(
+        "{layout}: {} transfers, {} snapshots checked, {} flushes, {} compactions",
+        transfers.load(Ordering::Relaxed),
+        snapshots.load(Ordering::Relaxed),
+        db.stats().flushes,
+        db.stats().compactions
+    );
+    drop((acc, meta, db));
+    // Everything adds up after a reopen too.
+    let db = Db::open("/db", o).map_err(|e| e.to_string())?;
+    let acc = db
+        .keyspace("acc", common::small_ks(layout))
+        .map_err(|e| e.to_string())?;
+    let meta = db
+        .keyspace("meta", common::small_ks(layout))
+        .map_err(|e| e.to_string())?;
+    let (sum, _) = read_snapshot(&db.snapshot(), &acc, &meta)?;
+    if sum != TOTAL {
+        return Err(format!("after reopen: sum {sum} != {TOTAL}"));
+    }
+    Ok(summary)
+}
+
+#[test]
+fn writers_readers_and_snapshot_readers_on_every_layout() {
+    let secs: f64 = std::env::var("SCREE_CONCURRENCY_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2.0);
+    for layout in Layout::implemented() {
+        match run(layout, secs) {
+            Ok(s) => println!("concurrency {s}"),
+            Err(e) => panic!("{layout}: {e}"),
+        }
+    }
+}
