@@ -9,7 +9,8 @@
 //! Environment: `TRIE_DIR` (default a temp dir; with `TRIE_REUSE=1` an existing database is
 //! read without filling), `TRIE_PILE` (pile_size), `TRIE_DEPTH` (last_level_depth),
 //! `TRIE_DIRECT=1` (direct reads), `TRIE_PARALLEL=1` (parallel search),
-//! `TRIE_GC=ratio`, `TRIE_FILL=target_fill`, `TRIE_THREADS` (background threads).
+//! `TRIE_GC=ratio`, `TRIE_FILL=target_fill`, `TRIE_CLUSTER_CACHE=bytes`, `TRIE_THREADS`
+//! (background threads).
 
 use std::time::Instant;
 
@@ -38,6 +39,32 @@ fn value(i: u64, out: &mut [u8; 100]) {
         let n = chunk.len();
         chunk.copy_from_slice(b.get(..n).unwrap_or_default());
     }
+}
+
+/// CPU seconds used by the calling thread (robust to other load on a shared machine).
+fn thread_cpu() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we pass.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+/// CPU seconds used by the whole process.
+fn process_cpu() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we pass.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts);
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
 fn env<T: std::str::FromStr>(name: &str) -> Option<T> {
@@ -106,18 +133,31 @@ fn main() -> scree::Result<()> {
         if let Some(f) = env("TRIE_FILL") {
             ko.trie.target_fill = f;
         }
+        if let Some(c) = env("TRIE_CLUSTER_CACHE") {
+            ko.trie.cluster_cache_bytes = c;
+        }
         let trie = ko.trie.clone();
         let ks = db.keyspace("bench", ko)?;
         let t = Instant::now();
+        let (c0, p0) = (thread_cpu(), process_cpu());
         let mut v = [0u8; 100];
         for i in 0..if reuse { 0 } else { num } {
             value(i, &mut v);
             ks.put(key(i), v)?;
         }
         let fill = t.elapsed().as_secs_f64();
+        let c1 = thread_cpu();
         db.wait_for_compactions()?;
         let total = t.elapsed().as_secs_f64();
+        let p1 = process_cpu();
         let s = db.stats();
+        if num > 0 && !reuse {
+            println!(
+                "  fill CPU: writer thread {:.2} us/op, whole process {:.2} us/op",
+                (c1 - c0) * 1e6 / num as f64,
+                (p1 - p0) * 1e6 / num as f64
+            );
+        }
         println!(
             "{name}: fill {:.0} ops/s ({fill:.1}s, {total:.1}s with compactions), WA {:.3} \
              (without WAL {:.3}), wal {} MB, flush {} MB, compaction {} MB, metadata {} MB, \
@@ -161,6 +201,7 @@ fn main() -> scree::Result<()> {
             );
         }
         let t = Instant::now();
+        let c0 = thread_cpu();
         let mut found = 0u64;
         for j in 0..reads {
             let i = mix(j ^ 0xABCD) % num;
@@ -169,13 +210,16 @@ fn main() -> scree::Result<()> {
             }
         }
         let rs = t.elapsed().as_secs_f64();
+        let rc = thread_cpu() - c0;
         let s2 = db.stats();
         println!(
-            "  readrandom {:.0} ops/s ({found} of {reads} found), {}",
+            "  readrandom {:.0} ops/s ({:.2} us CPU/op; {found} of {reads} found), {}",
             reads as f64 / rs,
+            rc * 1e6 / reads.max(1) as f64,
             per_get(&s, &s2, reads)
         );
         let t = Instant::now();
+        let c0 = thread_cpu();
         let mut found = 0u64;
         for j in 0..reads {
             let mut k = key(mix(j ^ 0x77) % num);
@@ -186,10 +230,12 @@ fn main() -> scree::Result<()> {
             }
         }
         let ms = t.elapsed().as_secs_f64();
+        let mc = thread_cpu() - c0;
         let s3 = db.stats();
         println!(
-            "  readmissing {:.0} ops/s ({found} of {reads} found), {}",
+            "  readmissing {:.0} ops/s ({:.2} us CPU/op; {found} of {reads} found), {}",
             reads as f64 / ms,
+            mc * 1e6 / reads.max(1) as f64,
             per_get(&s2, &s3, reads)
         );
         drop(ks);

@@ -442,6 +442,9 @@ pub struct TrieOptions {
     /// last-level tables no BloomCluster covers). Tables opened over the budget keep no filter
     /// in memory and each probe reads the bucket. Default 256 MiB.
     pub filter_memory_bytes: usize,
+    /// Byte budget of a cache of BloomCluster blocks (0 disables it): lookups that hit it
+    /// skip the last level's metadata read. Default 16 MiB.
+    pub cluster_cache_bytes: usize,
     /// Estimated garbage fraction of a last-level container above which its pile is merged in
     /// place (garbage collection). 0 disables garbage collection. Default 0.35.
     pub gc_garbage_ratio: f64,
@@ -465,6 +468,7 @@ impl Default for TrieOptions {
             target_fill: 0.95,
             bucket_fill_cap: 1.0,
             filter_memory_bytes: 256 << 20,
+            cluster_cache_bytes: 16 << 20,
             gc_garbage_ratio: 0.35,
             gc_sample_columns: 4,
             slowdown_sublevels: 16,

@@ -72,7 +72,7 @@ impl BloomClusterBuilder {
         let s = r.table_ids.len();
         let mut per_level: Vec<Vec<Vec<u8>>> = vec![Vec::with_capacity(n); s];
         for (i, block) in all.chunks(CLUSTER_BLOCK_SIZE).enumerate() {
-            for col in decode_block(r.file.path(), i, block, r.block_range(i), s, None)? {
+            for col in decode_block(r.file.path(), i, block, r.block_range(i), s, None, true)? {
                 for (lvl, f) in per_level.iter_mut().zip(col.filters) {
                     lvl.push(f);
                 }
@@ -233,6 +233,33 @@ impl BloomClusterBuilder {
     }
 }
 
+/// A checked cluster block with the offset of each of its columns, as kept in a cache.
+#[derive(Debug, Clone)]
+pub struct ClusterBlock {
+    bytes: Vec<u8>,
+    first: u32,
+    offsets: Vec<u32>,
+    n_sublevels: usize,
+}
+
+impl ClusterBlock {
+    /// Column `c` (which must be in this block).
+    pub fn column(&self, c: u32) -> Option<BloomColumn> {
+        let k = c.checked_sub(self.first)? as usize;
+        let off = *self.offsets.get(k)? as usize;
+        let mut r = Reader::new(self.bytes.get(off..)?);
+        let mut filters = Vec::with_capacity(self.n_sublevels);
+        for _ in 0..self.n_sublevels {
+            filters.push(r.slice()?.to_vec());
+        }
+        Some(BloomColumn { filters })
+    }
+    /// Bytes held in memory.
+    pub fn memory_bytes(&self) -> usize {
+        self.bytes.len() + self.offsets.len() * 4 + 48
+    }
+}
+
 /// The filters of one bucket column across the sub-levels of a container.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BloomColumn {
@@ -278,13 +305,14 @@ fn decode_block(
     (first, count): (u32, u32),
     n_sublevels: usize,
     only: Option<u32>,
+    verify: bool,
 ) -> Result<Vec<BloomColumn>> {
     let offset = (i * CLUSTER_BLOCK_SIZE) as u64;
     let bad = |d: &str| Error::corruption(file, offset, format!("bloom cluster block {i}: {d}"));
     if block.len() != CLUSTER_BLOCK_SIZE {
         return Err(bad("short block"));
     }
-    if get_u32(block, 0) != Some(region_crc(offset, block.get(4..).unwrap_or_default())) {
+    if verify && get_u32(block, 0) != Some(region_crc(offset, block.get(4..).unwrap_or_default())) {
         return Err(bad("checksum mismatch"));
     }
     let mut r = Reader::new(block.get(4..).unwrap_or_default());
@@ -452,18 +480,11 @@ impl BloomClusterReader {
     /// Reads column `c` (one Metadata read of the block holding it). The column of a key is
     /// its bucket: `bucket_of(hash, n_columns)`.
     pub fn column(&self, c: u32) -> Result<BloomColumn> {
-        if c >= self.n_columns {
-            return Err(Error::InvalidArgument(format!(
-                "column {c} of a BloomCluster of {} columns",
-                self.n_columns
-            )));
-        }
-        let i = self.dir.partition_point(|&f| f <= c).saturating_sub(1);
+        let i = self.block_of(c)?;
         let range = self.block_range(i);
         let offset = (i * CLUSTER_BLOCK_SIZE) as u64;
         let block = self.read_block(offset)?;
-        let k = c.checked_sub(range.0).filter(|&k| k < range.1);
-        let Some(k) = k else {
+        let Some(k) = c.checked_sub(range.0).filter(|&k| k < range.1) else {
             return Err(Error::corruption(
                 self.file.path(),
                 offset,
@@ -477,10 +498,62 @@ impl BloomClusterReader {
             range,
             self.table_ids.len(),
             Some(k),
+            true,
         )?
         .into_iter()
         .next()
         .ok_or_else(|| Error::corruption(self.file.path(), offset, "column not in its block"))
+    }
+
+    /// The index of the block holding column `c`.
+    pub fn block_of(&self, c: u32) -> Result<usize> {
+        if c >= self.n_columns {
+            return Err(Error::InvalidArgument(format!(
+                "column {c} of a BloomCluster of {} columns",
+                self.n_columns
+            )));
+        }
+        Ok(self.dir.partition_point(|&f| f <= c).saturating_sub(1))
+    }
+
+    /// Reads block `i` (one Metadata read), checks it and indexes its columns, for callers
+    /// that cache blocks.
+    pub fn load_block(&self, i: usize) -> Result<ClusterBlock> {
+        let offset = (i * CLUSTER_BLOCK_SIZE) as u64;
+        let block = self.read_block(offset)?;
+        let (first, count) = self.block_range(i);
+        let s = self.table_ids.len();
+        let bad = |d: &str| {
+            Error::corruption(
+                self.file.path(),
+                offset,
+                format!("bloom cluster block {i}: {d}"),
+            )
+        };
+        // Full check (checksum, header, every filter), then the column offsets.
+        decode_block(
+            self.file.path(),
+            i,
+            &block,
+            (first, count),
+            s,
+            Some(0),
+            true,
+        )?;
+        let mut offsets = Vec::with_capacity(count as usize);
+        let mut r = Reader::new(block.get(CLUSTER_HEADER..).unwrap_or_default());
+        for _ in 0..count {
+            offsets.push((CLUSTER_HEADER + r.pos()) as u32);
+            for _ in 0..s {
+                r.slice().ok_or_else(|| bad("truncated filter"))?;
+            }
+        }
+        Ok(ClusterBlock {
+            bytes: block,
+            first,
+            offsets,
+            n_sublevels: s,
+        })
     }
 
     /// The one place cluster blocks are read (a cache can be inserted here).

@@ -32,7 +32,9 @@ use siphasher::sip128::{Hasher128, SipHasher13};
 use std::hash::Hasher;
 
 pub use builder::{buckets_for_bytes, HTableBuilder, HTableOptions, HTableSummary};
-pub use cluster::{BloomClusterBuilder, BloomClusterReader, BloomColumn, CLUSTER_BLOCK_SIZE};
+pub use cluster::{
+    BloomClusterBuilder, BloomClusterReader, BloomColumn, ClusterBlock, CLUSTER_BLOCK_SIZE,
+};
 pub use format::FilterSet;
 pub use reader::{HItem, HTableReader, TableScan};
 

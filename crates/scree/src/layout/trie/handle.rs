@@ -11,7 +11,9 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::htable::{BloomClusterReader, FilterSet, HTableReader};
+use crate::htable::{
+    BloomClusterReader, BloomColumn, ClusterBlock, FilterSet, HTableReader, CLUSTER_BLOCK_SIZE,
+};
 use crate::stats::{LevelReads, ReadKind};
 use crate::table::TableFile;
 
@@ -52,7 +54,23 @@ pub struct Shared {
     /// Containers whose BloomCluster could not be built (too many sub-levels for a block),
     /// with the newest sub-level's file number at that time: not retried until it changes.
     pub cluster_failed: Mutex<HashMap<u64, u64>>,
+    /// Cache of checked BloomCluster blocks by (file number, block index); created with the
+    /// options' budget on the first flush or pick (`None` inside: disabled).
+    pub cluster_cache: OnceLock<Option<ClusterCache>>,
 }
+
+/// Weighs cached cluster blocks by their length.
+#[derive(Clone)]
+pub struct BlockWeighter;
+
+impl quick_cache::Weighter<(u64, u32), Arc<ClusterBlock>> for BlockWeighter {
+    fn weight(&self, _key: &(u64, u32), val: &Arc<ClusterBlock>) -> u64 {
+        val.memory_bytes() as u64
+    }
+}
+
+/// A cache of BloomCluster blocks.
+pub type ClusterCache = quick_cache::sync::Cache<(u64, u32), Arc<ClusterBlock>, BlockWeighter>;
 
 impl Shared {
     /// Fresh shared state.
@@ -64,7 +82,50 @@ impl Shared {
             pending: Mutex::new(HashMap::new()),
             gc: Mutex::new(HashMap::new()),
             cluster_failed: Mutex::new(HashMap::new()),
+            cluster_cache: OnceLock::new(),
         })
+    }
+
+    /// Creates the cluster cache with `bytes` of budget unless it exists.
+    pub fn init_cache(&self, bytes: usize) {
+        if self.cluster_cache.get().is_none() {
+            let c = (bytes > 0).then(|| {
+                ClusterCache::with_weighter(
+                    (bytes / CLUSTER_BLOCK_SIZE).max(16),
+                    bytes as u64,
+                    BlockWeighter,
+                )
+            });
+            let _ = self.cluster_cache.set(c);
+        }
+    }
+
+    /// Column `c` of cluster `file`, through the cache; `meta_reads` counts a miss.
+    pub fn cluster_column(
+        &self,
+        file: &TableFile,
+        c: u32,
+        meta_reads: &mut u64,
+    ) -> Result<BloomColumn> {
+        let r = cluster_reader(file, ReadKind::Metadata, meta_reads)?;
+        let i = r.block_of(c)?;
+        let Some(Some(cache)) = self.cluster_cache.get() else {
+            *meta_reads += 1;
+            return r.column(c);
+        };
+        let key = (file.meta.file_no, i as u32);
+        let block = match cache.get(&key) {
+            Some(b) => b,
+            None => {
+                *meta_reads += 1;
+                let b = Arc::new(r.load_block(i)?);
+                cache.insert(key, b.clone());
+                b
+            }
+        };
+        block
+            .column(c)
+            .ok_or_else(|| Error::corruption(file.path(), 0, "column not in its cluster block"))
     }
 
     /// Counts lookup reads at `depth`.

@@ -305,6 +305,7 @@ impl Layout for Trie {
             ctx.opts.trie.filter_memory_bytes,
             std::sync::atomic::Ordering::Relaxed,
         );
+        self.shared.init_cache(ctx.opts.trie.cluster_cache_bytes);
         jobs::flush(ctx, &self.shared, mem)
     }
 
@@ -314,6 +315,7 @@ impl Layout for Trie {
         self.shared
             .filter_budget
             .store(o.filter_memory_bytes, std::sync::atomic::Ordering::Relaxed);
+        self.shared.init_cache(o.cluster_cache_bytes);
         self.busy.lock().prune(v);
         let cs = Self::sorted(v);
         // 1. BloomClusters behind their piles (a lookup then costs one metadata read).

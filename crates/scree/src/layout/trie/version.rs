@@ -26,7 +26,7 @@ use crate::memtable::Lookup;
 use crate::stats::{LevelReads, LevelStats, ReadKind};
 use crate::table::{TableCtx, TableFile, TableMeta};
 
-use super::handle::{cluster_reader, table_handle, Shared, MAX_DEPTH};
+use super::handle::{table_handle, Shared, MAX_DEPTH};
 
 /// File format code of HTables in `AddedTable::format`.
 pub const FORMAT_HTABLE: u8 = 1;
@@ -42,6 +42,31 @@ pub const TAG_PARAMS: u8 = 1;
 pub const TAG_CLUSTER: u8 = 2;
 /// Record: a container has no BloomCluster any more (`varint container`).
 pub const TAG_CLUSTER_DROP: u8 = 3;
+
+/// A cheap hasher for container ids and file numbers (the std SipHash costs more than the rest
+/// of a lookup's map access).
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        let mut x = self.0;
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        x ^ (x >> 31)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 ^= v;
+    }
+}
+
+/// A map keyed by container id or file number.
+pub type IdMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
 
 /// The id of the container at `depth` on the path of `hash`.
 pub fn container_id(depth: u32, hash: u128) -> u64 {
@@ -143,9 +168,9 @@ pub struct TrieVersion {
     pub(crate) shared: Arc<Shared>,
     pub(crate) hash_key: [u8; 16],
     pub(crate) last_depth: u32,
-    pub(crate) containers: HashMap<u64, Arc<Container>>,
+    pub(crate) containers: IdMap<Arc<Container>>,
     /// File number → container id, for tables and cluster files.
-    files: HashMap<u64, u64>,
+    files: IdMap<u64>,
     /// Longest pile among upper-level containers.
     pub(crate) max_upper_pile: usize,
     /// Containers at the last level.
@@ -153,6 +178,8 @@ pub struct TrieVersion {
     /// Number of edits applied since the empty version: versions installed later have larger
     /// numbers, which lets the policy refuse jobs planned on a stale version.
     pub(crate) gen: u64,
+    /// Deepest depth holding a container (at least the last level's).
+    deepest: u32,
 }
 
 impl TrieVersion {
@@ -162,11 +189,12 @@ impl TrieVersion {
             shared,
             hash_key,
             last_depth,
-            containers: HashMap::new(),
-            files: HashMap::new(),
+            containers: IdMap::default(),
+            files: IdMap::default(),
             max_upper_pile: 0,
             last_containers: 0,
             gen: 0,
+            deepest: last_depth,
         }
     }
 
@@ -229,9 +257,11 @@ impl TrieVersion {
                 .and_then(|cl| cl.index_of(t.meta.file_no).map(|i| (cl, i)));
             if let Some((cl, idx)) = covered {
                 if column.is_none() {
-                    let r = cluster_reader(&cl.file, ReadKind::Metadata, meta)?;
-                    column = Some(r.column(bucket_of(h, cl.n))?);
-                    *meta += 1;
+                    column = Some(self.shared.cluster_column(
+                        &cl.file,
+                        bucket_of(h, cl.n),
+                        meta,
+                    )?);
                 }
                 if !column.as_ref().is_some_and(|col| col.may_contain(idx, bh)) {
                     continue;
@@ -266,16 +296,18 @@ impl TrieVersion {
             .values()
             .filter(|c| c.depth >= self.last_depth && !c.pile.is_empty())
             .count();
-    }
-
-    /// Deepest depth holding a container.
-    fn max_depth(&self) -> u32 {
-        self.containers
+        self.deepest = self
+            .containers
             .values()
             .map(|c| c.depth)
             .max()
             .unwrap_or(0)
-            .max(self.last_depth)
+            .max(self.last_depth);
+    }
+
+    /// Deepest depth holding a container.
+    fn max_depth(&self) -> u32 {
+        self.deepest
     }
 }
 
@@ -376,6 +408,7 @@ impl LayoutVersion for TrieVersion {
             max_upper_pile: 0,
             last_containers: 0,
             gen: self.gen + 1,
+            deepest: 0,
         };
         let mut touched: HashMap<u64, Container> = HashMap::new();
         let take = |v: &TrieVersion, id: u64| -> Container {
