@@ -133,6 +133,22 @@ pub(crate) fn encode(entries: &[BatchEntry], seq: u64, out: &mut Vec<u8>) {
     }
 }
 
+/// [`decode`] for fuzzing and tools: the first sequence number and every entry as
+/// (keyspace id, kind byte, key, value).
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub fn decode_public(
+    buf: &[u8],
+) -> std::result::Result<(u64, Vec<(u32, u8, Vec<u8>, Vec<u8>)>), (usize, String)> {
+    decode(buf).map(|(seq, entries)| {
+        let out = entries
+            .into_iter()
+            .map(|e| (e.ks, e.kind as u8, e.key, e.value))
+            .collect();
+        (seq, out)
+    })
+}
+
 /// Decodes a WAL payload into (first seq, entries); `Err` carries the offset and detail.
 pub(crate) fn decode(buf: &[u8]) -> std::result::Result<(u64, Vec<BatchEntry>), (usize, String)> {
     let mut r = Reader::new(buf);

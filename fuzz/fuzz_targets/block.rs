@@ -1,0 +1,45 @@
+//! Sorted-table blocks: the index block (`Block`) and data blocks (`DataBlock` walked by a
+//! `BlockCursor`) decoded from arbitrary bytes; every access of a decoded block must be safe.
+#![no_main]
+
+use std::sync::Arc;
+
+use libfuzzer_sys::fuzz_target;
+use scree::key::cmp_ikey;
+use scree::table::block::{Block, BlockCursor, DataBlock};
+
+fuzz_target!(|data: &[u8]| {
+    let (probe, raw) = data.split_at(data.len().min(12));
+    if let Ok(b) = Block::decode(raw.to_vec()) {
+        for i in 0..b.len() {
+            let _ = (b.key(i), b.value(i));
+        }
+        let _ = b.lower_bound(probe, |a, b| a.cmp(b));
+    }
+    if let Ok(b) = DataBlock::decode(raw.to_vec()) {
+        let b = Arc::new(b);
+        let mut c = BlockCursor::new(b.clone());
+        let mut n = 0;
+        if c.seek_to_first().is_ok() {
+            while c.valid() && n < 100_000 {
+                let _ = (c.key(), c.value());
+                if c.next().is_err() {
+                    break;
+                }
+                n += 1;
+            }
+        }
+        let mut c = BlockCursor::new(b.clone());
+        if c.seek_to_last().is_ok() {
+            let mut m = 0;
+            while c.valid() && m < 100_000 {
+                if c.prev().is_err() {
+                    break;
+                }
+                m += 1;
+            }
+        }
+        let mut c = BlockCursor::new(b);
+        let _ = c.seek(probe, cmp_ikey);
+    }
+});

@@ -1,0 +1,47 @@
+//! Opening a sorted table from arbitrary bytes, reading every entry forward and backward and a
+//! few point lookups: errors are fine, panics are not.
+#![no_main]
+
+use std::sync::Arc;
+
+use libfuzzer_sys::fuzz_target;
+use scree::cache::BlockCache;
+use scree::iter::InternalIter;
+use scree::table::{TableIter, TableReader};
+
+fuzz_target!(|data: &[u8]| {
+    let (env, path) = scree_fuzz::env_with_file("000001.sst", data);
+    let Ok(t) = TableReader::open(&env, &path, 1, BlockCache::new(1 << 16)) else {
+        return;
+    };
+    let t = Arc::new(t);
+    let mut it = TableIter::new(t.clone(), true);
+    let mut keys = Vec::new();
+    if it.seek_to_first().is_ok() {
+        while it.valid() && keys.len() < 10_000 {
+            keys.push(it.key().to_vec());
+            if it.next().is_err() {
+                break;
+            }
+        }
+    }
+    let mut it = TableIter::new(t.clone(), false);
+    if it.seek_to_last().is_ok() {
+        let mut n = 0;
+        while it.valid() && n < 10_000 {
+            if it.prev().is_err() {
+                break;
+            }
+            n += 1;
+        }
+    }
+    for k in keys.iter().take(16) {
+        let mut it = TableIter::new(t.clone(), false);
+        let _ = it.seek(k);
+        let _ = it.seek_for_prev(k);
+        if k.len() >= 8 {
+            let _ = t.get(&k[..k.len() - 8], u64::MAX >> 8);
+        }
+    }
+    let _ = t.get(b"missing", 1);
+});
