@@ -46,13 +46,17 @@ fn main() -> scree::Result<()> {
     let buf_mib: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(64);
     let reads: u64 = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(200_000);
     let seeks: u64 = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    // FRAG_REUSE=1 with FRAG_DIR: skip the fill and read an existing database (kept).
+    let reuse = std::env::var("FRAG_REUSE").is_ok_and(|v| v == "1");
     for name in layouts.split(',') {
         let layout: Layout = name.parse()?;
         let tmp;
         let dir = match std::env::var("FRAG_DIR") {
             Ok(d) => {
                 let p = std::path::PathBuf::from(d).join(name);
-                let _ = std::fs::remove_dir_all(&p);
+                if !reuse {
+                    let _ = std::fs::remove_dir_all(&p);
+                }
                 p
             }
             Err(_) => {
@@ -82,7 +86,7 @@ fn main() -> scree::Result<()> {
         let ks = db.keyspace("bench", ko)?;
         let t = Instant::now();
         let mut v = [0u8; 100];
-        for i in 0..num {
+        for i in 0..if reuse { 0 } else { num } {
             value(i, &mut v);
             ks.put(key(i), v)?;
         }
@@ -146,7 +150,9 @@ fn main() -> scree::Result<()> {
         println!("  seekrandom {:.0} ops/s ({n} entries)", seeks as f64 / ss);
         drop(ks);
         drop(db);
-        let _ = std::fs::remove_dir_all(&dir);
+        if std::env::var("FRAG_DIR").is_err() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
     Ok(())
 }

@@ -2,9 +2,9 @@
 //! disjoint guards run in parallel. A job holds `Source` on the guard it removes tables from,
 //! `Shared` where it appends fragments, and `Exclusive` where it commits or deletes guards.
 //! Appends may run beside removals; guard changes exclude everything else in their range.
-//! A finished job's locks stay until the engine has installed its edit (seen as its first
-//! input gone from its level in a later version), because the engine drops the job before
-//! installing the edit.
+//! A finished job's locks stay until a version without its first input at its source level is
+//! seen: the engine picks from a version it read before taking the policy's lock, so a version
+//! older than the job's install could otherwise let a second job take the same inputs.
 
 use std::sync::Arc;
 
@@ -140,12 +140,12 @@ impl LockTable {
     }
 }
 
-/// The locks of one job; dropping it releases them unless the job finished (then they wait
-/// for the edit to be installed).
+/// The locks of one job; dropping it releases them, or, once the job has produced its edit,
+/// keeps them until a version shows the edit installed.
 pub(crate) struct Reservation {
     pub(crate) table: Arc<Mutex<LockTable>>,
     pub(crate) job: u64,
-    /// Set when the job has produced its edit: (level, file removed by it).
+    /// Set when the job has produced its edit: (source level, a file the edit removes there).
     pub(crate) retire_on: Option<(usize, u64)>,
 }
 

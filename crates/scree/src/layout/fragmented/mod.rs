@@ -9,14 +9,16 @@
 //! table (**fragment**) per child guard — without rewriting the child's tables. The last level
 //! has nowhere to append and rewrites (merges the guard's tables in place).
 //!
-//! Guard selection: a key whose hash (xxh3, fixed seed) ends in at least `b(i)` one-bits is a
+//! Guard selection: a key whose hash (xxh3 seeded with the database's random key) ends in at least `b(i)` one-bits is a
 //! guard of level i, with `b(i) = top_level_bits − (i−1)·bit_decrement` (at least 1). When
 //! `top_level_bits` is 0 (default) it scales with the key count `n` (`expected_keys`, or the
 //! entries observed in the tables and the memtable being flushed):
 //! `top = round(log2(n / level1_guards))`, at least `(last−1)·bit_decrement + 1` so that the
 //! last level still needs one bit. With the defaults (8 level-1 guards, decrement 2) a
 //! 5-million-key store gets ≈ 8–20 level-1 guards, 4× more per level below. Guards are picked
-//! at flush time from the flushed keys and recorded as **uncommitted** (pending); they become
+//! at flush time from the flushed keys — for the levels down to one below the deepest level
+//! holding data, so deep levels get guards sized for the store they will see — and recorded
+//! as **uncommitted** (pending); they become
 //! real, deepest level first, at the next compaction that holds their key range at that level
 //! and finds no table straddling them. Guards are persisted as layout records (pending, commit,
 //! delete) and recovered with the manifest. Empty child guards, and child guards holding less
@@ -63,12 +65,18 @@ use locks::{LockTable, Mode, Reservation};
 pub use version::FragmentedVersion;
 use version::{guard_record, intersects, GKey, Shared, TAG_COMMIT, TAG_DELETE, TAG_PENDING};
 
-/// Seed of the guard hash (independent of the Bloom filter's hash).
-const GUARD_SEED: u64 = 0x6775_6172_6473_0001;
+/// The seed of the guard hash: the database's random placement-hash key (persisted in the
+/// manifest), folded to 64 bits, so crafted keys cannot steer guard selection.
+pub(crate) fn guard_seed(hash_key: &[u8; 16]) -> u64 {
+    let (a, b) = hash_key.split_at(8);
+    let a = u64::from_le_bytes(a.try_into().unwrap_or([0; 8]));
+    let b = u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+    a ^ b.rotate_left(32) ^ 0x6775_6172_6473_0001
+}
 
-/// The hash that decides whether a key is a guard.
-pub(crate) fn guard_hash(k: &[u8]) -> u64 {
-    xxh3_64_with_seed(k, GUARD_SEED)
+/// The hash that decides whether a key is a guard (xxh3, independent of the Bloom hash).
+pub(crate) fn guard_hash(seed: u64, k: &[u8]) -> u64 {
+    xxh3_64_with_seed(k, seed)
 }
 
 /// The deepest level (the last level rewrites).
@@ -351,7 +359,7 @@ impl Fragmented {
         o: &FragmentedOptions,
         spec: Spec,
     ) -> Option<Box<dyn Job>> {
-        let first = spec.inputs.first()?.meta.file_no;
+        spec.inputs.first()?;
         let last = last_level(v, o);
         let Spec {
             src,
@@ -542,7 +550,6 @@ impl Fragmented {
         drop(lt);
         children.retain(|c| !c.inputs.is_empty() || c.merge);
         Some(Box::new(FragJob {
-            src,
             out,
             inputs,
             children,
@@ -553,7 +560,7 @@ impl Fragmented {
                 job,
                 retire_on: None,
             },
-            first,
+            src,
         }))
     }
 }
@@ -597,14 +604,14 @@ struct Child {
 }
 
 struct FragJob {
-    src: usize,
     out: usize,
     inputs: Vec<Arc<TableFile>>,
     children: Vec<Child>,
     moves: Vec<Arc<TableFile>>,
     records: Vec<LayoutRecord>,
+    /// Held until the edit is seen installed (see `locks`).
     res: Reservation,
-    first: u64,
+    src: usize,
 }
 
 impl Job for FragJob {
@@ -656,14 +663,24 @@ impl Job for FragJob {
             }
         }
         e.records = std::mem::take(&mut this.records);
-        this.res.retire_on = Some((this.src, this.first));
+        if let Some(t) = this.inputs.first() {
+            this.res.retire_on = Some((this.src, t.meta.file_no));
+        }
         Ok(e)
     }
 }
 
 /// Guards picked from a memtable's keys, as pending-guard records.
-fn pick_guards(v: &FragmentedVersion, o: &FragmentedOptions, mem: &Memtable) -> Vec<LayoutRecord> {
-    let last = o.max_levels - 1;
+fn pick_guards(
+    v: &FragmentedVersion,
+    o: &FragmentedOptions,
+    seed: u64,
+    mem: &Memtable,
+) -> Vec<LayoutRecord> {
+    // Guards are picked only for levels data can reach soon (down to one below the deepest
+    // level holding tables): deeper levels get theirs later, from a larger key count, so
+    // early flushes do not cover the deep levels with guards sized for a small store.
+    let last = (o.max_levels - 1).min(v.deepest_nonempty() + 1).max(1);
     let top = top_bits(o, v.entries + mem.len() as u64);
     let need = level_bits(top, o.bit_decrement, last);
     let mut by_level: BTreeMap<usize, Vec<GKey>> = BTreeMap::new();
@@ -674,7 +691,7 @@ fn pick_guards(v: &FragmentedVersion, o: &FragmentedOptions, mem: &Memtable) -> 
             continue;
         }
         prev = Some(uk.to_vec());
-        let h = guard_hash(uk);
+        let h = guard_hash(seed, uk);
         if h.trailing_ones() < need {
             continue;
         }
@@ -719,7 +736,7 @@ impl Layout for Fragmented {
             });
         }
         if let Some(v) = self.v(version) {
-            e.records = pick_guards(v, o, mem);
+            e.records = pick_guards(v, o, guard_seed(&ctx.hash_key), mem);
         }
         Ok(e)
     }

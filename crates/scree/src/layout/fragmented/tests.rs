@@ -25,7 +25,7 @@ fn guard_bits_scale_with_keys() {
 fn guard_levels_nest() {
     // A key that is a guard of level l is a guard of every deeper level.
     for i in 0..200_000u64 {
-        let h = guard_hash(&i.to_le_bytes());
+        let h = guard_hash(7, &i.to_le_bytes());
         if let Some(l) = guard_level(h, 9, 2, 6) {
             for d in l..=6 {
                 assert!(h.trailing_ones() >= level_bits(9, 2, d));
@@ -34,7 +34,7 @@ fn guard_levels_nest() {
     }
     // Expected counts: level 1 needs 9 bits (1/512), level 6 needs 1 bit... clamped.
     let n = (0..100_000u64)
-        .filter(|i| guard_level(guard_hash(&i.to_le_bytes()), 9, 2, 6) == Some(1))
+        .filter(|i| guard_level(guard_hash(7, &i.to_le_bytes()), 9, 2, 6) == Some(1))
         .count();
     assert!((100..300).contains(&n), "{n} level-1 guards");
 }

@@ -299,28 +299,32 @@ impl FragmentedVersion {
     }
 }
 
-/// Whether a table's user keys intersect `[lo, hi)`.
-pub(crate) fn intersects(t: &TableFile, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
-    lo.is_none_or(|l| t.meta.largest_user() >= l) && hi.is_none_or(|h| t.meta.smallest_user() < h)
-}
-
-impl LayoutVersion for FragmentedVersion {
-    fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
-        for t in self.l0.iter() {
-            match table_get(t, user_key, seq)? {
-                Lookup::Absent => {}
-                found => return Ok(found),
+impl FragmentedVersion {
+    /// Looks `user_key` up in L0 (if `l0`) and `levels`: one guard per level, its tables
+    /// newest first. Fragments arrive in sequence order, so the first table holding the key
+    /// has its newest version (each table's Bloom filter is asked first, in `table_get`).
+    fn lookup(
+        &self,
+        user_key: &[u8],
+        seq: u64,
+        l0: bool,
+        levels: std::ops::Range<usize>,
+    ) -> Result<Lookup> {
+        if l0 {
+            for t in self.l0.iter() {
+                match table_get(t, user_key, seq)? {
+                    Lookup::Absent => {}
+                    found => return Ok(found),
+                }
             }
         }
-        for lvl in self.levels.iter().skip(1) {
+        for lvl in self.levels.get(levels).unwrap_or_default() {
             if lvl.tables == 0 {
                 continue;
             }
             let Some(g) = lvl.guards.get(lvl.guard_index(user_key)) else {
                 continue;
             };
-            // Fragments arrive in sequence order, so the first table holding the key has its
-            // newest version (Bloom filter first, inside `table_get`).
             for t in &g.tables {
                 match table_get(t, user_key, seq)? {
                     Lookup::Absent => {}
@@ -329,6 +333,36 @@ impl LayoutVersion for FragmentedVersion {
             }
         }
         Ok(Lookup::Absent)
+    }
+}
+
+/// Whether a table's user keys intersect `[lo, hi)`.
+pub(crate) fn intersects(t: &TableFile, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
+    lo.is_none_or(|l| t.meta.largest_user() >= l) && hi.is_none_or(|h| t.meta.smallest_user() < h)
+}
+
+impl LayoutVersion for FragmentedVersion {
+    fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
+        self.lookup(user_key, seq, true, 1..self.levels.len())
+    }
+
+    fn has_distinct_last_level(&self) -> bool {
+        let last = self.deepest_nonempty();
+        last >= 1
+            && (!self.l0.is_empty()
+                || (1..last).any(|j| self.level(j).is_some_and(|l| l.tables > 0)))
+    }
+
+    fn get_upper(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
+        self.lookup(user_key, seq, true, 1..self.deepest_nonempty())
+    }
+
+    fn get_last(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
+        let last = self.deepest_nonempty();
+        if last == 0 {
+            return Ok(Lookup::Absent);
+        }
+        self.lookup(user_key, seq, false, last..last + 1)
     }
 
     fn add_iters(&self, out: &mut Vec<Box<dyn InternalIter>>) -> Result<()> {
@@ -524,8 +558,17 @@ impl LayoutVersion for FragmentedVersion {
         };
         debug_assert!(
             v.check_invariants().is_ok(),
-            "fragmented invariants broken after edit: {:?}",
-            v.check_invariants()
+            "fragmented invariants broken after edit: {:?}\nedit: removed {:?} added {:?} records {:?}",
+            v.check_invariants(),
+            edit.removed,
+            edit.added
+                .iter()
+                .map(|a| (a.level, a.meta.file_no, String::from_utf8_lossy(a.meta.smallest_user()).to_string(), String::from_utf8_lossy(a.meta.largest_user()).to_string()))
+                .collect::<Vec<_>>(),
+            edit.records
+                .iter()
+                .map(|r| decode_guard_record(r).map(|(l, ks)| (r.tag, l, ks.iter().map(|k| String::from_utf8_lossy(k).to_string()).collect::<Vec<_>>())))
+                .collect::<Vec<_>>()
         );
         Ok(Arc::new(v))
     }
