@@ -402,9 +402,18 @@ pub fn run(args: StressArgs) -> anyhow::Result<bool> {
                             }
                             let tw = first.iter().find(|(k, _)| *k == twin).map(|(_, v)| v);
                             if tw != b.as_ref() {
+                                let show = |v: Option<&Vec<u8>>| {
+                                    v.map(|v| String::from_utf8_lossy(v).into_owned())
+                                };
+                                let again = snap.get(&ks[1], &twin)?;
                                 bail!(
-                                    "snapshot {}: scan and get disagree on the twin",
-                                    snap.sequence()
+                                    "snapshot {}: scan and get disagree on the twin of thread \
+                                     {t}: scan {:?}, get {:?}, get again {:?}, {} keys scanned",
+                                    snap.sequence(),
+                                    show(tw),
+                                    show(b.as_ref()),
+                                    show(again.as_ref()),
+                                    first.len()
                                 );
                             }
                         }

@@ -108,6 +108,10 @@ pub(crate) struct DbInner {
     bg: Mutex<BgState>,
     bg_cv: Condvar,
     bg_error: Mutex<Option<String>>,
+    /// Held while a compaction is picked (version read + inputs reserved) and while a
+    /// compaction's edit is installed and its reservation released: a pick then sees either
+    /// the inputs reserved or the version without them, never stale inputs already replaced.
+    pick_lock: Mutex<()>,
     snapshots: Mutex<BTreeMap<u64, usize>>,
     stats: Arc<IoStats>,
 }
@@ -406,6 +410,7 @@ impl Db {
                 let smallest = inner.smallest_snapshot();
                 let step = {
                     let ctx = inner.job_ctx(&opts, smallest);
+                    let _pick = inner.pick_lock.lock();
                     ks.layout.manual(&ks.sv().version, &ctx)
                 };
                 match step {
@@ -953,6 +958,7 @@ impl DbInner {
             }
         }
         let smallest = self.smallest_snapshot();
+        let _pick = self.pick_lock.lock();
         for ks in &all {
             let opts = ks.opts();
             let ctx = self.job_ctx(&opts, smallest);
@@ -999,9 +1005,11 @@ impl DbInner {
         } else {
             self.stats.compactions.fetch_add(1, Ordering::Relaxed);
         }
+        let pick = self.pick_lock.lock();
         let r = self.install(ks, &mut edit, None);
         // The job's input reservation ends only now that its edit is installed.
         drop(job);
+        drop(pick);
         r
     }
 
@@ -1450,6 +1458,7 @@ fn recover(
         bg: Mutex::new(BgState::default()),
         bg_cv: Condvar::new(),
         bg_error: Mutex::new(None),
+        pick_lock: Mutex::new(()),
         snapshots: Mutex::new(BTreeMap::new()),
         stats: stats.clone(),
     };
