@@ -52,6 +52,15 @@ impl fmt::Display for Problem {
     }
 }
 
+/// One keyspace as the manifest describes it.
+struct KsView {
+    id: u32,
+    name: String,
+    version: Arc<dyn LayoutVersion>,
+    /// Oldest WAL that may hold its unflushed writes.
+    log_number: u64,
+}
+
 /// What the check looked at, besides the problems it found.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
@@ -112,7 +121,7 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
     let names = env.list(dir)?;
 
     // CURRENT and the manifest.
-    let mut versions: Vec<(String, Arc<dyn LayoutVersion>, u64, u32)> = Vec::new();
+    let mut versions: Vec<KsView> = Vec::new();
     let current = dir.join(manifest::CURRENT);
     let manifest_no = if env.fs.exists(&current) {
         rep.files += 1;
@@ -138,7 +147,8 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
 
     // Every file the manifest names.
     let mut named = std::collections::HashSet::new();
-    for (ks, v, _, _) in &versions {
+    for k in &versions {
+        let (ks, v) = (&k.name, &k.version);
         for f in v.files() {
             let name = format!("{:06}.{}", f.meta.file_no, f.ext);
             named.insert(name.clone());
@@ -150,7 +160,7 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
     }
 
     // WALs that recovery would replay.
-    let min_log = versions.iter().map(|(_, _, l, _)| *l).min().unwrap_or(0);
+    let min_log = versions.iter().map(|k| k.log_number).min().unwrap_or(0);
     let mut logs: Vec<u64> = names
         .iter()
         .filter_map(|n| {
@@ -160,7 +170,7 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
         .collect();
     logs.sort_unstable();
     let live: Vec<u64> = logs.iter().copied().filter(|&n| n >= min_log).collect();
-    let known: Option<Vec<u32>> = manifest_no.map(|_| versions.iter().map(|v| v.3).collect());
+    let known: Option<Vec<u32>> = manifest_no.map(|_| versions.iter().map(|k| k.id).collect());
     for (i, &n) in live.iter().enumerate() {
         check_wal(
             dir,
@@ -198,7 +208,7 @@ fn check_manifest(
     tables: &Arc<TableCtx>,
     n: u64,
     rep: &mut Report,
-    versions: &mut Vec<(String, Arc<dyn LayoutVersion>, u64, u32)>,
+    versions: &mut Vec<KsView>,
 ) {
     let path = manifest::manifest_path(dir, n);
     let data = match env.read_all(&path) {
@@ -246,7 +256,7 @@ fn check_manifest(
         .iter()
         .find_map(|(_, e)| e.hash_key)
         .unwrap_or_default();
-    let mut ks: HashMap<u32, (String, Arc<dyn LayoutVersion>, u64)> = HashMap::new();
+    let mut ks: HashMap<u32, KsView> = HashMap::new();
     for (off, e) in &edits {
         for d in &e.new_keyspaces {
             if ks.contains_key(&d.id) {
@@ -263,7 +273,15 @@ fn check_manifest(
             match layout::new_layout(kind) {
                 Ok(l) => {
                     let v = l.empty_version_with_key(tables, hash_key);
-                    ks.insert(d.id, (d.name.clone(), v, 0));
+                    ks.insert(
+                        d.id,
+                        KsView {
+                            id: d.id,
+                            name: d.name.clone(),
+                            version: v,
+                            log_number: 0,
+                        },
+                    );
                 }
                 Err(e) => rep.problem(&path, *off, format!("keyspace {:?}: {e}", d.name)),
             }
@@ -273,22 +291,22 @@ fn check_manifest(
                 rep.problem(&path, *off, format!("edit for unknown keyspace {}", k.id));
                 continue;
             };
-            match entry.1.apply(k, tables) {
-                Ok(v) => entry.1 = v,
+            match entry.version.apply(k, tables) {
+                Ok(v) => entry.version = v,
                 Err(err) => rep.problem(
                     &path,
                     *off,
-                    format!("keyspace {}: edit does not apply: {err}", entry.0),
+                    format!("keyspace {}: edit does not apply: {err}", entry.name),
                 ),
             }
             if let Some(n) = k.log_number {
-                entry.2 = n;
+                entry.log_number = n;
             }
         }
     }
-    let mut all: Vec<(u32, (String, Arc<dyn LayoutVersion>, u64))> = ks.into_iter().collect();
-    all.sort_by_key(|(id, _)| *id);
-    versions.extend(all.into_iter().map(|(id, (n, v, l))| (n, v, l, id)));
+    let mut all: Vec<KsView> = ks.into_values().collect();
+    all.sort_by_key(|k| k.id);
+    versions.extend(all);
 }
 
 fn check_file(env: &Env, f: &Arc<TableFile>, rep: &mut Report) {
@@ -464,6 +482,7 @@ fn check_wal(
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::field_reassign_with_default)]
 mod tests {
     use super::*;
     use crate::fs::fault::FaultFs;

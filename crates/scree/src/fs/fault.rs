@@ -921,6 +921,7 @@ impl FileSystem for FaultFs {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::field_reassign_with_default)]
 mod tests {
     use super::*;
 
