@@ -444,7 +444,12 @@ pub fn run(args: StressArgs) -> anyhow::Result<bool> {
             });
         }
     });
-    let failed = failure.lock().ok().and_then(|f| f.clone());
+    let mut failed = failure.lock().ok().and_then(|f| f.clone());
+    if failed.is_none() {
+        if let Err(e) = db.check_invariants() {
+            failed = Some(format!("layout invariants at the end of the run: {e}"));
+        }
+    }
     drop(ks);
     drop(db);
     println!(
