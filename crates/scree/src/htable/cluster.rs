@@ -135,6 +135,13 @@ impl BloomClusterBuilder {
         self.sublevels.len()
     }
 
+    /// Whether sub-level `i`'s filter of column `c` may hold the key of Bloom hash `h`.
+    pub fn may_contain(&self, i: usize, c: u32, h: u64) -> bool {
+        self.sublevels
+            .get(i)
+            .is_some_and(|s| s.may_contain(c as usize, h))
+    }
+
     /// Number of columns.
     pub fn n_columns(&self) -> u32 {
         self.n_columns

@@ -4,13 +4,20 @@
 //! written), the garbage collection of a last-level container (its pile merged in place), the
 //! BloomCluster rebuild of a last-level container, and the sampling that estimates a last-level
 //! container's garbage.
+//!
+//! A last-level container's BloomCluster has a fixed number of columns `C` (the bucket count of
+//! its first sub-level); a key's column is `bucket_of(hash, C)`, whatever the bucket count of
+//! the table holding it. Each table is sized for its own data, and the filters a cluster holds
+//! for it are grouped by column when the table is written (or, for a table written while
+//! another job held the cluster, computed from a scan of the table).
 
 use std::sync::Arc;
 
 use crate::error::Result;
+use crate::filter::bloom::{self, bloom_hash};
 use crate::htable::{
-    buckets_for_bytes, placement_hash, trie_child, BloomClusterBuilder, FilterSet, HTableBuilder,
-    HTableOptions, HTableReader, TableScan, BUCKET_CAPACITY,
+    bucket_of, buckets_for_bytes, placement_hash, trie_child, BloomClusterBuilder, FilterSet,
+    HTableBuilder, HTableOptions, HTableReader, TableScan,
 };
 use crate::key::{self, cmp_ikey, ValueKind};
 use crate::layout::JobCtx;
@@ -33,6 +40,8 @@ pub struct Written {
     pub filters: FilterSet,
     /// Its bucket count.
     pub n: u32,
+    /// Its keys' filters grouped by BloomCluster column (last-level tables).
+    pub column_filters: Option<FilterSet>,
 }
 
 fn htable_opts(o: &TrieOptions, n: Option<u32>) -> HTableOptions {
@@ -55,22 +64,39 @@ pub struct TableWriter {
     smallest: Option<Vec<u8>>,
     largest: Option<Vec<u8>>,
     min_seq: u64,
+    /// For last-level tables: the cluster's column count and (column, Bloom hash) of each key.
+    columns: Option<(u32, Vec<(u32, u64)>)>,
+    last_uk: Vec<u8>,
+    bits: u32,
 }
 
 impl TableWriter {
-    /// A table of `n` buckets (`None`: chosen from its bytes).
-    pub fn new(ctx: &JobCtx<'_>, n: Option<u32>) -> Self {
+    /// A table sized for its data; `columns`: also group its keys' filters by that many
+    /// BloomCluster columns.
+    pub fn new(ctx: &JobCtx<'_>, columns: Option<u32>) -> Self {
         TableWriter {
-            b: HTableBuilder::new(ctx.hash_key, htable_opts(&ctx.opts.trie, n)),
+            b: HTableBuilder::new(ctx.hash_key, htable_opts(&ctx.opts.trie, None)),
             smallest: None,
             largest: None,
             min_seq: u64::MAX,
+            columns: columns.map(|c| (c.max(1), Vec::new())),
+            last_uk: Vec::new(),
+            bits: ctx.opts.trie.bloom_bits_per_key,
         }
     }
 
     /// Adds an item (`hash` is its key's placement hash).
     pub fn add(&mut self, hash: u128, ikey: &[u8], value: &[u8]) {
-        self.min_seq = self.min_seq.min(key::parse(ikey).seq);
+        let p = key::parse(ikey);
+        if let Some((c, keys)) = &mut self.columns {
+            // Versions of a key arrive together (hash, internal key order).
+            if keys.is_empty() || self.last_uk.as_slice() != p.user_key {
+                keys.push((bucket_of(hash, *c), bloom_hash(p.user_key)));
+                self.last_uk.clear();
+                self.last_uk.extend_from_slice(p.user_key);
+            }
+        }
+        self.min_seq = self.min_seq.min(p.seq);
         if self
             .smallest
             .as_deref()
@@ -107,6 +133,13 @@ impl TableWriter {
         let (summary, filters) = self.b.finish_with_filters(&mut w)?;
         w.sync()?;
         drop(w);
+        let column_filters = self.columns.map(|(c, keys)| {
+            if c == summary.n_buckets {
+                filters.clone()
+            } else {
+                group_filters(c, keys, self.bits)
+            }
+        });
         let env = &ctx.tables.env;
         let reader = HTableReader::open_kind(
             env.open(&path, env.direct_reads)?,
@@ -135,8 +168,53 @@ impl TableWriter {
             },
             filters,
             n: summary.n_buckets,
+            column_filters,
         }))
     }
+}
+
+/// Filters of `keys` (column, Bloom hash; each key once) grouped into `c` columns.
+fn group_filters(c: u32, mut keys: Vec<(u32, u64)>, bits: u32) -> FilterSet {
+    keys.sort_unstable();
+    let mut out: Vec<Vec<u8>> = Vec::with_capacity(c as usize);
+    let mut i = 0;
+    let mut hashes = Vec::new();
+    for col in 0..c {
+        hashes.clear();
+        while let Some(&(kc, h)) = keys.get(i) {
+            if kc != col {
+                break;
+            }
+            hashes.push(h);
+            i += 1;
+        }
+        out.push(if hashes.is_empty() {
+            Vec::new()
+        } else {
+            bloom::encode(&hashes, bits)
+        });
+    }
+    FilterSet::from_filters(out)
+}
+
+/// The filters of a table's keys grouped into `c` BloomCluster columns: its own per-bucket
+/// filters when it has `c` buckets, else computed from a scan (Compaction reads).
+pub fn column_filters_of(reader: &HTableReader, c: u32, bits: u32) -> Result<FilterSet> {
+    if reader.n_buckets() == c {
+        return reader.read_filters_kind(ReadKind::Compaction);
+    }
+    let scan = reader.scan()?;
+    let mut keys = Vec::with_capacity(scan.len());
+    let mut last: Option<&[u8]> = None;
+    for i in 0..scan.len() {
+        let Some((h, ik, _)) = scan.get(i) else { break };
+        let uk = key::user_key(ik);
+        if last != Some(uk) {
+            keys.push((bucket_of(h, c.max(1)), bloom_hash(uk)));
+            last = Some(uk);
+        }
+    }
+    Ok(group_filters(c.max(1), keys, bits))
 }
 
 /// Drops versions no snapshot can see: a version is hidden when a newer version of its key
@@ -239,33 +317,6 @@ pub fn merge_tables(
     Ok(Merged { scans, refs })
 }
 
-/// Splits `refs` (hash order) into runs of about equal bytes, each at most `per_table` bytes
-/// when possible, never separating the versions of one key.
-fn split_even(m: &Merged, refs: &[(u32, u32)], per_table: u64) -> Vec<Vec<(u32, u32)>> {
-    let total = m.bytes(refs);
-    let k = total.div_ceil(per_table.max(1)).max(1);
-    let target = total.div_ceil(k);
-    let mut out = Vec::new();
-    let mut cur: Vec<(u32, u32)> = Vec::new();
-    let mut bytes = 0u64;
-    let mut last_hash = None;
-    for &r in refs {
-        let Some((h, ik, v)) = m.get(r) else { continue };
-        let boundary = last_hash != Some(h);
-        if bytes >= target && boundary && (out.len() as u64) + 1 < k {
-            out.push(std::mem::take(&mut cur));
-            bytes = 0;
-        }
-        last_hash = Some(h);
-        bytes += item_bytes(ik, v);
-        cur.push(r);
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
-}
-
 /// Writes items `refs` of `m` as one table.
 #[allow(clippy::too_many_arguments)]
 fn write_refs(
@@ -273,12 +324,12 @@ fn write_refs(
     shared: &Arc<Shared>,
     m: &Merged,
     refs: &[(u32, u32)],
-    n: Option<u32>,
+    columns: Option<u32>,
     order_key: u64,
     cause: WriteCause,
     keep_filters: bool,
 ) -> Result<Option<Written>> {
-    let mut w = TableWriter::new(ctx, n);
+    let mut w = TableWriter::new(ctx, columns);
     w.b.reserve(refs.len(), m.bytes(refs) as usize);
     for &r in refs {
         if let Some((h, k, v)) = m.get(r) {
@@ -288,14 +339,9 @@ fn write_refs(
     w.finish(ctx, shared, order_key, cause, keep_filters)
 }
 
-/// Bytes one last-level table of `n` buckets is filled with at most.
-fn last_level_capacity(o: &TrieOptions, n: u32) -> u64 {
-    let fill = (o.target_fill + 0.03).min(o.bucket_fill_cap).min(1.0);
-    (f64::from(n) * BUCKET_CAPACITY as f64 * fill) as u64
-}
-
-/// The bucket count of a last-level container: that of its tables, or chosen for `bytes`.
-pub fn container_n(
+/// The BloomCluster column count of a last-level container: its cluster's, else the bucket
+/// count of its oldest table, else one chosen for `bytes` (its first sub-level).
+pub fn container_columns(
     ctx: &JobCtx<'_>,
     shared: &Arc<Shared>,
     pile: &[Arc<TableFile>],
@@ -310,54 +356,35 @@ pub fn container_n(
         let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
         return Ok(h.reader.n_buckets());
     }
-    // Sized for this first sub-level, with the usual encoding overhead (varint lengths).
     Ok(buckets_for_bytes(bytes, ctx.opts.trie.target_fill))
 }
 
-/// Writes items `refs` of `m` into a last-level container as tables of `n` buckets (several
-/// when they do not fit one), all with order key `order_key`.
-pub fn write_last_level(
-    ctx: &JobCtx<'_>,
-    shared: &Arc<Shared>,
-    m: &Merged,
-    refs: &[(u32, u32)],
-    n: u32,
-    order_key: u64,
-    cause: WriteCause,
-) -> Result<Vec<Written>> {
-    let mut out = Vec::new();
-    for chunk in split_even(m, refs, last_level_capacity(&ctx.opts.trie, n)) {
-        if let Some(w) = write_refs(ctx, shared, m, &chunk, Some(n), order_key, cause, false)? {
-            out.push(w);
-        }
-    }
-    Ok(out)
-}
-
-/// A new BloomCluster for a last-level container. Starts from `old` (keeping the sub-levels
-/// still in `pile`), covers the tables of `pile` it does not cover yet (oldest first) and then
-/// `new`. Returns the records and removals to put in the edit, and whether a cluster exists
-/// afterwards (`false`: a column did not fit a block, per-table filters serve the container).
+/// A new BloomCluster of `c` columns for a last-level container. Starts from `old` (keeping
+/// the sub-levels still in `pile`), covers the tables of `pile` it does not cover yet (oldest
+/// first) and then `new` (whose column filters were computed when they were written). Puts the
+/// record and the old file's removal in `edit` and returns the builder (for sampling), or
+/// `None` when a column did not fit a block (per-table filters then serve the container).
 #[allow(clippy::too_many_arguments)]
 pub fn rebuild_cluster(
     ctx: &JobCtx<'_>,
     shared: &Arc<Shared>,
     cid: u64,
-    n: u32,
+    c: u32,
     old: Option<&ClusterRef>,
     pile: &[Arc<TableFile>],
     new: &[&Written],
     edit: &mut KsEdit,
-) -> Result<bool> {
+) -> Result<Option<BloomClusterBuilder>> {
+    let bits = ctx.opts.trie.bloom_bits_per_key;
     let mut b = match old {
-        Some(o) if o.n == n => {
+        Some(o) if o.n == c => {
             let mut m = 0;
             let r = cluster_reader(&o.file, ReadKind::Compaction, &mut m)?;
             let mut b = BloomClusterBuilder::from_reader_kind(r, ReadKind::Compaction)?;
             b.retain(|id| pile.iter().any(|t| t.meta.file_no == id));
             b
         }
-        _ => BloomClusterBuilder::new(n),
+        _ => BloomClusterBuilder::new(c),
     };
     for t in pile.iter().rev() {
         if b.table_ids().contains(&t.meta.file_no) {
@@ -365,17 +392,22 @@ pub fn rebuild_cluster(
         }
         let mut m = 0;
         let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
-        if h.reader.n_buckets() == n {
-            b.add_sublevel(
-                t.meta.file_no,
-                h.reader.read_filters_kind(ReadKind::Compaction)?,
-            )?;
-        }
+        b.add_sublevel(t.meta.file_no, column_filters_of(&h.reader, c, bits)?)?;
     }
     for w in new {
-        if w.n == n {
-            b.add_sublevel(w.meta.file_no, w.filters.clone())?;
-        }
+        let f = match &w.column_filters {
+            Some(f) if f.len() == c as usize => f.clone(),
+            _ => {
+                let mut m = 0;
+                let f = TableFile::with_ext(w.meta.clone(), ctx.tables.clone(), HTABLE_EXT);
+                if let Some(h) = shared.pending.lock().get(&w.meta.file_no) {
+                    let _ = f.aux.set(h.clone());
+                }
+                let h = table_handle(&f, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
+                column_filters_of(&h.reader, c, bits)?
+            }
+        };
+        b.add_sublevel(w.meta.file_no, f)?;
     }
     if let Some(o) = old {
         // Removing the old file clears it from the container (a new record replaces it).
@@ -393,79 +425,88 @@ pub fn rebuild_cluster(
         if b.n_sublevels() > 0 {
             shared.cluster_failed.lock().insert(cid, newest);
         }
-        return Ok(false);
+        return Ok(None);
     }
     let no = ctx.new_file_no();
     let path = ctx.tables.dir.join(format!("{no:06}.{CLUSTER_EXT}"));
     let mut w = ctx.tables.env.create(&path, WriteCause::Metadata)?;
     let size = b.finish(&mut w)?;
     w.sync()?;
-    edit.records.push(cluster_record(
-        cid,
-        &cluster_meta(no, size),
-        n,
-        b.table_ids(),
-    ));
-    Ok(true)
+    edit.records
+        .push(cluster_record(cid, &cluster_meta(no, size), c, b.table_ids()));
+    Ok(Some(b))
 }
 
-/// Estimates the garbage fraction of a last-level container whose pile (newest first) is
-/// `pile` plus `new` on top: reads `columns` buckets of every sub-level and counts the bytes of
-/// versions a newer version hides from every snapshot, and of tombstones (and what they hide).
-/// Versions migrated to another bucket in one sub-level are not seen, so this underestimates
-/// slightly.
+/// Estimates the garbage fraction of a last-level container from its new BloomCluster `b`
+/// (covering `pile`, newest first): reads `gc_sample_columns` buckets of every sub-level but
+/// the newest and counts the bytes of versions that a newer version in the same sub-level hides
+/// from every snapshot, that a newer sub-level's filter says it holds a version of, and of
+/// tombstones no snapshot needs. Filter false positives (≈0.05% per sub-level at 16 bits per
+/// key) make it overestimate very slightly; each sub-level's estimate is weighted by its bytes.
 pub fn sample_garbage(
     ctx: &JobCtx<'_>,
     shared: &Arc<Shared>,
-    cid: u64,
     pile: &[Arc<TableFile>],
-    n: u32,
+    b: &BloomClusterBuilder,
+    seed: u64,
 ) -> Result<f64> {
-    if pile.len() < 2 || n == 0 {
+    if pile.len() < 2 {
         return Ok(0.0);
     }
-    let cols = ctx.opts.trie.gc_sample_columns.min(n);
-    let seed = placement_hash(&ctx.hash_key, &cid.to_le_bytes()) as u64
-        ^ pile.first().map_or(0, |t| t.meta.file_no);
-    let mut entries: Vec<(Vec<u8>, u64, u8, u64)> = Vec::new();
-    for i in 0..cols {
-        let b = ((seed.wrapping_add(u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
-            % u64::from(n)) as u32;
-        for t in pile {
-            let mut m = 0;
-            let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
-            if h.reader.n_buckets() != n {
-                continue;
-            }
-            for (ik, v) in h.reader.bucket_entries(b, ReadKind::Compaction)? {
+    let c = b.n_columns();
+    let index_of = |id: u64| b.table_ids().iter().position(|&x| x == id);
+    let (mut total, mut garbage) = (0f64, 0f64);
+    for (age, t) in pile.iter().enumerate() {
+        let bytes = t.meta.size as f64;
+        total += bytes;
+        if age == 0 {
+            // The newest sub-level hides nothing newer; its own tombstones are counted by the
+            // next sample (they stay until the pile is merged).
+            continue;
+        }
+        let mut m = 0;
+        let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
+        let n = h.reader.n_buckets();
+        let newer: Vec<usize> = pile
+            .iter()
+            .take(age)
+            .filter_map(|x| index_of(x.meta.file_no))
+            .collect();
+        let (mut seen, mut dead) = (0u64, 0u64);
+        let cols = ctx.opts.trie.gc_sample_columns.min(n);
+        for i in 0..cols {
+            let bucket = (seed
+                .wrapping_add(t.meta.file_no)
+                .wrapping_add(u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+                % u64::from(n)) as u32;
+            let mut last: Option<Vec<u8>> = None;
+            let mut last_seq = u64::MAX;
+            for (ik, v) in h.reader.bucket_entries(bucket, ReadKind::Compaction)? {
                 let p = key::parse(&ik);
                 let size = (ik.len() + v.len()) as u64;
-                entries.push((p.user_key.to_vec(), p.seq, p.kind, size));
+                seen += size;
+                if last.as_deref() != Some(p.user_key) {
+                    last = Some(p.user_key.to_vec());
+                    last_seq = u64::MAX;
+                }
+                let hidden_here = last_seq <= ctx.smallest_snapshot;
+                last_seq = p.seq;
+                let dead_tombstone =
+                    p.kind == ValueKind::Delete as u8 && p.seq <= ctx.smallest_snapshot;
+                let hk = placement_hash(&ctx.hash_key, p.user_key);
+                let col = bucket_of(hk, c);
+                let bh = bloom_hash(p.user_key);
+                let newer_version = newer.iter().any(|&s| b.may_contain(s, col, bh));
+                if hidden_here || dead_tombstone || newer_version {
+                    dead += size;
+                }
             }
         }
-    }
-    entries.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-    let (mut total, mut garbage) = (0u64, 0u64);
-    let mut last: Option<&[u8]> = None;
-    let mut last_seq = u64::MAX;
-    for (uk, seq, kind, size) in &entries {
-        if last != Some(uk.as_slice()) {
-            last = Some(uk);
-            last_seq = u64::MAX;
+        if seen > 0 {
+            garbage += bytes * dead as f64 / seen as f64;
         }
-        total += size;
-        if last_seq <= ctx.smallest_snapshot
-            || (*kind == ValueKind::Delete as u8 && *seq <= ctx.smallest_snapshot)
-        {
-            garbage += size;
-        }
-        last_seq = *seq;
     }
-    Ok(if total == 0 {
-        0.0
-    } else {
-        garbage as f64 / total as f64
-    })
+    Ok(if total > 0.0 { garbage / total } else { 0.0 })
 }
 
 /// Records a garbage estimate.
@@ -592,49 +633,46 @@ pub fn compact_container(
             continue;
         }
         let bytes = m.bytes(&group);
-        let n = container_n(ctx, shared, &ch.pile, ch.cluster.as_deref(), bytes)?;
-        let written = write_last_level(
+        let c = container_columns(ctx, shared, &ch.pile, ch.cluster.as_deref(), bytes)?;
+        let w = write_refs(
             ctx,
             shared,
             &m,
             &group,
-            n,
+            Some(c),
             order_key,
             WriteCause::Compaction,
+            false,
         )?;
-        for w in &written {
-            e.added.push(AddedTable {
-                level: child_depth,
-                slot: ch.id,
-                format: FORMAT_HTABLE,
-                meta: w.meta.clone(),
-            });
+        let Some(w) = w else { continue };
+        e.added.push(AddedTable {
+            level: child_depth,
+            slot: ch.id,
+            format: FORMAT_HTABLE,
+            meta: w.meta.clone(),
+        });
+        if !ch.rebuild_cluster {
+            continue;
         }
-        if ch.rebuild_cluster {
-            let new: Vec<&Written> = written.iter().collect();
-            rebuild_cluster(
-                ctx,
-                shared,
-                ch.id,
-                n,
-                ch.cluster.as_deref(),
-                &ch.pile,
-                &new,
-                &mut e,
-            )?;
-        }
+        let cluster = rebuild_cluster(
+            ctx,
+            shared,
+            ch.id,
+            c,
+            ch.cluster.as_deref(),
+            &ch.pile,
+            &[&w],
+            &mut e,
+        )?;
         // Estimate the child's garbage now that it has a new sub-level.
-        if ctx.opts.trie.gc_garbage_ratio > 0.0 {
-            let mut pile: Vec<Arc<TableFile>> = Vec::new();
-            for w in &written {
-                let f = TableFile::with_ext(w.meta.clone(), ctx.tables.clone(), HTABLE_EXT);
-                if let Some(h) = shared.pending.lock().get(&w.meta.file_no) {
-                    let _ = f.aux.set(h.clone());
-                }
-                pile.push(f);
+        if let (Some(b), true) = (cluster, ctx.opts.trie.gc_garbage_ratio > 0.0) {
+            let f = TableFile::with_ext(w.meta.clone(), ctx.tables.clone(), HTABLE_EXT);
+            if let Some(h) = shared.pending.lock().get(&w.meta.file_no) {
+                let _ = f.aux.set(h.clone());
             }
+            let mut pile = vec![f];
             pile.extend(ch.pile.iter().cloned());
-            let ratio = sample_garbage(ctx, shared, ch.id, &pile, n)?;
+            let ratio = sample_garbage(ctx, shared, &pile, &b, order_key)?;
             note_estimate(shared, ch.id, order_key, ratio);
         }
     }
@@ -642,8 +680,8 @@ pub fn compact_container(
 }
 
 /// Garbage-collects last-level container `cid`: merges its pile (newest first) in place,
-/// dropping hidden versions and tombstones, into tables of the same bucket count and a new
-/// BloomCluster. Bytes are counted as `WriteCause::Gc`.
+/// dropping hidden versions and tombstones, into one table and a new BloomCluster (same column
+/// count). Bytes are counted as `WriteCause::Gc`.
 pub fn gc_container(
     ctx: &JobCtx<'_>,
     shared: &Arc<Shared>,
@@ -652,29 +690,35 @@ pub fn gc_container(
     cluster: Option<&ClusterRef>,
 ) -> Result<KsEdit> {
     let order_key = pile.iter().map(|t| t.meta.max_seq).max().unwrap_or(0);
-    let n = container_n(ctx, shared, pile, cluster, 0)?;
     let m = merge_tables(ctx, shared, pile, &|_| true)?;
+    let c = container_columns(ctx, shared, pile, cluster, m.bytes(&m.refs))?;
     let mut e = KsEdit::default();
     for t in pile {
         e.removed.push(t.meta.file_no);
     }
-    let written = write_last_level(ctx, shared, &m, &m.refs, n, order_key, WriteCause::Gc)?;
-    for w in &written {
+    let w = write_refs(
+        ctx,
+        shared,
+        &m,
+        &m.refs,
+        Some(c),
+        order_key,
+        WriteCause::Gc,
+        false,
+    )?;
+    // The old cluster covers only tables being removed: start afresh (removing its file
+    // clears it from the container).
+    if let Some(o) = cluster {
+        e.removed.push(o.file.meta.file_no);
+    }
+    if let Some(w) = w {
         e.added.push(AddedTable {
             level: depth_of(cid),
             slot: cid,
             format: FORMAT_HTABLE,
             meta: w.meta.clone(),
         });
-    }
-    // The old cluster covers only tables being removed: start afresh (removing its file
-    // clears it from the container).
-    if let Some(o) = cluster {
-        e.removed.push(o.file.meta.file_no);
-    }
-    let new: Vec<&Written> = written.iter().collect();
-    if !new.is_empty() {
-        rebuild_cluster(ctx, shared, cid, n, None, &[], &new, &mut e)?;
+        rebuild_cluster(ctx, shared, cid, c, None, &[], &[&w], &mut e)?;
     }
     note_estimate(shared, cid, order_key, 0.0);
     Ok(e)
@@ -689,8 +733,8 @@ pub fn cluster_container(
     cluster: Option<&ClusterRef>,
 ) -> Result<KsEdit> {
     let mut e = KsEdit::default();
-    let n = container_n(ctx, shared, pile, cluster, 0)?;
-    rebuild_cluster(ctx, shared, cid, n, cluster, pile, &[], &mut e)?;
+    let c = container_columns(ctx, shared, pile, cluster, 0)?;
+    rebuild_cluster(ctx, shared, cid, c, cluster, pile, &[], &mut e)?;
     ctx.tables.env.sync_dir(&ctx.tables.dir)?;
     Ok(e)
 }
