@@ -432,8 +432,12 @@ pub fn rebuild_cluster(
     let mut w = ctx.tables.env.create(&path, WriteCause::Metadata)?;
     let size = b.finish(&mut w)?;
     w.sync()?;
-    edit.records
-        .push(cluster_record(cid, &cluster_meta(no, size), c, b.table_ids()));
+    edit.records.push(cluster_record(
+        cid,
+        &cluster_meta(no, size),
+        c,
+        b.table_ids(),
+    ));
     Ok(Some(b))
 }
 
