@@ -5,7 +5,7 @@
 //! `cargo run --release --example frag_fill -- [layouts] [num] [buffer_mib] [reads] [seeks]`
 //! e.g. `cargo run --release --example frag_fill -- leveled,fragmented 5000000 64`.
 //! Environment: `FRAG_DIR` (default a temp dir), `FRAG_PARALLEL_SEEKS=1`,
-//! `FRAG_MAX_TABLES=N` (max_sstables_per_guard), `FRAG_EXPECTED_KEYS=N`.
+//! `FRAG_MAX_TABLES=N` (max_sstables_per_guard), `FRAG_L0_TRIGGER=N`, `FRAG_EXPECTED_KEYS=N`.
 
 use std::time::Instant;
 
@@ -34,6 +34,26 @@ fn value(i: u64, out: &mut [u8; 100]) {
         let n = chunk.len();
         chunk.copy_from_slice(b.get(..n).unwrap_or_default());
     }
+}
+
+/// CPU seconds (user + system) used by this process so far.
+fn cpu_seconds() -> f64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = s
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let t = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (t(11) + t(12)) / 100.0
 }
 
 fn main() -> scree::Result<()> {
@@ -77,6 +97,14 @@ fn main() -> scree::Result<()> {
         {
             ko.fragmented.max_sstables_per_guard = v;
         }
+        if let Some(v) = std::env::var("FRAG_L0_TRIGGER")
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
+            ko.fragmented.l0_compaction_trigger = v;
+            ko.fragmented.l0_slowdown_trigger = ko.fragmented.l0_slowdown_trigger.max(2 * v);
+            ko.fragmented.l0_stop_trigger = ko.fragmented.l0_stop_trigger.max(3 * v);
+        }
         if let Some(v) = std::env::var("FRAG_EXPECTED_KEYS")
             .ok()
             .and_then(|s| s.parse().ok())
@@ -84,6 +112,7 @@ fn main() -> scree::Result<()> {
             ko.fragmented.expected_keys = v;
         }
         let ks = db.keyspace("bench", ko)?;
+        let cpu0 = cpu_seconds();
         let t = Instant::now();
         let mut v = [0u8; 100];
         for i in 0..if reuse { 0 } else { num } {
@@ -93,9 +122,10 @@ fn main() -> scree::Result<()> {
         let fill = t.elapsed().as_secs_f64();
         db.wait_for_compactions()?;
         let total = t.elapsed().as_secs_f64();
+        let cpu = cpu_seconds() - cpu0;
         let s = db.stats();
         println!(
-            "{name}: fill {:.0} ops/s ({fill:.1}s, {total:.1}s with compactions), WA {:.2} (without WAL {:.2}), flush {} MB, compaction {} MB, stall {:.1}s slowdown {:.1}s, compactions {}",
+            "{name}: fill {:.0} ops/s ({fill:.1}s, {total:.1}s with compactions, {cpu:.1} CPU-s), WA {:.2} (without WAL {:.2}), flush {} MB, compaction {} MB, stall {:.1}s slowdown {:.1}s, compactions {}",
             num as f64 / fill,
             s.write_amplification,
             s.write_amplification_without_wal,
@@ -116,6 +146,7 @@ fn main() -> scree::Result<()> {
                 );
             }
         }
+        let cpu0 = cpu_seconds();
         let t = Instant::now();
         let mut found = 0u64;
         for j in 0..reads {
@@ -125,12 +156,15 @@ fn main() -> scree::Result<()> {
             }
         }
         let rs = t.elapsed().as_secs_f64();
+        let rcpu = cpu_seconds() - cpu0;
         let s2 = db.stats();
         println!(
-            "  readrandom {:.0} ops/s ({found} of {reads} found), data blocks/get {:.2}",
+            "  readrandom {:.0} ops/s, {:.0} ops/CPU-s ({found} of {reads} found), data blocks/get {:.2}",
             reads as f64 / rs,
+            reads as f64 / rcpu.max(1e-9),
             (s2.data_block_reads - s.data_block_reads) as f64 / reads.max(1) as f64
         );
+        let cpu0 = cpu_seconds();
         let t = Instant::now();
         let mut n = 0u64;
         for j in 0..seeks {
@@ -147,7 +181,15 @@ fn main() -> scree::Result<()> {
             }
         }
         let ss = t.elapsed().as_secs_f64();
-        println!("  seekrandom {:.0} ops/s ({n} entries)", seeks as f64 / ss);
+        let scpu = cpu_seconds() - cpu0;
+        let s3 = db.stats();
+        println!(
+            "  seekrandom {:.0} ops/s, {:.0} ops/CPU-s ({n} entries), data blocks/seek {:.2}, written during seeks {} MB",
+            seeks as f64 / ss,
+            seeks as f64 / scpu.max(1e-9),
+            (s3.data_block_reads - s2.data_block_reads) as f64 / seeks.max(1) as f64,
+            (s3.bytes_written.total() - s2.bytes_written.total()) >> 20
+        );
         drop(ks);
         drop(db);
         if std::env::var("FRAG_DIR").is_err() {

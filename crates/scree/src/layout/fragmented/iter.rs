@@ -94,8 +94,13 @@ impl LevelIter {
             return;
         }
         let n = g.seeks.fetch_add(1, Ordering::Relaxed) + 1;
-        if n == self.threshold {
-            self.shared.hot.lock().push((self.level_no, g.key.clone()));
+        if n % self.threshold == 0 {
+            // Handed over again every `threshold` seeks until the guard is compacted (a busy
+            // guard may be passed over once); the list is bounded.
+            let mut hot = self.shared.hot.lock();
+            if hot.len() < 1024 {
+                hot.push((self.level_no, g.key.clone()));
+            }
         }
     }
 

@@ -215,10 +215,15 @@ impl Fragmented {
             }
             let budget = level_budget(o, j);
             let over_budget = budget > 0 && lvl.bytes > budget;
-            let next = v.level_bytes(j + 1);
+            // Aggressive compaction: two adjacent levels of about the same size (within
+            // `aggressive_ratio` of each other) cost a read each for no write saving; merging
+            // the upper one down removes a level. A level far larger than a barely started
+            // next level is left alone (moving it would remove no level).
+            let next = v.level_bytes(j + 1) as f64;
+            let here = lvl.bytes as f64;
             let aggressive = o.aggressive_ratio > 0.0
-                && next > 0
-                && lvl.bytes as f64 >= (1.0 - o.aggressive_ratio) * next as f64;
+                && next > 0.0
+                && (here - next).abs() <= o.aggressive_ratio * next;
             if over_budget || aggressive {
                 let score = if over_budget {
                     lvl.bytes as f64 / budget as f64
@@ -421,6 +426,7 @@ impl Fragmented {
         let committing =
             |j: usize, k: &GKey| commits.get(&j).is_some_and(|ks| ks.iter().any(|c| c == k));
 
+        let max = o.max_sstables_per_guard;
         // Consolidate empty and skewed child guards (their tables join the left neighbour).
         let empty_level = version::Level::empty();
         let out_lvl = v.level(out).unwrap_or(&empty_level);
@@ -431,26 +437,39 @@ impl Fragmented {
                 .or_insert_with(|| lt.take(job, out, &lo, &hi, Mode::Exclusive));
             if locked {
                 let avg = out_lvl.bytes / out_lvl.guards.len().max(1) as u64;
+                let receives = |g: &version::Guard| {
+                    let gi = g.key.as_deref().map_or(0, |k| out_lvl.guard_index(k));
+                    let (glo, ghi) = out_lvl.range(gi);
+                    inputs
+                        .iter()
+                        .any(|t| intersects(t, glo.as_deref(), ghi.as_deref()))
+                };
+                // The surviving guard to the left: its tables, and whether it gets a fragment.
+                let (mut left, mut left_in) = (0usize, false);
                 for g in out_lvl
                     .guards
                     .get(out_lvl.guards_in(rlo, rhi))
                     .unwrap_or_default()
                 {
-                    let Some(k) = g.key.clone() else { continue };
-                    if Some(&k) == lo.as_ref() || v.is_guard(src, &k) || committing(src, &k) {
-                        continue;
-                    }
-                    let gi = out_lvl.guard_index(&k);
-                    let (glo, ghi) = out_lvl.range(gi);
-                    let receives = inputs
-                        .iter()
-                        .any(|t| intersects(t, glo.as_deref(), ghi.as_deref()));
-                    let empty = g.tables.is_empty() && !receives;
+                    let incoming = receives(g);
+                    let here = g.tables.len();
+                    let deletable = g.key.as_ref().is_some_and(|k| {
+                        Some(k) != lo.as_ref() && !v.is_guard(src, k) && !committing(src, k)
+                    });
+                    let empty = here == 0 && !incoming;
+                    // A small guard joins its neighbour only if the neighbour then still
+                    // holds no more tables than allowed (no extra compaction follows).
                     let skewed = o.guard_skew_ratio > 0
-                        && !g.tables.is_empty()
-                        && g.bytes.saturating_mul(o.guard_skew_ratio) < avg;
-                    if empty || skewed {
-                        dels.push(k);
+                        && here > 0
+                        && g.bytes.saturating_mul(o.guard_skew_ratio) < avg
+                        && left + here + usize::from(left_in || incoming) <= max;
+                    match g.key.clone() {
+                        Some(k) if deletable && (empty || skewed) => {
+                            left += here;
+                            left_in |= incoming;
+                            dels.push(k);
+                        }
+                        _ => (left, left_in) = (here, incoming),
                     }
                 }
             }
@@ -501,7 +520,6 @@ impl Fragmented {
 
         // Merge children that cannot take another table: the last level has nowhere to push
         // them, and with one table per guard the layout behaves like leveled.
-        let max = o.max_sstables_per_guard;
         let wants = |c: &Child| {
             !in_place
                 && (out == last || max == 1)

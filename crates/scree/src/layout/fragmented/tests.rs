@@ -57,3 +57,125 @@ fn lock_ranges() {
     t.release(j2);
     assert!(t.is_empty());
 }
+
+mod version_tests {
+    use std::sync::Arc;
+
+    use super::super::version::{guard_record, FragmentedVersion, GKey, Shared};
+    use super::super::version::{TAG_COMMIT, TAG_DELETE, TAG_PENDING};
+    use crate::cache::BlockCache;
+    use crate::fs::{std_fs::StdFs, Env};
+    use crate::key::{make_ikey, ValueKind};
+    use crate::layout::LayoutVersion;
+    use crate::manifest::edit::{AddedTable, KsEdit};
+    use crate::table::{TableCtx, TableMeta};
+
+    fn ctx() -> Arc<TableCtx> {
+        Arc::new(TableCtx {
+            env: Env {
+                fs: Arc::new(StdFs),
+                stats: Arc::default(),
+                direct_reads: false,
+            },
+            cache: BlockCache::new(0),
+            dir: std::env::temp_dir().join("scree-frag-unit-no-files"),
+        })
+    }
+
+    fn k(s: &str) -> GKey {
+        GKey::from(s.as_bytes())
+    }
+
+    fn table(level: u32, no: u64, lo: &str, hi: &str, seqs: (u64, u64)) -> AddedTable {
+        AddedTable {
+            level,
+            slot: 0,
+            format: 0,
+            meta: TableMeta {
+                file_no: no,
+                size: 100,
+                smallest: make_ikey(lo.as_bytes(), seqs.1, ValueKind::Put),
+                largest: make_ikey(hi.as_bytes(), seqs.0, ValueKind::Put),
+                entries: 2,
+                min_seq: seqs.0,
+                max_seq: seqs.1,
+            },
+        }
+    }
+
+    fn fv(v: &Arc<dyn LayoutVersion>) -> &FragmentedVersion {
+        v.as_any().downcast_ref().expect("fragmented")
+    }
+
+    #[test]
+    fn guard_records_commit_nest_and_snapshot() {
+        let t = ctx();
+        let v0: Arc<dyn LayoutVersion> =
+            Arc::new(FragmentedVersion::empty(Arc::new(Shared::new())));
+        // Picked at flush: "m" for level 1 (so 1..=3), "f" and "t" for level 2 (2..=3).
+        let mut e = KsEdit::default();
+        e.records.push(guard_record(TAG_PENDING, 1, &[k("m")]));
+        e.records
+            .push(guard_record(TAG_PENDING, 2, &[k("f"), k("t")]));
+        e.added.push(table(0, 10, "a", "z", (1, 5)));
+        let v1 = v0.apply(&e, &t).expect("apply");
+        assert_eq!(fv(&v1).pending.len(), 3);
+        v1.check_invariants().expect("invariants");
+        // Committed deepest first: level 3, then 2, then 1.
+        let mut e = KsEdit::default();
+        e.records
+            .push(guard_record(TAG_COMMIT, 3, &[k("f"), k("m"), k("t")]));
+        e.records
+            .push(guard_record(TAG_COMMIT, 2, &[k("f"), k("m"), k("t")]));
+        e.records.push(guard_record(TAG_COMMIT, 1, &[k("m")]));
+        e.removed.push(10);
+        e.added.push(table(1, 11, "a", "l", (1, 5)));
+        e.added.push(table(1, 12, "m", "z", (1, 5)));
+        let v2 = v1.apply(&e, &t).expect("apply");
+        v2.check_invariants().expect("invariants");
+        let f = fv(&v2);
+        assert!(f.pending.is_empty());
+        let l1 = f.level(1).expect("L1");
+        assert_eq!(l1.guards.len(), 2);
+        assert_eq!(l1.guard_index(b"b"), 0);
+        assert_eq!(l1.guard_index(b"m"), 1);
+        assert_eq!(l1.guard_index(b"zz"), 1);
+        let l2 = f.level(2).expect("L2");
+        assert_eq!(l2.guards_in(Some(b"m"), None), 2..4);
+        assert_eq!(l2.keys_between(Some(b"f"), Some(b"t")), vec![k("m")]);
+        // A snapshot recreates the same version.
+        let mut snap = KsEdit::default();
+        v2.snapshot(&mut snap);
+        let v3 = v0.apply(&snap, &t).expect("apply snapshot");
+        v3.check_invariants().expect("invariants");
+        assert_eq!(
+            format!("{:?}", v2.level_stats()),
+            format!("{:?}", v3.level_stats())
+        );
+        // Deleting "t" at level 2 keeps it at level 3 (guard deletion goes upward only).
+        let mut e = KsEdit::default();
+        e.records.push(guard_record(TAG_DELETE, 2, &[k("t")]));
+        let v4 = v3.apply(&e, &t).expect("apply");
+        v4.check_invariants().expect("invariants");
+        assert!(!fv(&v4).is_guard(2, b"t"));
+        assert!(fv(&v4).is_guard(3, b"t"));
+    }
+
+    #[test]
+    fn invariants_catch_crossing_and_interleaving_tables() {
+        let t = ctx();
+        let mut snap = KsEdit::default();
+        snap.records.push(guard_record(TAG_COMMIT, 1, &[k("m")]));
+        snap.added.push(table(1, 11, "a", "l", (1, 5)));
+        let v: Arc<dyn LayoutVersion> = Arc::new(FragmentedVersion::empty(Arc::new(Shared::new())));
+        let v = v.apply(&snap, &t).expect("apply");
+        v.check_invariants().expect("ok");
+        // A table crossing guard "m" (bypassing apply's assertion).
+        let fvv = fv(&v);
+        let bad = fvv.with_extra_table(1, table(1, 12, "k", "n", (6, 9)), &t);
+        assert!(bad.check_invariants().unwrap_err().contains("crosses"));
+        // Two overlapping tables whose sequence ranges interleave.
+        let bad = fvv.with_extra_table(1, table(1, 13, "b", "c", (3, 9)), &t);
+        assert!(bad.check_invariants().unwrap_err().contains("interleave"));
+    }
+}

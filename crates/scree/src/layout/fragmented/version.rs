@@ -336,6 +336,35 @@ impl FragmentedVersion {
     }
 }
 
+#[cfg(test)]
+impl FragmentedVersion {
+    /// A copy with one more table placed by its smallest key, without any checks (tests).
+    pub(crate) fn with_extra_table(
+        &self,
+        level: usize,
+        a: AddedTable,
+        tables: &Arc<TableCtx>,
+    ) -> FragmentedVersion {
+        let mut levels = self.levels.clone();
+        if let Some(old) = levels.get(level) {
+            let keys: Vec<GKey> = old.keyed().iter().filter_map(|g| g.key.clone()).collect();
+            let mut ts: Vec<Arc<TableFile>> = old.all_tables().cloned().collect();
+            ts.push(TableFile::new(a.meta, tables.clone()));
+            let lvl = Level::build(keys, ts, &HashMap::new());
+            if let Some(slot) = levels.get_mut(level) {
+                *slot = Arc::new(lvl);
+            }
+        }
+        FragmentedVersion {
+            l0: self.l0.clone(),
+            levels,
+            pending: self.pending.clone(),
+            entries: self.entries,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
 /// Whether a table's user keys intersect `[lo, hi)`.
 pub(crate) fn intersects(t: &TableFile, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
     lo.is_none_or(|l| t.meta.largest_user() >= l) && hi.is_none_or(|h| t.meta.smallest_user() < h)
