@@ -43,7 +43,9 @@ impl Memtable {
     /// `budget_bytes` (0: no key filter).
     pub fn new(log_number: u64, budget_bytes: usize) -> Self {
         // About 10 bits per entry of at least ENTRY_OVERHEAD bytes, in whole 64-bit words.
-        let filter_words = (budget_bytes / ENTRY_OVERHEAD * 10).div_ceil(64).min(1 << 24);
+        let filter_words = (budget_bytes / ENTRY_OVERHEAD * 10)
+            .div_ceil(64)
+            .min(1 << 24);
         Memtable {
             map: SkipMap::new(),
             bytes: AtomicUsize::new(0),
@@ -86,8 +88,10 @@ impl Memtable {
         let Some(f) = self.filter.get() else {
             return false;
         };
-        self.filter_positions(user_key)
-            .all(|(w, bit)| f.get(w).is_some_and(|x| x.load(Ordering::Relaxed) & bit != 0))
+        self.filter_positions(user_key).all(|(w, bit)| {
+            f.get(w)
+                .is_some_and(|x| x.load(Ordering::Relaxed) & bit != 0)
+        })
     }
 
     /// Inserts one entry.
@@ -174,8 +178,13 @@ impl Memtable {
     pub fn range_from<'a>(
         &'a self,
         from: Bound<&'a InternalKey>,
-    ) -> crossbeam_skiplist::map::Range<'a, InternalKey, (Bound<&'a InternalKey>, Bound<&'a InternalKey>), InternalKey, Vec<u8>>
-    {
+    ) -> crossbeam_skiplist::map::Range<
+        'a,
+        InternalKey,
+        (Bound<&'a InternalKey>, Bound<&'a InternalKey>),
+        InternalKey,
+        Vec<u8>,
+    > {
         self.map.range((from, Bound::Unbounded))
     }
 
@@ -183,8 +192,13 @@ impl Memtable {
     pub fn range_to<'a>(
         &'a self,
         to: Bound<&'a InternalKey>,
-    ) -> crossbeam_skiplist::map::Range<'a, InternalKey, (Bound<&'a InternalKey>, Bound<&'a InternalKey>), InternalKey, Vec<u8>>
-    {
+    ) -> crossbeam_skiplist::map::Range<
+        'a,
+        InternalKey,
+        (Bound<&'a InternalKey>, Bound<&'a InternalKey>),
+        InternalKey,
+        Vec<u8>,
+    > {
         self.map.range((Bound::Unbounded, to))
     }
 
