@@ -381,13 +381,17 @@ impl HTableBuilder {
         let mut filters: Vec<Vec<u8>> = Vec::with_capacity(n);
         for idx in &per_bucket {
             let mut hashes: Vec<u64> = Vec::with_capacity(idx.len());
-            let mut uks: Vec<&[u8]> = idx
-                .iter()
-                .filter_map(|&i| items.get(i).map(|it| key::user_key(it.ikey)))
-                .collect();
-            uks.sort_unstable();
-            uks.dedup();
-            hashes.extend(uks.iter().map(|k| bloom::bloom_hash(k)));
+            // The versions of a key share its rank group, so they are adjacent here (the rank
+            // sort is stable over (hash, internal key) order): dropping consecutive repeats
+            // keeps each key once.
+            let mut last: Option<&[u8]> = None;
+            for it in idx.iter().filter_map(|&i| items.get(i)) {
+                let uk = key::user_key(it.ikey);
+                if last != Some(uk) {
+                    hashes.push(bloom::bloom_hash(uk));
+                    last = Some(uk);
+                }
+            }
             filters.push(if hashes.is_empty() {
                 Vec::new()
             } else {
@@ -396,16 +400,17 @@ impl HTableBuilder {
         }
 
         // Buckets.
+        // Entries of a bucket in (hash, internal key) order — the order of `items` — so the
+        // versions of a key are adjacent, newest first.
         let mut max_fill = 0usize;
+        let mut entries: Vec<(&[u8], &[u8])> = Vec::new();
         for (b, p) in physical.iter_mut().enumerate() {
-            p.sort_by(|&x, &y| match (items.get(x), items.get(y)) {
-                (Some(a), Some(b)) => key::cmp_ikey(a.ikey, b.ikey),
-                _ => Ordering::Equal,
-            });
-            let entries: Vec<(&[u8], &[u8])> = p
-                .iter()
-                .filter_map(|&i| items.get(i).map(|it| (it.ikey, it.value)))
-                .collect();
+            p.sort_unstable();
+            entries.clear();
+            entries.extend(
+                p.iter()
+                    .filter_map(|&i| items.get(i).map(|it| (it.ikey, it.value))),
+            );
             max_fill = max_fill.max(p.iter().map(|&i| sizes.get(i).copied().unwrap_or(0)).sum());
             sink.put(&encode_bucket((b * BUCKET_SIZE) as u64, &entries)?)?;
         }

@@ -464,7 +464,8 @@ impl HTableReader {
             items,
         };
         let mut items = std::mem::take(&mut scan.items);
-        items.sort_by(|a, b| {
+        // Internal keys are unique in a table: (hash, internal key) is a total order.
+        items.sort_unstable_by(|a, b| {
             a.hash
                 .cmp(&b.hash)
                 .then_with(|| key::cmp_ikey(scan.ikey(a), scan.ikey(b)))

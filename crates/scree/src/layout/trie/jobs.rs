@@ -291,28 +291,41 @@ pub fn merge_tables(
     }
     let total: usize = scans.iter().map(TableScan::len).sum();
     let mut pos: Vec<usize> = vec![0; scans.len()];
+    // The hash of each input's next item (`None`: exhausted); internal keys are compared only
+    // when hashes are equal.
+    let mut heads: Vec<Option<u128>> = scans.iter().map(|s| s.hash(0)).collect();
+    let ikey_at = |i: usize, pos: &[usize]| -> &[u8] {
+        pos.get(i)
+            .and_then(|&p| scans.get(i)?.get(p))
+            .map_or(&[][..], |(_, k, _)| k)
+    };
     let mut rule = DropRule::new(ctx.smallest_snapshot);
     let mut refs = Vec::with_capacity(total);
     loop {
-        let mut best: Option<(usize, u128, &[u8])> = None;
-        for (i, s) in scans.iter().enumerate() {
-            let Some((h, k, _)) = pos.get(i).and_then(|&p| s.get(p)) else {
-                continue;
-            };
+        let mut best: Option<(usize, u128)> = None;
+        for (i, h) in heads.iter().enumerate() {
+            let Some(h) = *h else { continue };
             let better = match best {
                 None => true,
-                Some((_, bh, bk)) => h.cmp(&bh).then_with(|| cmp_ikey(k, bk)).is_lt(),
+                Some((b, bh)) => {
+                    h < bh || (h == bh && cmp_ikey(ikey_at(i, &pos), ikey_at(b, &pos)).is_lt())
+                }
             };
             if better {
-                best = Some((i, h, k));
+                best = Some((i, h));
             }
         }
-        let Some((i, h, k)) = best else { break };
+        let Some((i, h)) = best else { break };
+        let k = ikey_at(i, &pos);
+        let keep = !rule.drop(k, tombstones(h));
         let Some(p) = pos.get_mut(i) else { break };
-        if !rule.drop(k, tombstones(h)) {
+        if keep {
             refs.push((i as u32, *p as u32));
         }
         *p += 1;
+        if let Some(slot) = heads.get_mut(i) {
+            *slot = scans.get(i).and_then(|s| s.hash(*p));
+        }
     }
     Ok(Merged { scans, refs })
 }
