@@ -429,7 +429,8 @@ pub struct TrieOptions {
     pub pile_size: usize,
     /// Depth of the last level (the root is depth 0), 1..=9. The last level grows linearly and
     /// is never compacted further, only garbage-collected. Persisted when the keyspace is
-    /// created; later values are ignored. Default 4 (five levels, as the paper's prototype).
+    /// created; later values are ignored. Default 3 (the paper's prototype has 4, sized for
+    /// terabytes; see docs/architecture-trie.md).
     pub last_level_depth: u32,
     /// Bloom filter bits per key of every bucket filter. Default 16 (the paper's setting for
     /// about a hundred sub-levels on a lookup's path).
@@ -440,7 +441,7 @@ pub struct TrieOptions {
     pub bucket_fill_cap: f64,
     /// Byte budget of the per-bucket filters kept in memory for upper-level tables (and for
     /// last-level tables no BloomCluster covers). Tables opened over the budget keep no filter
-    /// in memory and each probe reads the bucket. Default 256 MiB.
+    /// in memory and each probe reads the bucket. Default 512 MiB.
     pub filter_memory_bytes: usize,
     /// Byte budget of a cache of BloomCluster blocks (0 disables it): lookups that hit it
     /// skip the last level's metadata read. Default 16 MiB.
@@ -463,11 +464,11 @@ impl Default for TrieOptions {
     fn default() -> Self {
         TrieOptions {
             pile_size: 8,
-            last_level_depth: 4,
+            last_level_depth: 3,
             bloom_bits_per_key: 16,
             target_fill: 0.95,
             bucket_fill_cap: 1.0,
-            filter_memory_bytes: 256 << 20,
+            filter_memory_bytes: 512 << 20,
             cluster_cache_bytes: 16 << 20,
             gc_garbage_ratio: 0.35,
             gc_sample_columns: 4,
