@@ -5,7 +5,9 @@
 //! `cargo run --release --example frag_fill -- [layouts] [num] [buffer_mib] [reads] [seeks]`
 //! e.g. `cargo run --release --example frag_fill -- leveled,fragmented 5000000 64`.
 //! Environment: `FRAG_DIR` (default a temp dir), `FRAG_PARALLEL_SEEKS=1`,
-//! `FRAG_MAX_TABLES=N` (max_sstables_per_guard), `FRAG_L0_TRIGGER=N`, `FRAG_EXPECTED_KEYS=N`.
+//! `FRAG_MAX_TABLES=N` (max_sstables_per_guard), `FRAG_L0_TRIGGER=N`, `FRAG_SEEK_THRESHOLD=N`,
+//! `FRAG_EXPECTED_KEYS=N`, `FRAG_REUSE=1` (with `FRAG_DIR`: read an existing database),
+//! `FRAG_DIRECT=1` (O_DIRECT table reads: cold reads).
 
 use std::time::Instant;
 
@@ -85,7 +87,9 @@ fn main() -> scree::Result<()> {
                 tmp.clone()
             }
         };
-        let db = Db::open(&dir, Options::default())?;
+        let mut dbo = Options::default();
+        dbo.direct_reads = std::env::var("FRAG_DIRECT").is_ok_and(|v| v == "1");
+        let db = Db::open(&dir, dbo)?;
         let mut ko = KeyspaceOptions::new(layout);
         ko.write_buffer_bytes = buf_mib << 20;
         if let Ok(v) = std::env::var("FRAG_PARALLEL_SEEKS") {
@@ -104,6 +108,12 @@ fn main() -> scree::Result<()> {
             ko.fragmented.l0_compaction_trigger = v;
             ko.fragmented.l0_slowdown_trigger = ko.fragmented.l0_slowdown_trigger.max(2 * v);
             ko.fragmented.l0_stop_trigger = ko.fragmented.l0_stop_trigger.max(3 * v);
+        }
+        if let Some(v) = std::env::var("FRAG_SEEK_THRESHOLD")
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
+            ko.fragmented.seek_compaction_threshold = v;
         }
         if let Some(v) = std::env::var("FRAG_EXPECTED_KEYS")
             .ok()

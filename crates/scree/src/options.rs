@@ -240,7 +240,7 @@ impl Default for LeveledOptions {
 #[derive(Debug, Clone)]
 pub struct FragmentedOptions {
     /// Tables a guard may hold before it is compacted into the next level (the paper's
-    /// `max_sstables_per_guard`; 1 keeps one table per guard, like leveled). Default 2.
+    /// `max_sstables_per_guard`; 1 keeps one table per guard, like leveled). Default 3.
     pub max_sstables_per_guard: usize,
     /// L0 tables that trigger the compaction of L0 into the level-1 guards. Default 4.
     pub l0_compaction_trigger: usize,
@@ -270,8 +270,8 @@ pub struct FragmentedOptions {
     /// The second-to-last level rewrites a guard in place when merging it into the last level
     /// would rewrite more than this many times its bytes (the paper's 25×). Default 25.
     pub rewrite_factor: u64,
-    /// Seeks landing on a guard of several tables that make it a compaction candidate
-    /// (0 disables seek-based compaction). Default 10.
+    /// Seeks landing on a guard of several tables that make it a compaction candidate, at
+    /// least one per 16 KiB of the guard (0 disables seek-based compaction). Default 10.
     pub seek_compaction_threshold: u64,
     /// A guard holding less than 1/ratio of its level's average guard bytes is merged into
     /// its left neighbour at compaction (0 disables; empty guards are always removed). Default 16.
@@ -286,7 +286,7 @@ pub struct FragmentedOptions {
 impl Default for FragmentedOptions {
     fn default() -> Self {
         FragmentedOptions {
-            max_sstables_per_guard: 2,
+            max_sstables_per_guard: 3,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 8,
             l0_stop_trigger: 12,

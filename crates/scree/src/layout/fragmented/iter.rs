@@ -14,6 +14,9 @@ use crate::iter::{InternalIter, MergingIter};
 use crate::key::{self, make_ikey, ValueKind, MAX_SEQ};
 use crate::table::TableIter;
 
+/// Compaction bytes one seek is worth (seek-based compaction threshold per guard byte).
+pub(crate) const SEEK_COST_BYTES: u64 = 16 * 1024;
+
 /// Iterates one level: guards in key order, the tables of the current guard merged.
 pub(crate) struct LevelIter {
     level: Arc<Level>,
@@ -93,8 +96,11 @@ impl LevelIter {
         if self.threshold == 0 || g.tables.len() < 2 {
             return;
         }
+        // A seek costs about as much as compacting 16 KiB (LevelDB's estimate), so a large
+        // guard needs more seeks before rewriting it pays.
+        let threshold = self.threshold.max(g.bytes / SEEK_COST_BYTES);
         let n = g.seeks.fetch_add(1, Ordering::Relaxed) + 1;
-        if n % self.threshold == 0 {
+        if n % threshold == 0 {
             // Handed over again every `threshold` seeks until the guard is compacted (a busy
             // guard may be passed over once); the list is bounded.
             let mut hot = self.shared.hot.lock();

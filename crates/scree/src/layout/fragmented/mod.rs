@@ -28,7 +28,8 @@
 //! Compaction triggers, most urgent first: L0 over its trigger (all of L0 is merged and
 //! fragmented into level 1); a guard over `max_sstables_per_guard` tables; a level over its
 //! byte budget; a level within `aggressive_ratio` of the next level's bytes; a guard that
-//! received `seek_compaction_threshold` seeks while it held several tables. The second-to-last
+//! received `seek_compaction_threshold` seeks (at least one per 16 KiB it holds) while it held
+//! several tables. The second-to-last
 //! level rewrites a guard in place instead of merging it into the last level when the merge
 //! would rewrite more than `rewrite_factor` (25) times the guard's bytes. With
 //! `max_sstables_per_guard` = 1 a child that already holds a table is merged, not appended, so
@@ -260,7 +261,13 @@ impl Fragmented {
                         i
                     }
                 };
-                if lvl.guards.get(idx).is_some_and(|g| g.tables.len() >= 2) {
+                let hot_enough = lvl.guards.get(idx).is_some_and(|g| {
+                    let need = o
+                        .seek_compaction_threshold
+                        .max(g.bytes / iter::SEEK_COST_BYTES);
+                    g.tables.len() >= 2 && g.seeks.load(Ordering::Relaxed) >= need
+                });
+                if hot_enough {
                     c.push((
                         1.0,
                         Cand::Guard {

@@ -398,7 +398,11 @@ impl LayoutVersion for FragmentedVersion {
         for t in self.l0.iter() {
             out.push(Box::new(t.iter(true)?));
         }
-        let last = self.deepest_nonempty();
+        // Parallel seeks go to the level holding the most data (normally the last one): its
+        // data is the oldest and the least likely to be cached (the paper's heuristic).
+        let last = (1..self.levels.len())
+            .max_by_key(|&j| (self.level_bytes(j), j))
+            .unwrap_or(0);
         let threshold = self.shared.seek_threshold.load(Ordering::Relaxed);
         let parallel = self.shared.parallel_seeks.load(Ordering::Relaxed);
         for (j, lvl) in self.levels.iter().enumerate().skip(1) {
