@@ -265,6 +265,23 @@ impl ClusterBlock {
     pub fn memory_bytes(&self) -> usize {
         self.bytes.len() + self.offsets.len() * 4 + 48
     }
+    /// Whether sub-level `i`'s filter of column `c` (which must be in this block) may hold the
+    /// key of Bloom hash `h`, read in place.
+    pub fn may_contain(&self, c: u32, i: usize, h: u64) -> bool {
+        let Some(k) = c.checked_sub(self.first) else {
+            return true;
+        };
+        let Some(&off) = self.offsets.get(k as usize) else {
+            return true;
+        };
+        let mut r = Reader::new(self.bytes.get(off as usize..).unwrap_or_default());
+        for _ in 0..i {
+            if r.slice().is_none() {
+                return true;
+            }
+        }
+        r.slice().is_none_or(|f| filter_may_contain(f, h))
+    }
 }
 
 /// The filters of one bucket column across the sub-levels of a container.

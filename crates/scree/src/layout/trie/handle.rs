@@ -69,6 +69,24 @@ impl quick_cache::Weighter<(u64, u32), Arc<ClusterBlock>> for BlockWeighter {
     }
 }
 
+/// One BloomCluster column as a lookup sees it: read from the file, or in a cached block.
+pub enum ColumnView {
+    /// Read (no cache).
+    Read(BloomColumn),
+    /// Column `.1` of a cached block.
+    Cached(Arc<ClusterBlock>, u32),
+}
+
+impl ColumnView {
+    /// Whether sub-level `i` may hold the key of Bloom hash `h`.
+    pub fn may_contain(&self, i: usize, h: u64) -> bool {
+        match self {
+            ColumnView::Read(c) => c.may_contain(i, h),
+            ColumnView::Cached(b, c) => b.may_contain(*c, i, h),
+        }
+    }
+}
+
 /// A cache of BloomCluster blocks.
 pub type ClusterCache = quick_cache::sync::Cache<(u64, u32), Arc<ClusterBlock>, BlockWeighter>;
 
@@ -106,12 +124,12 @@ impl Shared {
         file: &TableFile,
         c: u32,
         meta_reads: &mut u64,
-    ) -> Result<BloomColumn> {
+    ) -> Result<ColumnView> {
         let r = cluster_reader(file, ReadKind::Metadata, meta_reads)?;
         let i = r.block_of(c)?;
         let Some(Some(cache)) = self.cluster_cache.get() else {
             *meta_reads += 1;
-            return r.column(c);
+            return Ok(ColumnView::Read(r.column(c)?));
         };
         let key = (file.meta.file_no, i as u32);
         let block = match cache.get(&key) {
@@ -123,9 +141,7 @@ impl Shared {
                 b
             }
         };
-        block
-            .column(c)
-            .ok_or_else(|| Error::corruption(file.path(), 0, "column not in its cluster block"))
+        Ok(ColumnView::Cached(block, c))
     }
 
     /// Counts lookup reads at `depth`.
