@@ -457,3 +457,40 @@ fn snapshots_see_their_versions_across_compactions() {
     let n = ks.range::<Vec<u8>, _>(..).count();
     assert_eq!(n, 2000 - 667);
 }
+
+#[test]
+fn the_last_level_merges_in_place() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), common::small_db()).expect("open");
+    let mut o = ks_opts();
+    o.fragmented.max_levels = 3;
+    o.fragmented.level_base_bytes = 0;
+    let ks = db.keyspace("f", o).expect("keyspace");
+    let mut model = BTreeMap::new();
+    for round in 0..8u64 {
+        for i in 0..1500u64 {
+            let i = mix(i + round * 1500) % 3000;
+            if i % 11 == round % 11 {
+                ks.delete(rkey(i)).expect("delete");
+                model.remove(&rkey(i));
+            } else {
+                ks.put(rkey(i), val(i, round)).expect("put");
+                model.insert(rkey(i), val(i, round));
+            }
+        }
+        db.wait_for_compactions().expect("wait");
+        db.check_invariants().expect("invariants");
+    }
+    let ls = levels(&db);
+    let last = ls.iter().find(|l| l.level == 2).expect("level 2");
+    assert!(last.tables > 0, "data reaches the last level: {ls:?}");
+    assert!(
+        max_tables_per_guard(last) <= 2,
+        "last level merged in place: {ls:?}"
+    );
+    assert!(
+        ls.iter().all(|l| l.level <= 2),
+        "no level below the last: {ls:?}"
+    );
+    check_all(&ks, &model);
+}

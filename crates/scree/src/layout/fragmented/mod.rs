@@ -316,40 +316,10 @@ impl Fragmented {
         idx: usize,
         why: Why,
     ) -> Option<Box<dyn Job>> {
+        let out = target_level(v, o, level, idx, why)?;
         let lvl = v.level(level)?;
         let g = lvl.guards.get(idx)?;
-        if g.tables.is_empty() {
-            return None;
-        }
         let (lo, hi) = lvl.range(idx);
-        let last = last_level(v, o);
-        let deepest = v.deepest_nonempty();
-        let in_place = match why {
-            // Manual compaction stops at the deepest non-empty level.
-            Why::Manual => level >= deepest,
-            _ => level >= last,
-        };
-        let mut out = if in_place { level } else { level + 1 };
-        if !in_place && out == last && why != Why::Manual && g.tables.len() > 1 {
-            // The paper's rule: rewrite in the second-to-last level when merging down would
-            // rewrite far more than this guard holds.
-            let max = o.max_sstables_per_guard;
-            let cost: u64 = v.level(last).map_or(0, |l| {
-                l.guards
-                    .get(l.guards_in(lo.as_deref(), hi.as_deref()))
-                    .unwrap_or_default()
-                    .iter()
-                    .filter(|c| !c.tables.is_empty() && c.tables.len() + 1 > max)
-                    .map(|c| c.bytes)
-                    .sum()
-            });
-            if cost > o.rewrite_factor.saturating_mul(g.bytes) {
-                out = level;
-            }
-        }
-        if out == level && g.tables.len() < 2 && !v.pending_in(lo.as_deref(), hi.as_deref()) {
-            return None;
-        }
         self.build(
             v,
             o,
@@ -588,6 +558,51 @@ impl Fragmented {
             src,
         }))
     }
+}
+
+/// Where guard `idx` of `level` is compacted to: the next level, or `level` itself (merged in
+/// place) at the last level, at the deepest level for manual compaction, and at the
+/// second-to-last level when merging into the last would rewrite more than `rewrite_factor` ×
+/// its bytes (the paper's 25× rule). None when there is nothing to do.
+fn target_level(
+    v: &FragmentedVersion,
+    o: &FragmentedOptions,
+    level: usize,
+    idx: usize,
+    why: Why,
+) -> Option<usize> {
+    let lvl = v.level(level)?;
+    let g = lvl.guards.get(idx)?;
+    if g.tables.is_empty() {
+        return None;
+    }
+    let (lo, hi) = lvl.range(idx);
+    let last = last_level(v, o);
+    let in_place = match why {
+        // Manual compaction stops at the deepest non-empty level.
+        Why::Manual => level >= v.deepest_nonempty(),
+        _ => level >= last,
+    };
+    let mut out = if in_place { level } else { level + 1 };
+    if !in_place && out == last && why != Why::Manual && g.tables.len() > 1 {
+        let max = o.max_sstables_per_guard;
+        let cost: u64 = v.level(last).map_or(0, |l| {
+            l.guards
+                .get(l.guards_in(lo.as_deref(), hi.as_deref()))
+                .unwrap_or_default()
+                .iter()
+                .filter(|c| !c.tables.is_empty() && c.tables.len() + 1 > max)
+                .map(|c| c.bytes)
+                .sum()
+        });
+        if cost > o.rewrite_factor.saturating_mul(g.bytes) {
+            out = level;
+        }
+    }
+    if out == level && g.tables.len() < 2 && !v.pending_in(lo.as_deref(), hi.as_deref()) {
+        return None;
+    }
+    Some(out)
 }
 
 /// Whether a table of level `j` (not among `removed`) straddles guard key `k`.

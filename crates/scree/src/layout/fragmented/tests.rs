@@ -58,19 +58,16 @@ fn lock_ranges() {
     assert!(t.is_empty());
 }
 
-mod version_tests {
+mod version_tests_support {
     use std::sync::Arc;
 
-    use super::super::version::{guard_record, FragmentedVersion, GKey, Shared};
-    use super::super::version::{TAG_COMMIT, TAG_DELETE, TAG_PENDING};
     use crate::cache::BlockCache;
     use crate::fs::{std_fs::StdFs, Env};
     use crate::key::{make_ikey, ValueKind};
-    use crate::layout::LayoutVersion;
-    use crate::manifest::edit::{AddedTable, KsEdit};
+    use crate::manifest::edit::AddedTable;
     use crate::table::{TableCtx, TableMeta};
 
-    fn ctx() -> Arc<TableCtx> {
+    pub(super) fn ctx() -> Arc<TableCtx> {
         Arc::new(TableCtx {
             env: Env {
                 fs: Arc::new(StdFs),
@@ -82,18 +79,22 @@ mod version_tests {
         })
     }
 
-    fn k(s: &str) -> GKey {
-        GKey::from(s.as_bytes())
-    }
-
-    fn table(level: u32, no: u64, lo: &str, hi: &str, seqs: (u64, u64)) -> AddedTable {
+    /// A table that exists only in metadata (never opened).
+    pub(super) fn table_sized(
+        level: u32,
+        no: u64,
+        lo: &str,
+        hi: &str,
+        seqs: (u64, u64),
+        size: u64,
+    ) -> AddedTable {
         AddedTable {
             level,
             slot: 0,
             format: 0,
             meta: TableMeta {
                 file_no: no,
-                size: 100,
+                size,
                 smallest: make_ikey(lo.as_bytes(), seqs.1, ValueKind::Put),
                 largest: make_ikey(hi.as_bytes(), seqs.0, ValueKind::Put),
                 entries: 2,
@@ -101,6 +102,24 @@ mod version_tests {
                 max_seq: seqs.1,
             },
         }
+    }
+}
+
+mod version_tests {
+    use std::sync::Arc;
+
+    use super::super::version::{guard_record, FragmentedVersion, GKey, Shared};
+    use super::super::version::{TAG_COMMIT, TAG_DELETE, TAG_PENDING};
+    use super::version_tests_support::{ctx, table_sized};
+    use crate::layout::LayoutVersion;
+    use crate::manifest::edit::{AddedTable, KsEdit};
+
+    fn k(s: &str) -> GKey {
+        GKey::from(s.as_bytes())
+    }
+
+    fn table(level: u32, no: u64, lo: &str, hi: &str, seqs: (u64, u64)) -> AddedTable {
+        table_sized(level, no, lo, hi, seqs, 100)
     }
 
     fn fv(v: &Arc<dyn LayoutVersion>) -> &FragmentedVersion {
@@ -177,5 +196,81 @@ mod version_tests {
         // Two overlapping tables whose sequence ranges interleave.
         let bad = fvv.with_extra_table(1, table(1, 13, "b", "c", (3, 9)), &t);
         assert!(bad.check_invariants().unwrap_err().contains("interleave"));
+    }
+}
+
+mod policy_tests {
+    use std::sync::Arc;
+
+    use super::super::version::{guard_record, FragmentedVersion, GKey, Shared, TAG_COMMIT};
+    use super::super::{target_level, Why};
+    use super::version_tests_support::{ctx, table_sized};
+    use crate::layout::LayoutVersion;
+    use crate::manifest::edit::KsEdit;
+    use crate::options::FragmentedOptions;
+
+    fn k(s: &str) -> GKey {
+        GKey::from(s.as_bytes())
+    }
+
+    /// Level 1 guard "m" (2 small tables) over last-level (L2) children "m" and "t" holding
+    /// `child_bytes` each in `child_tables` tables.
+    fn version(child_tables: u64, child_bytes: u64) -> Arc<dyn LayoutVersion> {
+        let t = ctx();
+        let mut e = KsEdit::default();
+        e.records
+            .push(guard_record(TAG_COMMIT, 2, &[k("m"), k("t")]));
+        e.records.push(guard_record(TAG_COMMIT, 1, &[k("m")]));
+        e.added.push(table_sized(1, 100, "m", "s", (50, 60), 100));
+        e.added.push(table_sized(1, 101, "n", "z", (61, 70), 100));
+        let mut no = 200;
+        for (lo, hi) in [("m", "s"), ("t", "z")] {
+            for i in 0..child_tables {
+                let seq = 1 + i * 10;
+                e.added.push(table_sized(
+                    2,
+                    no,
+                    lo,
+                    hi,
+                    (seq, seq + 5),
+                    child_bytes / child_tables,
+                ));
+                no += 1;
+            }
+        }
+        let v: Arc<dyn LayoutVersion> = Arc::new(FragmentedVersion::empty(Arc::new(Shared::new())));
+        v.apply(&e, &t).expect("apply")
+    }
+
+    #[test]
+    fn second_to_last_level_rewrites_in_place_under_the_25x_rule() {
+        let o = FragmentedOptions {
+            max_levels: 3,
+            max_sstables_per_guard: 2,
+            ..Default::default()
+        };
+        let fv = |v: &Arc<dyn LayoutVersion>| -> FragmentedVersion {
+            let f: &FragmentedVersion = v.as_any().downcast_ref().expect("fragmented");
+            FragmentedVersion {
+                l0: f.l0.clone(),
+                levels: f.levels.clone(),
+                pending: f.pending.clone(),
+                entries: f.entries,
+                shared: f.shared.clone(),
+            }
+        };
+        // Children can take another table: push down.
+        let v = version(1, 1000);
+        assert_eq!(target_level(&fv(&v), &o, 1, 1, Why::Count), Some(2));
+        // Children full, merging them costs 2 × 9000 bytes > 25 × 200: rewrite in level 1.
+        let v = version(2, 9000);
+        assert_eq!(target_level(&fv(&v), &o, 1, 1, Why::Count), Some(1));
+        // Children full but cheap to merge (2 × 2000 < 25 × 200): push down.
+        let v = version(2, 2000);
+        assert_eq!(target_level(&fv(&v), &o, 1, 1, Why::Count), Some(2));
+        // The last level merges in place.
+        assert_eq!(target_level(&fv(&v), &o, 2, 1, Why::Count), Some(2));
+        // Manual compaction ignores the rule and stops at the deepest level.
+        assert_eq!(target_level(&fv(&v), &o, 1, 1, Why::Manual), Some(2));
     }
 }
