@@ -150,6 +150,9 @@ struct Spec {
     lo: Option<GKey>,
     hi: Option<GKey>,
     inputs: Vec<Arc<TableFile>>,
+    /// `out` is treated as the last level: children that cannot take another table are
+    /// merged (seek-based compaction into the deepest level, so it flattens the tree).
+    bottom: bool,
 }
 
 /// The fragmented policy: reservations and the state shared with its versions.
@@ -300,6 +303,7 @@ impl Fragmented {
                     lo: None,
                     hi: None,
                     inputs: v.l0.to_vec(),
+                    bottom: false,
                 },
             ),
             Cand::Guard { level, idx, why } => self.guard_job(v, o, *level, *idx, *why),
@@ -317,6 +321,7 @@ impl Fragmented {
         why: Why,
     ) -> Option<Box<dyn Job>> {
         let out = target_level(v, o, level, idx, why)?;
+        let bottom = why == Why::Seek && out > level && out >= v.deepest_nonempty();
         let lvl = v.level(level)?;
         let g = lvl.guards.get(idx)?;
         let (lo, hi) = lvl.range(idx);
@@ -329,6 +334,7 @@ impl Fragmented {
                 lo,
                 hi,
                 inputs: g.tables.clone(),
+                bottom,
             },
         )
     }
@@ -349,6 +355,7 @@ impl Fragmented {
             lo,
             hi,
             inputs,
+            bottom,
         } = spec;
         let in_place = out == src;
         let (rlo, rhi) = (lo.as_deref(), hi.as_deref());
@@ -499,7 +506,7 @@ impl Fragmented {
         // them, and with one table per guard the layout behaves like leveled.
         let wants = |c: &Child| {
             !in_place
-                && (out == last || max == 1)
+                && (out == last || max == 1 || bottom)
                 && !c.inputs.is_empty()
                 && !c.existing.is_empty()
                 && c.existing.len() + 1 > max
@@ -578,15 +585,17 @@ fn target_level(
     }
     let (lo, hi) = lvl.range(idx);
     let last = last_level(v, o);
-    let in_place = match why {
-        // Manual compaction stops at the deepest non-empty level.
-        Why::Manual => level >= v.deepest_nonempty(),
-        _ => level >= last,
+    // Manual and seek-based compaction stop at the deepest non-empty level: they reduce the
+    // tables a read meets and should not open a new level.
+    let bottom = match why {
+        Why::Manual | Why::Seek => v.deepest_nonempty().max(1).min(last),
+        _ => last,
     };
+    let in_place = level >= bottom;
     let mut out = if in_place { level } else { level + 1 };
-    if !in_place && out == last && why != Why::Manual && g.tables.len() > 1 {
+    if !in_place && out == bottom && why != Why::Manual && g.tables.len() > 1 {
         let max = o.max_sstables_per_guard;
-        let cost: u64 = v.level(last).map_or(0, |l| {
+        let cost: u64 = v.level(bottom).map_or(0, |l| {
             l.guards
                 .get(l.guards_in(lo.as_deref(), hi.as_deref()))
                 .unwrap_or_default()
