@@ -9,31 +9,33 @@
 //! table (**fragment**) per child guard — without rewriting the child's tables. The last level
 //! has nowhere to append and rewrites (merges the guard's tables in place).
 //!
-//! Guard selection: a key whose hash (xxh3 seeded with the database's random key) ends in at least `b(i)` one-bits is a
-//! guard of level i, with `b(i) = top_level_bits − (i−1)·bit_decrement` (at least 1). When
-//! `top_level_bits` is 0 (default) it scales with the key count `n` (`expected_keys`, or the
-//! entries observed in the tables and the memtable being flushed):
+//! Guard selection: a key whose hash (xxh3 seeded with the database's random key) ends in at
+//! least `b(i)` one-bits is a guard of level i, with `b(i) = top_level_bits − (i−1)·bit_decrement`
+//! (at least 1). When `top_level_bits` is 0 (default) it scales with the key count `n`
+//! (`expected_keys`, or the entries observed in the tables and the memtable being flushed):
 //! `top = round(log2(n / level1_guards))`, at least `(last−1)·bit_decrement + 1` so that the
 //! last level still needs one bit. With the defaults (8 level-1 guards, decrement 2) a
-//! 5-million-key store gets ≈ 8–20 level-1 guards, 4× more per level below. Guards are picked
-//! at flush time from the flushed keys — for the levels down to one below the deepest level
-//! holding data, so deep levels get guards sized for the store they will see — and recorded
-//! as **uncommitted** (pending); they become
-//! real, deepest level first, at the next compaction that holds their key range at that level
-//! and finds no table straddling them. Guards are persisted as layout records (pending, commit,
-//! delete) and recovered with the manifest. Empty child guards, and child guards holding less
-//! than 1/`guard_skew_ratio` of their level's average, are deleted at compaction (their tables
-//! join the neighbouring guard; no data moves).
+//! 5-million-key store gets ≈ 20–40 level-1 guards (thresholds rise as it grows), ≈ 4× more per
+//! level below. Guards are picked at flush time from the flushed keys — only for the levels down
+//! to one below the deepest level holding data, so deep levels get guards sized for the store
+//! they will see — and recorded as **uncommitted** (pending); they become real, deepest level
+//! first, at the next compaction that holds their key range at that level and finds no table
+//! straddling them. Guards are persisted as layout records (pending, commit, delete) and
+//! recovered with the manifest. Empty child guards, and child guards holding less than
+//! 1/`guard_skew_ratio` of their level's average (when the neighbour can take their tables),
+//! are deleted at compaction (their tables join the neighbouring guard; no data moves).
 //!
 //! Compaction triggers, most urgent first: L0 over its trigger (all of L0 is merged and
-//! fragmented into level 1); a guard over `max_sstables_per_guard` tables; a level over its
-//! byte budget; a level within `aggressive_ratio` of the next level's bytes; a guard that
-//! received `seek_compaction_threshold` seeks (at least one per 16 KiB it holds) while it held
-//! several tables. The second-to-last
-//! level rewrites a guard in place instead of merging it into the last level when the merge
-//! would rewrite more than `rewrite_factor` (25) times the guard's bytes. With
+//! fragmented into level 1); a guard over `max_sstables_per_guard` tables (default 3); a level
+//! over its byte budget; two adjacent levels within `aggressive_ratio` (25 %) of each other's
+//! bytes (the upper one is pushed down); a guard that received `seek_compaction_threshold` seeks
+//! (at least one per 16 KiB it holds) while it held several tables — seek-based compaction
+//! treats the deepest non-empty level as the bottom, so it flattens the tree. The
+//! second-to-last level rewrites a guard in place instead of merging it into the last level
+//! when the merge would rewrite more than `rewrite_factor` (25) times the guard's bytes. With
 //! `max_sstables_per_guard` = 1 a child that already holds a table is merged, not appended, so
-//! every guard keeps one table as in leveled.
+//! every guard keeps one table as in leveled. Rules and measurements:
+//! docs/architecture-fragmented.md.
 
 mod iter;
 mod locks;
