@@ -494,3 +494,39 @@ fn the_last_level_merges_in_place() {
     );
     check_all(&ks, &model);
 }
+
+#[test]
+fn the_level_count_is_fixed_when_the_keyspace_is_created() {
+    // Recovery opens keyspaces with default options until the application names them again:
+    // compactions in between must not change the number of levels (it once broke the guard
+    // nesting after a crash).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut model = BTreeMap::new();
+    {
+        let db = Db::open(dir.path(), common::small_db()).expect("open");
+        let ks = db.keyspace("f", ks_opts()).expect("keyspace");
+        for i in 0..3000u64 {
+            ks.put(rkey(i), val(i, 0)).expect("put");
+            model.insert(rkey(i), val(i, 0));
+        }
+        db.wait_for_compactions().expect("wait");
+    }
+    let db = Db::open(dir.path(), common::small_db()).expect("reopen");
+    let mut o = ks_opts();
+    o.fragmented.max_levels = 7;
+    let ks = db.keyspace("f", o).expect("keyspace");
+    for round in 1..4u64 {
+        for i in 0..3000u64 {
+            let i = mix(i + round) % 6000;
+            ks.put(rkey(i), val(i, round)).expect("put");
+            model.insert(rkey(i), val(i, round));
+        }
+        db.wait_for_compactions().expect("wait");
+        db.check_invariants().expect("invariants");
+    }
+    db.compact().expect("compact");
+    db.check_invariants().expect("invariants");
+    let ls = levels(&db);
+    assert!(ls.iter().all(|l| l.level <= 3), "still 4 levels: {ls:?}");
+    check_all(&ks, &model);
+}

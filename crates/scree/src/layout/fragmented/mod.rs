@@ -82,19 +82,21 @@ pub(crate) fn guard_hash(seed: u64, k: &[u8]) -> u64 {
     xxh3_64_with_seed(k, seed)
 }
 
-/// The deepest level (the last level rewrites).
+/// The deepest level (the last level rewrites): fixed when the keyspace is created
+/// (`max_levels` is persisted), never below a level the version already has.
 fn last_level(v: &FragmentedVersion, o: &FragmentedOptions) -> usize {
-    (o.max_levels - 1)
+    let n = v.max_levels.unwrap_or(o.max_levels);
+    n.saturating_sub(1)
         .max(v.levels.len().saturating_sub(1))
         .max(1)
 }
 
-/// Guard bits of level 1 for `observed` keys (see the module comment).
-pub(crate) fn top_bits(o: &FragmentedOptions, observed: u64) -> u32 {
+/// Guard bits of level 1 for `observed` keys with `last` levels below L0 (module comment).
+pub(crate) fn top_bits(o: &FragmentedOptions, last: usize, observed: u64) -> u32 {
     if o.top_level_bits > 0 {
         return o.top_level_bits;
     }
-    let last = (o.max_levels - 1) as u32;
+    let last = last as u32;
     let floor = last.saturating_sub(1) * o.bit_decrement + 1;
     let n = o.expected_keys.max(observed).max(1);
     let per = (n as f64 / o.level1_guards as f64).max(1.0);
@@ -545,6 +547,10 @@ impl Fragmented {
         }
 
         let mut records: Vec<LayoutRecord> = Vec::new();
+        if v.max_levels.is_none() {
+            // Keyspaces created before the record existed: fix the level count now.
+            records.push(version::levels_record(last + 1));
+        }
         for (j, ks) in commits.iter().rev() {
             records.push(guard_record(TAG_COMMIT, *j, ks));
         }
@@ -731,8 +737,9 @@ fn pick_guards(
     // Guards are picked only for levels data can reach soon (down to one below the deepest
     // level holding tables): deeper levels get theirs later, from a larger key count, so
     // early flushes do not cover the deep levels with guards sized for a small store.
-    let last = (o.max_levels - 1).min(v.deepest_nonempty() + 1).max(1);
-    let top = top_bits(o, v.entries + mem.len() as u64);
+    let bottom = last_level(v, o);
+    let last = bottom.min(v.deepest_nonempty() + 1).max(1);
+    let top = top_bits(o, bottom, v.entries + mem.len() as u64);
     let need = level_bits(top, o.bit_decrement, last);
     let mut by_level: BTreeMap<usize, Vec<GKey>> = BTreeMap::new();
     let mut prev: Option<Vec<u8>> = None;
@@ -767,6 +774,11 @@ impl Layout for Fragmented {
 
     fn empty_version(&self, _tables: &Arc<TableCtx>) -> Arc<dyn LayoutVersion> {
         Arc::new(FragmentedVersion::empty(self.shared.clone()))
+    }
+
+    fn init_records(&self, opts: &KeyspaceOptions, out: &mut KsEdit) {
+        out.records
+            .push(version::levels_record(opts.fragmented.max_levels));
     }
 
     fn flush(

@@ -8,9 +8,9 @@ use crate::options::FragmentedOptions;
 fn guard_bits_scale_with_keys() {
     let o = FragmentedOptions::default();
     // 5M keys, 8 level-1 guards: 2^19 keys per level-1 guard.
-    assert_eq!(top_bits(&o, 5_000_000), 19);
+    assert_eq!(top_bits(&o, 6, 5_000_000), 19);
     // Tiny stores stay at the floor: the last level still needs one bit.
-    assert_eq!(top_bits(&o, 10), 11);
+    assert_eq!(top_bits(&o, 6, 10), 11);
     assert_eq!(level_bits(19, 2, 1), 19);
     assert_eq!(level_bits(19, 2, 6), 9);
     assert_eq!(level_bits(3, 2, 6), 1);
@@ -18,7 +18,7 @@ fn guard_bits_scale_with_keys() {
         top_level_bits: 27,
         ..Default::default()
     };
-    assert_eq!(top_bits(&fixed, 5_000_000), 27);
+    assert_eq!(top_bits(&fixed, 6, 5_000_000), 27);
 }
 
 #[test]
@@ -181,6 +181,35 @@ mod version_tests {
     }
 
     #[test]
+    fn a_new_deeper_level_inherits_the_guards_above() {
+        // A version without a levels record whose deepest level is 2, then a commit at level 4
+        // (a keyspace opened with more levels): levels 3 and 4 start with level 2's guards.
+        let t = ctx();
+        let v0: Arc<dyn LayoutVersion> =
+            Arc::new(FragmentedVersion::empty(Arc::new(Shared::new())));
+        let mut e = KsEdit::default();
+        e.records
+            .push(guard_record(TAG_COMMIT, 2, &[k("f"), k("m")]));
+        e.records.push(guard_record(TAG_COMMIT, 1, &[k("m")]));
+        let v1 = v0.apply(&e, &t).expect("apply");
+        let mut e = KsEdit::default();
+        e.records.push(guard_record(TAG_COMMIT, 4, &[k("q")]));
+        let v2 = v1.apply(&e, &t).expect("apply");
+        v2.check_invariants().expect("nesting holds");
+        let f = fv(&v2);
+        assert!(f.is_guard(3, b"f") && f.is_guard(3, b"m") && !f.is_guard(3, b"q"));
+        assert!(f.is_guard(4, b"f") && f.is_guard(4, b"m") && f.is_guard(4, b"q"));
+        // The persisted level count survives a snapshot.
+        let mut e = KsEdit::default();
+        e.records.push(super::super::version::levels_record(5));
+        let v3 = v2.apply(&e, &t).expect("apply");
+        let mut snap = KsEdit::default();
+        v3.snapshot(&mut snap);
+        let v4 = v0.apply(&snap, &t).expect("apply");
+        assert_eq!(fv(&v4).max_levels, Some(5));
+    }
+
+    #[test]
     fn invariants_catch_crossing_and_interleaving_tables() {
         let t = ctx();
         let mut snap = KsEdit::default();
@@ -256,6 +285,7 @@ mod policy_tests {
                 levels: f.levels.clone(),
                 pending: f.pending.clone(),
                 entries: f.entries,
+                max_levels: f.max_levels,
                 shared: f.shared.clone(),
             }
         };

@@ -29,6 +29,19 @@ pub(crate) const TAG_PENDING: u8 = 1;
 pub(crate) const TAG_COMMIT: u8 = 2;
 /// Record: keys that stopped being guards of exactly `level` (consolidation).
 pub(crate) const TAG_DELETE: u8 = 3;
+/// Record: the number of levels including L0 (written when the keyspace is created; fixed
+/// afterwards, whatever the options say on a later open).
+pub(crate) const TAG_LEVELS: u8 = 4;
+
+/// Encodes the number-of-levels record.
+pub(crate) fn levels_record(max_levels: usize) -> LayoutRecord {
+    let mut data = Vec::new();
+    put_varint(&mut data, max_levels as u64);
+    LayoutRecord {
+        tag: TAG_LEVELS,
+        data,
+    }
+}
 
 /// Encodes a guard record: level, then length-prefixed keys.
 pub(crate) fn guard_record(tag: u8, level: usize, keys: &[GKey]) -> LayoutRecord {
@@ -241,6 +254,8 @@ pub struct FragmentedVersion {
     pub(crate) pending: Arc<BTreeMap<GKey, usize>>,
     /// Entries in all tables (the observed key count for guard scaling).
     pub(crate) entries: u64,
+    /// Levels including L0, as persisted (None in keyspaces created before the record).
+    pub(crate) max_levels: Option<usize>,
     pub(crate) shared: Arc<Shared>,
 }
 
@@ -251,6 +266,7 @@ impl FragmentedVersion {
             levels: vec![Arc::new(Level::empty())],
             pending: Arc::new(BTreeMap::new()),
             entries: 0,
+            max_levels: None,
             shared,
         }
     }
@@ -360,6 +376,7 @@ impl FragmentedVersion {
             levels,
             pending: self.pending.clone(),
             entries: self.entries,
+            max_levels: self.max_levels,
             shared: self.shared.clone(),
         }
     }
@@ -457,7 +474,17 @@ impl LayoutVersion for FragmentedVersion {
         let mut key_adds: BTreeMap<usize, Vec<GKey>> = BTreeMap::new();
         let mut key_dels: BTreeMap<usize, Vec<GKey>> = BTreeMap::new();
         let mut named: Vec<GKey> = Vec::new();
+        let mut max_levels = self.max_levels;
         for r in &edit.records {
+            if r.tag == TAG_LEVELS {
+                let n = Reader::new(&r.data)
+                    .varint()
+                    .filter(|&n| (2..64).contains(&n))
+                    .ok_or_else(|| Error::InvalidArgument("malformed levels record".into()))?;
+                // The first one counts.
+                max_levels.get_or_insert(n as usize);
+                continue;
+            }
             let (level, keys) = decode_guard_record(r)?;
             let p = pending.get_or_insert_with(|| (*self.pending).clone());
             match r.tag {
@@ -526,7 +553,14 @@ impl LayoutVersion for FragmentedVersion {
         let mut levels = self.levels.clone();
         if let Some(&deepest) = touched.iter().next_back() {
             if levels.len() <= deepest {
-                levels.resize_with(deepest + 1, || Arc::new(Level::empty()));
+                // A level that did not exist yet starts with the guards of the deepest existing
+                // level: a guard of level i is a guard of every deeper level.
+                let inherited: Vec<GKey> = levels
+                    .last()
+                    .map(|l| l.keyed().iter().filter_map(|g| g.key.clone()).collect())
+                    .unwrap_or_default();
+                let base = Arc::new(Level::build(inherited, Vec::new(), &HashMap::new()));
+                levels.resize_with(deepest + 1, || base.clone());
             }
         }
         for &j in &touched {
@@ -587,6 +621,7 @@ impl LayoutVersion for FragmentedVersion {
             levels,
             pending,
             entries,
+            max_levels,
             shared: self.shared.clone(),
         };
         debug_assert!(
@@ -607,6 +642,9 @@ impl LayoutVersion for FragmentedVersion {
     }
 
     fn snapshot(&self, out: &mut KsEdit) {
+        if let Some(n) = self.max_levels {
+            out.records.push(levels_record(n));
+        }
         // Deepest level first, so that the nesting holds after every record.
         for (j, lvl) in self.levels.iter().enumerate().skip(1).rev() {
             let keys: Vec<GKey> = lvl.keyed().iter().filter_map(|g| g.key.clone()).collect();
