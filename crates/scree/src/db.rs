@@ -421,7 +421,8 @@ impl Db {
                     }
                     ManualStep::Run(job) => {
                         // As in the background: a failed compaction stops writes.
-                        if let Err(e) = inner.run_compaction(&ks, job) {
+                        if let Err(e) = guard_panic("compaction", || inner.run_compaction(&ks, job))
+                        {
                             inner.set_bg_error(&e);
                             return Err(e);
                         }
@@ -929,15 +930,14 @@ impl DbInner {
                     self.bg_cv.wait_for(&mut bg, Duration::from_millis(200));
                 }
             };
-            let res = match &work {
-                Work::Flush(ks) => self.run_flush(ks),
-                Work::Compact(..) => Ok(()),
-            };
             let res = match work {
-                Work::Compact(ks, job) => self.run_compaction(&ks, job),
                 Work::Flush(ks) => {
+                    let res = guard_panic("flush", || self.run_flush(&ks));
                     self.bg.lock().flushing.remove(&ks.id);
                     res
+                }
+                Work::Compact(ks, job) => {
+                    guard_panic("compaction", || self.run_compaction(&ks, job))
                 }
             };
             if let Err(e) = res {
@@ -1513,4 +1513,40 @@ fn recover(
     }
     let _ = old_manifest;
     Ok(inner)
+}
+
+/// Runs one flush or compaction, turning a panic (a bug) into a background error: the
+/// database then refuses writes with a message naming the bug, instead of a worker dying with
+/// its job counted as running forever (`wait_for_compactions` and writers would wait for it).
+fn guard_panic(what: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(Error::BackgroundError(format!(
+                "{what} panicked (a bug): {msg}"
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod panic_tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_job_becomes_a_background_error() {
+        let r = guard_panic("compaction", || panic!("guard nesting broken"));
+        match r {
+            Err(Error::BackgroundError(m)) => {
+                assert!(m.contains("compaction panicked") && m.contains("guard nesting broken"))
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(guard_panic("flush", || Ok(())).is_ok());
+    }
 }
