@@ -127,6 +127,21 @@ pub struct EngineConfig {
     pub sync: bool,
     /// Bypass the page cache for reads where the engine can.
     pub direct_reads: bool,
+    /// Scree-only settings (None = the engine's default).
+    pub scree: ScreeTuning,
+}
+
+/// Scree options the bench can override (`--background-threads`, `--trie-*`, `--frag-*`).
+#[derive(Debug, Clone, Default)]
+pub struct ScreeTuning {
+    /// Background flush/compaction threads.
+    pub background_threads: Option<usize>,
+    /// `TrieOptions::pile_size`.
+    pub trie_pile_size: Option<usize>,
+    /// `TrieOptions::last_level_depth`.
+    pub trie_last_level_depth: Option<u32>,
+    /// `FragmentedOptions::max_sstables_per_guard`.
+    pub frag_tables_per_guard: Option<usize>,
 }
 
 /// Whether `dir` is missing or empty (a fresh database).

@@ -104,6 +104,20 @@ pub struct BenchArgs {
     /// Read table blocks with O_DIRECT (Scree, RocksDB; LevelDB has no such option).
     #[arg(long)]
     pub direct_reads: bool,
+    /// Scree background flush/compaction threads [default: the engine's, one per core].
+    #[arg(long)]
+    pub background_threads: Option<usize>,
+    /// `trie`: sub-levels a container holds before they are compacted into its children
+    /// [default: TrieOptions::default(), 8].
+    #[arg(long)]
+    pub trie_pile_size: Option<usize>,
+    /// `trie`: depth of the last level, 1..=9 [default: TrieOptions::default(), 3].
+    #[arg(long)]
+    pub trie_last_level_depth: Option<u32>,
+    /// `fragmented`: max_sstables_per_guard (1 behaves like leveled)
+    /// [default: FragmentedOptions::default()].
+    #[arg(long)]
+    pub frag_tables_per_guard: Option<usize>,
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -220,6 +234,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         bloom_bits: args.bloom_bits,
         sync: args.sync,
         direct_reads: args.direct_reads,
+        scree: engine::ScreeTuning {
+            background_threads: args.background_threads,
+            trie_pile_size: args.trie_pile_size,
+            trie_last_level_depth: args.trie_last_level_depth,
+            frag_tables_per_guard: args.frag_tables_per_guard,
+        },
     };
     let phase_cfg = PhaseConfig {
         num: args.num,

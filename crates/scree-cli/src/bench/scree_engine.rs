@@ -62,14 +62,27 @@ pub fn resolve_layouts(spec: &str) -> anyhow::Result<Vec<Layout>> {
 impl ScreeEngine {
     /// Opens (or creates) the database at `dir` with keyspace `bench` of `layout`.
     pub fn open(dir: &Path, layout: Layout, cfg: &EngineConfig) -> anyhow::Result<ScreeEngine> {
-        let opts = Options {
+        let mut opts = Options {
             direct_reads: cfg.direct_reads,
             ..Options::default()
         };
         let mut ko = KeyspaceOptions::new(layout);
         ko.write_buffer_bytes = cfg.write_buffer_bytes;
         ko.bloom_bits_per_key = cfg.bloom_bits;
-        let settings = vec![
+        let t = &cfg.scree;
+        if let Some(n) = t.background_threads {
+            opts.background_threads = n;
+        }
+        if let Some(n) = t.trie_pile_size {
+            ko.trie.pile_size = n;
+        }
+        if let Some(d) = t.trie_last_level_depth {
+            ko.trie.last_level_depth = d;
+        }
+        if let Some(n) = t.frag_tables_per_guard {
+            ko.fragmented.max_sstables_per_guard = n;
+        }
+        let mut settings = vec![
             (
                 "write_buffer_bytes".into(),
                 ko.write_buffer_bytes.to_string(),
@@ -94,6 +107,20 @@ impl ScreeEngine {
             ("wal".into(), "on".into()),
             ("sync".into(), cfg.sync.to_string()),
         ];
+        match layout {
+            Layout::Trie => {
+                settings.push(("trie.pile_size".into(), ko.trie.pile_size.to_string()));
+                settings.push((
+                    "trie.last_level_depth".into(),
+                    ko.trie.last_level_depth.to_string(),
+                ));
+            }
+            Layout::Fragmented => settings.push((
+                "fragmented.max_sstables_per_guard".into(),
+                ko.fragmented.max_sstables_per_guard.to_string(),
+            )),
+            _ => {}
+        }
         let db = Db::open(dir, opts)
             .map_err(|e| anyhow::anyhow!("opening Scree at {}: {e}", dir.display()))?;
         let ks = db

@@ -284,6 +284,7 @@ fn every_scree_layout_passes_verification() {
         bloom_bits: 10,
         sync: false,
         direct_reads: false,
+        scree: Default::default(),
     };
     for layout in scree::Layout::implemented() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -301,6 +302,38 @@ fn every_scree_layout_passes_verification() {
     }
 }
 
+#[test]
+fn scree_tuning_flags_reach_the_keyspace() {
+    use super::engine::BenchEngine;
+    let cfg = super::engine::EngineConfig {
+        write_buffer_bytes: 1 << 20,
+        bloom_bits: 10,
+        sync: false,
+        direct_reads: false,
+        scree: super::engine::ScreeTuning {
+            background_threads: Some(1),
+            trie_pile_size: Some(3),
+            trie_last_level_depth: Some(2),
+            frag_tables_per_guard: Some(1),
+        },
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let e = super::scree_engine::ScreeEngine::open(dir.path(), scree::Layout::Trie, &cfg)
+        .expect("open trie");
+    let s = e.settings();
+    let get = |k: &str| s.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    assert_eq!(get("background_threads").as_deref(), Some("1"));
+    assert_eq!(get("trie.pile_size").as_deref(), Some("3"));
+    assert_eq!(get("trie.last_level_depth").as_deref(), Some("2"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let e = super::scree_engine::ScreeEngine::open(dir.path(), scree::Layout::Fragmented, &cfg)
+        .expect("open fragmented");
+    let s = e.settings();
+    assert!(s
+        .iter()
+        .any(|(n, v)| n == "fragmented.max_sstables_per_guard" && v == "1"));
+}
+
 #[cfg(feature = "peers")]
 #[test]
 fn peers_pass_verification_and_report_counters() {
@@ -310,6 +343,7 @@ fn peers_pass_verification_and_report_counters() {
         bloom_bits: 10,
         sync: false,
         direct_reads: false,
+        scree: Default::default(),
     };
     for peer in [Peer::RocksDb, Peer::LevelDb] {
         let dir = tempfile::tempdir().expect("tempdir");
