@@ -565,13 +565,19 @@ impl Keyspace {
 
     /// The current value of `key`.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
-        let seq = self.h.inner.last_seq.load(Ordering::Acquire);
-        self.get_at(key.as_ref(), seq)
+        self.get_at(key.as_ref(), None)
     }
 
-    fn get_at(&self, key: &[u8], seq: u64) -> Result<Option<Value>> {
+    /// Reads at `seq`, or (None) at the latest sequence number. The latest one is loaded after
+    /// the super-version: a flush or compaction may drop a version that a newer version
+    /// shadows once both are older than every snapshot, so a read at a sequence number loaded
+    /// before the super-version could find only the newer version (invisible to it) and miss
+    /// the key. Loaded after, every output in the super-version was made with a smallest
+    /// snapshot at or below it (tests/concurrency.rs found this on `fragmented`).
+    fn get_at(&self, key: &[u8], seq: Option<u64>) -> Result<Option<Value>> {
         self.h.inner.stats.gets.fetch_add(1, Ordering::Relaxed);
         let sv = self.core.sv();
+        let seq = seq.unwrap_or_else(|| self.h.inner.last_seq.load(Ordering::Acquire));
         let lk = crate::key::InternalKey::new(key, seq, ValueKind::Put);
         for m in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
             match m.get_key(key, &lk) {
@@ -591,8 +597,11 @@ impl Keyspace {
         }
     }
 
-    fn range_at(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, seq: u64) -> RangeIter {
+    /// Iterates at `seq`, or (None) at the latest sequence number, loaded after the
+    /// super-version for the reason given at [`Keyspace::get_at`].
+    fn range_at(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, seq: Option<u64>) -> RangeIter {
         let sv = self.core.sv();
+        let seq = seq.unwrap_or_else(|| self.h.inner.last_seq.load(Ordering::Acquire));
         let mems: Vec<Arc<Memtable>> = std::iter::once(sv.mem.clone())
             .chain(sv.imms.iter().cloned())
             .collect();
@@ -601,15 +610,13 @@ impl Keyspace {
 
     /// Iterates `range` in key order (reverse with `.rev()` / `next_back`).
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> RangeIter {
-        let seq = self.h.inner.last_seq.load(Ordering::Acquire);
-        self.range_at(own(range.start_bound()), own(range.end_bound()), seq)
+        self.range_at(own(range.start_bound()), own(range.end_bound()), None)
     }
 
     /// Iterates every key starting with `prefix`.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> RangeIter {
-        let seq = self.h.inner.last_seq.load(Ordering::Acquire);
         let (lo, hi) = prefix_bounds(prefix.as_ref());
-        self.range_at(lo, hi, seq)
+        self.range_at(lo, hi, None)
     }
 }
 
@@ -639,7 +646,7 @@ impl Snapshot {
     /// The value of `key` in `ks` at the snapshot.
     pub fn get(&self, ks: &Keyspace, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
         self.check(ks)?;
-        ks.get_at(key.as_ref(), self.seq)
+        ks.get_at(key.as_ref(), Some(self.seq))
     }
 
     /// Iterates `range` of `ks` at the snapshot.
@@ -647,7 +654,11 @@ impl Snapshot {
         if let Err(e) = self.check(ks) {
             return iterator::failed(e);
         }
-        ks.range_at(own(range.start_bound()), own(range.end_bound()), self.seq)
+        ks.range_at(
+            own(range.start_bound()),
+            own(range.end_bound()),
+            Some(self.seq),
+        )
     }
 
     /// Iterates the keys of `ks` starting with `prefix` at the snapshot.
@@ -656,7 +667,7 @@ impl Snapshot {
             return iterator::failed(e);
         }
         let (lo, hi) = prefix_bounds(prefix.as_ref());
-        ks.range_at(lo, hi, self.seq)
+        ks.range_at(lo, hi, Some(self.seq))
     }
 
     /// The snapshot's sequence number.

@@ -270,29 +270,10 @@ fn writers_readers_and_snapshot_readers_on_every_layout() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2.0);
-    // `fragmented` runs in its own test below: it has an open bug (docs/reliability.md,
-    // "Open: fragmented layout") that this test hits intermittently.
     for layout in Layout::implemented() {
-        if layout == Layout::Fragmented {
-            continue;
-        }
         match run(layout, secs) {
             Ok(s) => println!("concurrency {s}"),
             Err(e) => panic!("{layout}: {e}"),
         }
-    }
-}
-
-/// The same check on `fragmented`. Ignored in CI until the open guard-state bug in
-/// docs/reliability.md is fixed: run with `cargo test -p scree --test concurrency -- --ignored`.
-#[test]
-#[ignore = "open fragmented guard-state bug, see docs/reliability.md"]
-fn writers_readers_and_snapshot_readers_on_fragmented() {
-    let secs: f64 = std::env::var("SCREE_CONCURRENCY_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2.0);
-    if let Err(e) = run(Layout::Fragmented, secs) {
-        panic!("fragmented: {e}");
     }
 }
