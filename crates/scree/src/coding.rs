@@ -106,6 +106,11 @@ impl<'a> Reader<'a> {
 
 const MASK_DELTA: u32 = 0xa282_ead8;
 
+/// Masks a raw CRC32C (so a CRC stored inside checksummed data does not checksum to itself).
+pub fn mask(c: u32) -> u32 {
+    c.rotate_right(15).wrapping_add(MASK_DELTA)
+}
+
 /// CRC32C of `data`, masked as LevelDB does so that checksums of checksums stay strong.
 pub fn crc(data: &[u8]) -> u32 {
     let c = crc32c::crc32c(data);

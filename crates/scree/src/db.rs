@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::batch::{self, check_key, check_value, BatchEntry, WriteBatch, WriteOptions};
+use crate::batch::{self, check_key, check_value, WriteBatch, WriteOptions};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::{std_fs::StdFs, Env, FileLock};
@@ -61,7 +61,9 @@ impl KsCore {
 }
 
 struct Pending {
-    entries: Vec<BatchEntry>,
+    /// The encoded batch (batch::WriteBatch::rep), sequence number still zero.
+    rep: Vec<u8>,
+    count: u32,
     user_bytes: u64,
     sync: bool,
     result: Mutex<Option<Result<()>>>,
@@ -343,7 +345,7 @@ impl Db {
         if let Some(e) = batch.error {
             return Err(Error::InvalidArgument(e));
         }
-        if batch.entries.is_empty() {
+        if batch.count == 0 {
             return Ok(());
         }
         if batch.db_id.is_some_and(|id| id != self.id()) {
@@ -352,7 +354,7 @@ impl Db {
             ));
         }
         let ub = batch.user_bytes();
-        self.inner().write(batch.entries, ub, opts.sync)
+        self.inner().write(batch.rep, batch.count, ub, opts.sync)
     }
 
     fn id(&self) -> usize {
@@ -534,15 +536,10 @@ impl Keyspace {
         let (k, v) = (key.as_ref(), value.as_ref());
         check_key(k)?;
         check_value(v)?;
-        let e = BatchEntry {
-            ks: self.core.id,
-            kind: ValueKind::Put,
-            key: k.to_vec(),
-            value: v.to_vec(),
-        };
+        let rep = batch::single(self.core.id, ValueKind::Put, k, v);
         self.h
             .inner
-            .write(vec![e], (k.len() + v.len()) as u64, opts.sync)
+            .write(rep, 1, (k.len() + v.len()) as u64, opts.sync)
     }
 
     /// Deletes `key`.
@@ -554,13 +551,8 @@ impl Keyspace {
     pub fn delete_opt(&self, key: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
         let k = key.as_ref();
         check_key(k)?;
-        let e = BatchEntry {
-            ks: self.core.id,
-            kind: ValueKind::Delete,
-            key: k.to_vec(),
-            value: Vec::new(),
-        };
-        self.h.inner.write(vec![e], k.len() as u64, opts.sync)
+        let rep = batch::single(self.core.id, ValueKind::Delete, k, &[]);
+        self.h.inner.write(rep, 1, k.len() as u64, opts.sync)
     }
 
     /// The current value of `key`.
@@ -716,9 +708,10 @@ impl DbInner {
 
     // ---- write path ----
 
-    fn write(&self, entries: Vec<BatchEntry>, user_bytes: u64, sync: bool) -> Result<()> {
+    fn write(&self, rep: Vec<u8>, count: u32, user_bytes: u64, sync: bool) -> Result<()> {
         let me = Arc::new(Pending {
-            entries,
+            rep,
+            count,
             user_bytes,
             sync,
             result: Mutex::new(None),
@@ -766,10 +759,17 @@ impl DbInner {
     fn write_group(&self, group: &[Arc<Pending>]) -> Result<()> {
         self.check_bg_error()?;
         let mut wal = self.wal.lock();
-        let mut ids: Vec<u32> = group
-            .iter()
-            .flat_map(|p| p.entries.iter().map(|e| e.ks))
-            .collect();
+        let mut ids: Vec<u32> = Vec::with_capacity(2);
+        for p in group {
+            for e in batch::entries(&p.rep) {
+                let e = e.map_err(|(at, d)| {
+                    Error::InvalidArgument(format!("malformed write batch at byte {at}: {d}"))
+                })?;
+                if !ids.contains(&e.ks) {
+                    ids.push(e.ks);
+                }
+            }
+        }
         ids.sort_unstable();
         ids.dedup();
         let mut cores = Vec::with_capacity(ids.len());
@@ -783,17 +783,16 @@ impl DbInner {
             self.make_room(&mut wal, ks)?;
         }
         let mut seq = self.last_seq.load(Ordering::Acquire);
-        let mut buf = Vec::new();
         let mut sync = false;
         let mut user_bytes = 0;
         let first_seq = seq + 1;
         for p in group {
-            buf.clear();
-            batch::encode(&p.entries, seq + 1, &mut buf);
-            seq += p.entries.len() as u64;
+            let body = p.rep.get(8..).unwrap_or_default();
+            let r = wal.log.add_record_parts(&(seq + 1).to_le_bytes(), body);
+            seq += u64::from(p.count);
             sync |= p.sync;
             user_bytes += p.user_bytes;
-            if let Err(e) = wal.log.add_record(&buf) {
+            if let Err(e) = r {
                 self.set_bg_error(&e);
                 return Err(e);
             }
@@ -807,11 +806,15 @@ impl DbInner {
             self.set_bg_error(&e);
             return Err(e);
         }
+        // The memtables stay current while the WAL lock is held (only `rotate` swaps them).
+        let mems: Vec<(u32, Arc<Memtable>)> =
+            cores.iter().map(|k| (k.id, k.sv().mem.clone())).collect();
         let mut s = first_seq;
         for p in group {
-            for e in &p.entries {
-                if let Some(ks) = cores.iter().find(|k| k.id == e.ks) {
-                    ks.sv().mem.insert(&e.key, s, e.kind, &e.value);
+            // Validated above: every entry decodes.
+            for e in batch::entries(&p.rep).flatten() {
+                if let Some((_, mem)) = mems.iter().find(|(id, _)| *id == e.ks) {
+                    mem.insert(e.key, s, e.kind, e.value);
                 }
                 s += 1;
             }

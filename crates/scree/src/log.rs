@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::coding::{crc2, get_u32, put_u32};
+use crate::coding::{crc2, get_u32, mask};
 use crate::error::{Error, Result};
 use crate::fs::CountedWriter;
 
@@ -28,12 +28,18 @@ impl LogWriter {
     }
     /// Appends one record (buffered).
     pub fn add_record(&mut self, payload: &[u8]) -> Result<()> {
-        let mut h = Vec::with_capacity(HEADER);
-        put_u32(&mut h, crc2(&[FULL], payload));
-        put_u32(&mut h, payload.len() as u32);
-        h.push(FULL);
+        self.add_record_parts(&[], payload)
+    }
+    /// Appends one record whose payload is `head ‖ rest` (the WAL writes a batch's sequence
+    /// number this way, without copying the batch).
+    pub fn add_record_parts(&mut self, head: &[u8], rest: &[u8]) -> Result<()> {
+        let len = head.len() + rest.len();
+        let crc = crc32c::crc32c_append(crc32c::crc32c_append(crc32c::crc32c(&[FULL]), head), rest);
+        let (c, l) = (mask(crc).to_le_bytes(), (len as u32).to_le_bytes());
+        let h: [u8; HEADER] = [c[0], c[1], c[2], c[3], l[0], l[1], l[2], l[3], FULL];
         self.w.append(&h)?;
-        self.w.append(payload)
+        self.w.append(head)?;
+        self.w.append(rest)
     }
     /// Hands buffered records to the OS.
     pub fn flush(&mut self) -> Result<()> {
@@ -162,7 +168,7 @@ pub fn corrupt_error(path: &Path, end: &LogEnd) -> Option<Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::coding::crc2;
+    use crate::coding::{crc2, put_u32};
 
     fn encode(records: &[&[u8]]) -> Vec<u8> {
         let mut out = Vec::new();
