@@ -178,31 +178,32 @@ impl MergingIter {
     }
 
     fn find_smallest(&mut self) {
-        let mut best: Option<usize> = None;
+        // The best child so far is kept as a reference (no indexing).
+        let mut best: Option<(usize, &dyn InternalIter)> = None;
         for (i, c) in self.children.iter().enumerate() {
             if !c.valid() {
                 continue;
             }
             best = match best {
-                Some(b) if cmp_ikey(self.children[b].key(), c.key()).is_le() => Some(b),
-                _ => Some(i),
+                Some((b, bc)) if cmp_ikey(bc.key(), c.key()).is_le() => Some((b, bc)),
+                _ => Some((i, c.as_ref())),
             };
         }
-        self.current = best;
+        self.current = best.map(|(i, _)| i);
     }
 
     fn find_largest(&mut self) {
-        let mut best: Option<usize> = None;
+        let mut best: Option<(usize, &dyn InternalIter)> = None;
         for (i, c) in self.children.iter().enumerate() {
             if !c.valid() {
                 continue;
             }
             best = match best {
-                Some(b) if cmp_ikey(self.children[b].key(), c.key()).is_ge() => Some(b),
-                _ => Some(i),
+                Some((b, bc)) if cmp_ikey(bc.key(), c.key()).is_ge() => Some((b, bc)),
+                _ => Some((i, c.as_ref())),
             };
         }
-        self.current = best;
+        self.current = best.map(|(i, _)| i);
     }
 
     fn cur(&self) -> Option<&dyn InternalIter> {

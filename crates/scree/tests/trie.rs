@@ -282,6 +282,47 @@ fn garbage_collection_reclaims_overwritten_versions() {
     db.check_invariants().unwrap();
 }
 
+/// Garbage estimates are persisted with the sub-level they were taken with: a container over
+/// the threshold is collected after a reopen without any new write (they once lived in memory
+/// only, and a reopen forgot them until the container next received a sub-level).
+#[test]
+fn garbage_estimates_survive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 3000;
+    let opts = |ratio: f64| {
+        let mut ko = ks_opts(2, 2);
+        ko.trie.gc_garbage_ratio = ratio;
+        ko.trie.gc_sample_columns = 8;
+        ko
+    };
+    {
+        let db = Db::open(dir.path(), common::small_db()).unwrap();
+        // Estimates are taken, but no container is ever that full of garbage.
+        let ks = db.keyspace("t", opts(0.999)).unwrap();
+        for gen in 0..6 {
+            for i in 0..n {
+                ks.put(key(i), value(i, gen)).unwrap();
+            }
+            db.flush().unwrap();
+            db.wait_for_compactions().unwrap();
+        }
+        assert_eq!(db.stats().bytes_written.gc, 0);
+    }
+    let db = Db::open(dir.path(), common::small_db()).unwrap();
+    let ks = db.keyspace("t", opts(0.3)).unwrap();
+    db.wait_for_compactions().unwrap();
+    let s = db.stats();
+    assert!(
+        s.bytes_written.gc > 0,
+        "no garbage collection after reopen: {:?}",
+        s.bytes_written
+    );
+    for i in 0..n {
+        assert_eq!(ks.get(key(i)).unwrap(), Some(value(i, 5)), "{i}");
+    }
+    db.check_invariants().unwrap();
+}
+
 /// Writes and deletes run while readers read at snapshots through parallel search; every
 /// answer must be what the write history says (what a serial search answers), and afterwards
 /// the same database read serially and in parallel gives the same answers.

@@ -29,16 +29,6 @@ pub struct LevelCounter {
     pub meta: AtomicU64,
 }
 
-/// A garbage estimate of a last-level container, valid while its newest sub-level is the one
-/// it was taken with.
-#[derive(Debug, Clone, Copy)]
-pub struct GcEstimate {
-    /// `max_seq` of the container's newest sub-level when sampled.
-    pub signature: u64,
-    /// Estimated fraction of the container's bytes that are garbage.
-    pub ratio: f64,
-}
-
 /// State shared by a keyspace's policy and all its versions.
 pub struct Shared {
     /// Budget of in-memory filters (from the options, updated on every pick).
@@ -49,8 +39,6 @@ pub struct Shared {
     pub reads: [LevelCounter; MAX_DEPTH + 1],
     /// Handles of tables written by a job, adopted by the version that adds them.
     pub pending: Mutex<HashMap<u64, Arc<HHandle>>>,
-    /// Garbage estimates by container id.
-    pub gc: Mutex<HashMap<u64, GcEstimate>>,
     /// Containers whose BloomCluster could not be built (too many sub-levels for a block),
     /// with the newest sub-level's file number at that time: not retried until it changes.
     pub cluster_failed: Mutex<HashMap<u64, u64>>,
@@ -98,7 +86,6 @@ impl Shared {
             filter_used: AtomicUsize::new(0),
             reads: Default::default(),
             pending: Mutex::new(HashMap::new()),
-            gc: Mutex::new(HashMap::new()),
             cluster_failed: Mutex::new(HashMap::new()),
             cluster_cache: OnceLock::new(),
         })

@@ -27,9 +27,10 @@ use crate::options::TrieOptions;
 use crate::stats::{ReadKind, WriteCause};
 use crate::table::{TableFile, TableMeta};
 
-use super::handle::{cluster_reader, table_handle, GcEstimate, HHandle, Shared};
+use super::handle::{cluster_reader, table_handle, HHandle, Shared};
 use super::version::{
-    cluster_meta, cluster_record, depth_of, ClusterRef, CLUSTER_EXT, FORMAT_HTABLE, HTABLE_EXT,
+    cluster_meta, cluster_record, depth_of, gc_record, ClusterRef, GcEstimate, CLUSTER_EXT,
+    FORMAT_HTABLE, HTABLE_EXT,
 };
 
 /// A table a job wrote.
@@ -526,12 +527,10 @@ pub fn sample_garbage(
     Ok(if total > 0.0 { garbage / total } else { 0.0 })
 }
 
-/// Records a garbage estimate.
-pub fn note_estimate(shared: &Shared, cid: u64, signature: u64, ratio: f64) {
-    shared
-        .gc
-        .lock()
-        .insert(cid, GcEstimate { signature, ratio });
+/// Records a garbage estimate in the edit that adds the sub-level it was taken with.
+fn note_estimate(e: &mut KsEdit, cid: u64, signature: u64, ratio: f64) {
+    e.records
+        .push(gc_record(cid, GcEstimate { signature, ratio }));
 }
 
 /// Flush: one HTable in the root from a frozen memtable.
@@ -690,7 +689,7 @@ pub fn compact_container(
             let mut pile = vec![f];
             pile.extend(ch.pile.iter().cloned());
             let ratio = sample_garbage(ctx, shared, &pile, &b, order_key)?;
-            note_estimate(shared, ch.id, order_key, ratio);
+            note_estimate(&mut e, ch.id, order_key, ratio);
         }
     }
     Ok(e)
@@ -737,7 +736,7 @@ pub fn gc_container(
         });
         rebuild_cluster(ctx, shared, cid, c, None, &[], &[&w], &mut e)?;
     }
-    note_estimate(shared, cid, order_key, 0.0);
+    note_estimate(&mut e, cid, order_key, 0.0);
     Ok(e)
 }
 

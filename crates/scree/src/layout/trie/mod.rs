@@ -182,11 +182,7 @@ impl Trie {
         if o.gc_garbage_ratio <= 0.0 || c.depth != v.last_depth || c.generations() < 2 {
             return false;
         }
-        self.shared
-            .gc
-            .lock()
-            .get(&c.id)
-            .is_some_and(|e| e.signature == c.newest() && e.ratio > o.gc_garbage_ratio)
+        c.gc.is_some_and(|e| e.signature == c.newest() && e.ratio > o.gc_garbage_ratio)
     }
 
     fn compaction_job(&self, v: &TrieVersion, c: &Container) -> Option<Box<dyn Job>> {

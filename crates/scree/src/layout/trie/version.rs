@@ -42,6 +42,29 @@ pub const TAG_PARAMS: u8 = 1;
 pub const TAG_CLUSTER: u8 = 2;
 /// Record: a container has no BloomCluster any more (`varint container`).
 pub const TAG_CLUSTER_DROP: u8 = 3;
+/// Record: the garbage estimate of a last-level container (`varint container ‖ varint
+/// signature ‖ varint ratio in millionths`), valid while the container's newest sub-level is
+/// the one with `max_seq` = signature.
+pub const TAG_GC: u8 = 4;
+
+/// A garbage estimate of a last-level container, valid while its newest sub-level is the one
+/// it was taken with (persisted with [`TAG_GC`], so garbage collection resumes after a reopen).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GcEstimate {
+    /// `max_seq` of the container's newest sub-level when sampled.
+    pub signature: u64,
+    /// Estimated fraction of the container's bytes that are garbage (0..=1).
+    pub ratio: f64,
+}
+
+/// Encodes a garbage-estimate record.
+pub fn gc_record(container: u64, est: GcEstimate) -> LayoutRecord {
+    let mut data = Vec::new();
+    put_varint(&mut data, container);
+    put_varint(&mut data, est.signature);
+    put_varint(&mut data, (est.ratio.clamp(0.0, 1.0) * 1e6).round() as u64);
+    LayoutRecord { tag: TAG_GC, data }
+}
 
 /// A cheap hasher for container ids and file numbers (the std SipHash costs more than the rest
 /// of a lookup's map access).
@@ -129,6 +152,8 @@ pub struct Container {
     pub pile: Vec<Arc<TableFile>>,
     /// The BloomCluster (last level only).
     pub cluster: Option<Arc<ClusterRef>>,
+    /// The newest garbage estimate (last level only).
+    pub gc: Option<GcEstimate>,
 }
 
 impl Container {
@@ -418,6 +443,7 @@ impl LayoutVersion for TrieVersion {
                     depth: depth_of(id),
                     pile: Vec::new(),
                     cluster: None,
+                    gc: None,
                 },
                 |c| Container::clone(c),
             )
@@ -526,6 +552,23 @@ impl LayoutVersion for TrieVersion {
                     }
                     touched.insert(cid, c);
                 }
+                TAG_GC => {
+                    let cid = rd.varint().ok_or_else(|| bad("gc estimate"))?;
+                    let signature = rd.varint().ok_or_else(|| bad("gc estimate"))?;
+                    let ppm = rd.varint().ok_or_else(|| bad("gc estimate"))?;
+                    if ppm > 1_000_000 {
+                        return Err(bad(format!("gc estimate ratio {ppm} ppm")));
+                    }
+                    let mut c = match touched.remove(&cid) {
+                        Some(c) => c,
+                        None => take(&v, cid),
+                    };
+                    c.gc = Some(GcEstimate {
+                        signature,
+                        ratio: ppm as f64 / 1e6,
+                    });
+                    touched.insert(cid, c);
+                }
                 t => return Err(bad(format!("unknown record tag {t}"))),
             }
         }
@@ -565,6 +608,9 @@ impl LayoutVersion for TrieVersion {
             if let Some(cl) = &c.cluster {
                 out.records
                     .push(cluster_record(c.id, &cl.file.meta, cl.n, &cl.ids));
+            }
+            if let Some(est) = c.gc {
+                out.records.push(gc_record(c.id, est));
             }
         }
     }
