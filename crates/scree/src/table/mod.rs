@@ -161,7 +161,7 @@ impl TableBuilder {
     pub fn finish(mut self) -> Result<TableMeta> {
         self.flush_block()?;
         let mut filter = if self.bloom_bits > 0 {
-            bloom::encode(&self.hashes, self.bloom_bits)
+            bloom::encode_local(&self.hashes, self.bloom_bits)
         } else {
             Vec::new()
         };
