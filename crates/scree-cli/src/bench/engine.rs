@@ -142,6 +142,8 @@ pub struct ScreeTuning {
     pub trie_last_level_depth: Option<u32>,
     /// `FragmentedOptions::max_sstables_per_guard`.
     pub frag_tables_per_guard: Option<usize>,
+    /// `Options::parallel_search` (search the last level on a search thread).
+    pub parallel_search: bool,
 }
 
 /// Whether `dir` is missing or empty (a fresh database).

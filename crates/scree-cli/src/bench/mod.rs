@@ -118,6 +118,10 @@ pub struct BenchArgs {
     /// [default: FragmentedOptions::default()].
     #[arg(long)]
     pub frag_tables_per_guard: Option<usize>,
+    /// Scree: search the last level on a search thread while the levels above are searched
+    /// (`Options::parallel_search`, LSM-trie's parallel search; layouts with a distinct last level).
+    #[arg(long)]
+    pub parallel_search: bool,
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -239,6 +243,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             trie_pile_size: args.trie_pile_size,
             trie_last_level_depth: args.trie_last_level_depth,
             frag_tables_per_guard: args.frag_tables_per_guard,
+            parallel_search: args.parallel_search,
         },
     };
     let phase_cfg = PhaseConfig {

@@ -73,6 +73,7 @@ impl ScreeEngine {
         if let Some(n) = t.background_threads {
             opts.background_threads = n;
         }
+        opts.parallel_search = t.parallel_search;
         if let Some(n) = t.trie_pile_size {
             ko.trie.pile_size = n;
         }
@@ -100,6 +101,7 @@ impl ScreeEngine {
                 opts.background_threads.to_string(),
             ),
             ("direct_reads".into(), opts.direct_reads.to_string()),
+            ("parallel_search".into(), opts.parallel_search.to_string()),
             (
                 "compression".into(),
                 "none (Scree does not compress)".into(),
