@@ -58,6 +58,26 @@ fn max_tables_per_guard(l: &LevelStats) -> u64 {
         .unwrap_or(0)
 }
 
+/// Waits for background work, then checks the layout invariants.
+fn settle(db: &Db) {
+    db.wait_for_compactions().expect("wait");
+    db.check_invariants().expect("invariants");
+}
+
+/// Puts `val(i, gen)` under `rkey(i)` (or deletes it for `None`), in the model too.
+fn write(ks: &Keyspace, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, i: u64, gen: Option<u64>) {
+    match gen {
+        Some(g) => {
+            ks.put(rkey(i), val(i, g)).expect("put");
+            model.insert(rkey(i), val(i, g));
+        }
+        None => {
+            ks.delete(rkey(i)).expect("delete");
+            model.remove(&rkey(i));
+        }
+    }
+}
+
 fn check_all(ks: &Keyspace, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
     for (k, v) in model {
         assert_eq!(ks.get(k).expect("get").as_ref(), Some(v), "key {k:?}");
@@ -109,15 +129,12 @@ fn several_levels_and_guards_are_exercised() {
         for i in 0..1500u64 {
             let i = (i * 7 + round * 311) % 4000;
             if (i + round) % 13 == 0 {
-                ks.delete(rkey(i)).expect("delete");
-                model.remove(&rkey(i));
+                write(&ks, &mut model, i, None);
             } else {
-                ks.put(rkey(i), val(i, round)).expect("put");
-                model.insert(rkey(i), val(i, round));
+                write(&ks, &mut model, i, Some(round));
             }
         }
-        db.wait_for_compactions().expect("wait");
-        db.check_invariants().expect("invariants");
+        settle(&db);
         let ls = levels(&db);
         if let Some(d) = ls
             .iter()
@@ -174,13 +191,11 @@ fn guards_survive_a_crash() {
         let db = Db::open("/db", opts.clone()).expect("open");
         let ks = db.keyspace("f", ks_opts()).expect("keyspace");
         for i in 0..5000u64 {
-            ks.put(rkey(i), val(i, 0)).expect("put");
-            model.insert(rkey(i), val(i, 0));
+            write(&ks, &mut model, i, Some(0));
         }
         db.wait_for_compactions().expect("wait");
         for i in (0..5000u64).step_by(9) {
-            ks.delete(rkey(i)).expect("delete");
-            model.remove(&rkey(i));
+            write(&ks, &mut model, i, None);
         }
         ks.put_opt(b"last", b"synced", &scree::WriteOptions { sync: true })
             .expect("sync put");
@@ -211,11 +226,9 @@ fn guards_survive_a_crash() {
     check_all(&ks, &model);
     // Compactions keep working on the recovered guards.
     for i in 5000..8000u64 {
-        ks.put(rkey(i), val(i, 1)).expect("put");
-        model.insert(rkey(i), val(i, 1));
+        write(&ks, &mut model, i, Some(1));
     }
-    db.wait_for_compactions().expect("wait");
-    db.check_invariants().expect("invariants");
+    settle(&db);
     check_all(&ks, &model);
 }
 
@@ -290,8 +303,7 @@ fn sequential_keys_stay_correct() {
             db.check_invariants().expect("invariants");
         }
     }
-    db.wait_for_compactions().expect("wait");
-    db.check_invariants().expect("invariants");
+    settle(&db);
     let ls = levels(&db);
     assert!(
         ls.iter().any(|l| l.level >= 1 && guards(l) > 2),
@@ -328,11 +340,9 @@ fn one_table_per_guard_behaves_like_leveled() {
     for round in 0..3u64 {
         for i in 0..3000u64 {
             let i = mix(i + round * 3000) % 5000;
-            ks.put(rkey(i), val(i, round)).expect("put");
-            model.insert(rkey(i), val(i, round));
+            write(&ks, &mut model, i, Some(round));
         }
-        db.wait_for_compactions().expect("wait");
-        db.check_invariants().expect("invariants");
+        settle(&db);
         let ls = levels(&db);
         for l in ls.iter().filter(|l| l.level > 0) {
             assert!(max_tables_per_guard(l) <= 1, "one table per guard: {ls:?}");
@@ -383,8 +393,7 @@ fn seeks_trigger_compaction_of_fragmented_guards() {
         db.stats().compactions > c0,
         "seeks should trigger a compaction"
     );
-    db.wait_for_compactions().expect("wait");
-    db.check_invariants().expect("invariants");
+    settle(&db);
     for i in 0..1200u64 {
         assert_eq!(ks.get(rkey(i)).expect("get"), Some(val(i, 2)));
     }
@@ -403,8 +412,7 @@ fn parallel_seeks_return_the_same_entries() {
     for round in 0..5u64 {
         for i in 0..1500u64 {
             let i = mix(i ^ round) % 3000;
-            ks.put(rkey(i), val(i, round)).expect("put");
-            model.insert(rkey(i), val(i, round));
+            write(&ks, &mut model, i, Some(round));
         }
         db.flush().expect("flush");
     }
@@ -471,15 +479,12 @@ fn the_last_level_merges_in_place() {
         for i in 0..1500u64 {
             let i = mix(i + round * 1500) % 3000;
             if i % 11 == round % 11 {
-                ks.delete(rkey(i)).expect("delete");
-                model.remove(&rkey(i));
+                write(&ks, &mut model, i, None);
             } else {
-                ks.put(rkey(i), val(i, round)).expect("put");
-                model.insert(rkey(i), val(i, round));
+                write(&ks, &mut model, i, Some(round));
             }
         }
-        db.wait_for_compactions().expect("wait");
-        db.check_invariants().expect("invariants");
+        settle(&db);
     }
     let ls = levels(&db);
     let last = ls.iter().find(|l| l.level == 2).expect("level 2");
@@ -506,8 +511,7 @@ fn the_level_count_is_fixed_when_the_keyspace_is_created() {
         let db = Db::open(dir.path(), common::small_db()).expect("open");
         let ks = db.keyspace("f", ks_opts()).expect("keyspace");
         for i in 0..3000u64 {
-            ks.put(rkey(i), val(i, 0)).expect("put");
-            model.insert(rkey(i), val(i, 0));
+            write(&ks, &mut model, i, Some(0));
         }
         db.wait_for_compactions().expect("wait");
     }
@@ -518,11 +522,9 @@ fn the_level_count_is_fixed_when_the_keyspace_is_created() {
     for round in 1..4u64 {
         for i in 0..3000u64 {
             let i = mix(i + round) % 6000;
-            ks.put(rkey(i), val(i, round)).expect("put");
-            model.insert(rkey(i), val(i, round));
+            write(&ks, &mut model, i, Some(round));
         }
-        db.wait_for_compactions().expect("wait");
-        db.check_invariants().expect("invariants");
+        settle(&db);
     }
     db.compact().expect("compact");
     db.check_invariants().expect("invariants");
