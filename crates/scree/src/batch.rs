@@ -1,6 +1,8 @@
 //! Write batches: puts and deletes across keyspaces applied atomically, and their WAL encoding
 //! (`seq: u64 | count: u32 | entries`, see docs/format.md).
 
+use smallvec::SmallVec;
+
 use crate::coding::{put_slice, put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::key::ValueKind;
@@ -13,6 +15,9 @@ pub struct WriteOptions {
     /// process crash, and a power loss may drop a suffix of recent writes.
     pub sync: bool,
 }
+
+/// The keyspaces a batch writes to (one or two almost always: no allocation).
+pub(crate) type KsIds = SmallVec<[u32; 2]>;
 
 /// Bytes of the batch header (`seq: u64 | count: u32`) before the entries.
 pub(crate) const BATCH_HEADER: usize = 12;
@@ -44,6 +49,8 @@ pub struct WriteBatch {
     /// `seq: u64 (0 until written) | count: u32 | entries`, or empty while the batch is empty.
     pub(crate) rep: Vec<u8>,
     pub(crate) count: u32,
+    /// Keyspaces named by the entries, each once (the write path needs them before it logs).
+    pub(crate) ks_ids: KsIds,
     pub(crate) user_bytes: u64,
     pub(crate) db_id: Option<usize>,
     pub(crate) error: Option<String>,
@@ -126,6 +133,9 @@ impl WriteBatch {
         }
         self.count += 1;
         set_count(&mut self.rep, self.count);
+        if !self.ks_ids.contains(&ks.id()) {
+            self.ks_ids.push(ks.id());
+        }
         self.user_bytes += (key.len() + value.len()) as u64;
     }
 
@@ -153,6 +163,7 @@ impl WriteBatch {
     pub fn clear(&mut self) {
         self.rep.clear();
         self.count = 0;
+        self.ks_ids.clear();
         self.user_bytes = 0;
         self.error = None;
     }

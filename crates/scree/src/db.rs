@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::batch::{self, check_key, check_value, WriteBatch, WriteOptions};
+use crate::batch::{self, check_key, check_value, KsIds, WriteBatch, WriteOptions};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::{std_fs::StdFs, Env, FileLock};
@@ -64,6 +64,7 @@ struct Pending {
     /// The encoded batch (batch::WriteBatch::rep), sequence number still zero.
     rep: Vec<u8>,
     count: u32,
+    ks_ids: KsIds,
     user_bytes: u64,
     sync: bool,
     result: Mutex<Option<Result<()>>>,
@@ -354,7 +355,8 @@ impl Db {
             ));
         }
         let ub = batch.user_bytes();
-        self.inner().write(batch.rep, batch.count, ub, opts.sync)
+        self.inner()
+            .write(batch.rep, batch.count, batch.ks_ids, ub, opts.sync)
     }
 
     fn id(&self) -> usize {
@@ -537,9 +539,13 @@ impl Keyspace {
         check_key(k)?;
         check_value(v)?;
         let rep = batch::single(self.core.id, ValueKind::Put, k, v);
-        self.h
-            .inner
-            .write(rep, 1, (k.len() + v.len()) as u64, opts.sync)
+        self.h.inner.write(
+            rep,
+            1,
+            KsIds::from_elem(self.core.id, 1),
+            (k.len() + v.len()) as u64,
+            opts.sync,
+        )
     }
 
     /// Deletes `key`.
@@ -552,7 +558,13 @@ impl Keyspace {
         let k = key.as_ref();
         check_key(k)?;
         let rep = batch::single(self.core.id, ValueKind::Delete, k, &[]);
-        self.h.inner.write(rep, 1, k.len() as u64, opts.sync)
+        self.h.inner.write(
+            rep,
+            1,
+            KsIds::from_elem(self.core.id, 1),
+            k.len() as u64,
+            opts.sync,
+        )
     }
 
     /// The current value of `key`.
@@ -708,10 +720,18 @@ impl DbInner {
 
     // ---- write path ----
 
-    fn write(&self, rep: Vec<u8>, count: u32, user_bytes: u64, sync: bool) -> Result<()> {
+    fn write(
+        &self,
+        rep: Vec<u8>,
+        count: u32,
+        ks_ids: KsIds,
+        user_bytes: u64,
+        sync: bool,
+    ) -> Result<()> {
         let me = Arc::new(Pending {
             rep,
             count,
+            ks_ids,
             user_bytes,
             sync,
             result: Mutex::new(None),
@@ -759,17 +779,10 @@ impl DbInner {
     fn write_group(&self, group: &[Arc<Pending>]) -> Result<()> {
         self.check_bg_error()?;
         let mut wal = self.wal.lock();
-        let mut ids: Vec<u32> = Vec::with_capacity(2);
-        for p in group {
-            for e in batch::entries(&p.rep) {
-                let e = e.map_err(|(at, d)| {
-                    Error::InvalidArgument(format!("malformed write batch at byte {at}: {d}"))
-                })?;
-                if !ids.contains(&e.ks) {
-                    ids.push(e.ks);
-                }
-            }
-        }
+        let mut ids: KsIds = group
+            .iter()
+            .flat_map(|p| p.ks_ids.iter().copied())
+            .collect();
         ids.sort_unstable();
         ids.dedup();
         let mut cores = Vec::with_capacity(ids.len());
@@ -811,7 +824,7 @@ impl DbInner {
             cores.iter().map(|k| (k.id, k.sv().mem.clone())).collect();
         let mut s = first_seq;
         for p in group {
-            // Validated above: every entry decodes.
+            // `rep` was encoded by this crate (WriteBatch or batch::single): every entry decodes.
             for e in batch::entries(&p.rep).flatten() {
                 if let Some((_, mem)) = mems.iter().find(|(id, _)| *id == e.ks) {
                     mem.insert(e.key, s, e.kind, e.value);
