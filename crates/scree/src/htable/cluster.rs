@@ -246,21 +246,9 @@ pub struct ClusterBlock {
     bytes: Vec<u8>,
     first: u32,
     offsets: Vec<u32>,
-    n_sublevels: usize,
 }
 
 impl ClusterBlock {
-    /// Column `c` (which must be in this block).
-    pub fn column(&self, c: u32) -> Option<BloomColumn> {
-        let k = c.checked_sub(self.first)? as usize;
-        let off = *self.offsets.get(k)? as usize;
-        let mut r = Reader::new(self.bytes.get(off..)?);
-        let mut filters = Vec::with_capacity(self.n_sublevels);
-        for _ in 0..self.n_sublevels {
-            filters.push(r.slice()?.to_vec());
-        }
-        Some(BloomColumn { filters })
-    }
     /// Bytes held in memory.
     pub fn memory_bytes(&self) -> usize {
         self.bytes.len() + self.offsets.len() * 4 + 48
@@ -576,7 +564,6 @@ impl BloomClusterReader {
             bytes: block,
             first,
             offsets,
-            n_sublevels: s,
         })
     }
 
