@@ -103,14 +103,21 @@ mod version_tests_support {
             },
         }
     }
+
+    /// An empty fragmented version.
+    pub(super) fn empty() -> Arc<dyn crate::layout::LayoutVersion> {
+        Arc::new(super::super::version::FragmentedVersion::empty(Arc::new(
+            super::super::version::Shared::new(),
+        )))
+    }
 }
 
 mod version_tests {
     use std::sync::Arc;
 
-    use super::super::version::{guard_record, FragmentedVersion, GKey, Shared};
+    use super::super::version::{guard_record, FragmentedVersion, GKey};
     use super::super::version::{TAG_COMMIT, TAG_DELETE, TAG_PENDING};
-    use super::version_tests_support::{ctx, table_sized};
+    use super::version_tests_support::{ctx, empty, table_sized};
     use crate::layout::LayoutVersion;
     use crate::manifest::edit::{AddedTable, KsEdit};
 
@@ -126,11 +133,23 @@ mod version_tests {
         v.as_any().downcast_ref().expect("fragmented")
     }
 
+    /// `v` after an edit holding only `records`.
+    fn apply_records(
+        v: &Arc<dyn LayoutVersion>,
+        t: &Arc<crate::table::TableCtx>,
+        records: Vec<crate::manifest::edit::LayoutRecord>,
+    ) -> Arc<dyn LayoutVersion> {
+        let e = KsEdit {
+            records,
+            ..KsEdit::default()
+        };
+        v.apply(&e, t).expect("apply")
+    }
+
     #[test]
     fn guard_records_commit_nest_and_snapshot() {
         let t = ctx();
-        let v0: Arc<dyn LayoutVersion> =
-            Arc::new(FragmentedVersion::empty(Arc::new(Shared::new())));
+        let v0 = empty();
         // Picked at flush: "m" for level 1 (so 1..=3), "f" and "t" for level 2 (2..=3).
         let mut e = KsEdit::default();
         e.records.push(guard_record(TAG_PENDING, 1, &[k("m")]));
@@ -172,9 +191,7 @@ mod version_tests {
             format!("{:?}", v3.level_stats())
         );
         // Deleting "t" at level 2 keeps it at level 3 (guard deletion goes upward only).
-        let mut e = KsEdit::default();
-        e.records.push(guard_record(TAG_DELETE, 2, &[k("t")]));
-        let v4 = v3.apply(&e, &t).expect("apply");
+        let v4 = apply_records(&v3, &t, vec![guard_record(TAG_DELETE, 2, &[k("t")])]);
         v4.check_invariants().expect("invariants");
         assert!(!fv(&v4).is_guard(2, b"t"));
         assert!(fv(&v4).is_guard(3, b"t"));
@@ -185,24 +202,22 @@ mod version_tests {
         // A version without a levels record whose deepest level is 2, then a commit at level 4
         // (a keyspace opened with more levels): levels 3 and 4 start with level 2's guards.
         let t = ctx();
-        let v0: Arc<dyn LayoutVersion> =
-            Arc::new(FragmentedVersion::empty(Arc::new(Shared::new())));
-        let mut e = KsEdit::default();
-        e.records
-            .push(guard_record(TAG_COMMIT, 2, &[k("f"), k("m")]));
-        e.records.push(guard_record(TAG_COMMIT, 1, &[k("m")]));
-        let v1 = v0.apply(&e, &t).expect("apply");
-        let mut e = KsEdit::default();
-        e.records.push(guard_record(TAG_COMMIT, 4, &[k("q")]));
-        let v2 = v1.apply(&e, &t).expect("apply");
+        let v0 = empty();
+        let v1 = apply_records(
+            &v0,
+            &t,
+            vec![
+                guard_record(TAG_COMMIT, 2, &[k("f"), k("m")]),
+                guard_record(TAG_COMMIT, 1, &[k("m")]),
+            ],
+        );
+        let v2 = apply_records(&v1, &t, vec![guard_record(TAG_COMMIT, 4, &[k("q")])]);
         v2.check_invariants().expect("nesting holds");
         let f = fv(&v2);
         assert!(f.is_guard(3, b"f") && f.is_guard(3, b"m") && !f.is_guard(3, b"q"));
         assert!(f.is_guard(4, b"f") && f.is_guard(4, b"m") && f.is_guard(4, b"q"));
         // The persisted level count survives a snapshot.
-        let mut e = KsEdit::default();
-        e.records.push(super::super::version::levels_record(5));
-        let v3 = v2.apply(&e, &t).expect("apply");
+        let v3 = apply_records(&v2, &t, vec![super::super::version::levels_record(5)]);
         let mut snap = KsEdit::default();
         v3.snapshot(&mut snap);
         let v4 = v0.apply(&snap, &t).expect("apply");
@@ -215,7 +230,7 @@ mod version_tests {
         let mut snap = KsEdit::default();
         snap.records.push(guard_record(TAG_COMMIT, 1, &[k("m")]));
         snap.added.push(table(1, 11, "a", "l", (1, 5)));
-        let v: Arc<dyn LayoutVersion> = Arc::new(FragmentedVersion::empty(Arc::new(Shared::new())));
+        let v = empty();
         let v = v.apply(&snap, &t).expect("apply");
         v.check_invariants().expect("ok");
         // A table crossing guard "m" (bypassing apply's assertion).
@@ -231,9 +246,9 @@ mod version_tests {
 mod policy_tests {
     use std::sync::Arc;
 
-    use super::super::version::{guard_record, FragmentedVersion, GKey, Shared, TAG_COMMIT};
+    use super::super::version::{guard_record, FragmentedVersion, GKey, TAG_COMMIT};
     use super::super::{target_level, Why};
-    use super::version_tests_support::{ctx, table_sized};
+    use super::version_tests_support::{ctx, empty, table_sized};
     use crate::layout::LayoutVersion;
     use crate::manifest::edit::KsEdit;
     use crate::options::FragmentedOptions;
@@ -267,7 +282,7 @@ mod policy_tests {
                 no += 1;
             }
         }
-        let v: Arc<dyn LayoutVersion> = Arc::new(FragmentedVersion::empty(Arc::new(Shared::new())));
+        let v = empty();
         v.apply(&e, &t).expect("apply")
     }
 
