@@ -307,7 +307,7 @@ impl Db {
             ..Default::default()
         };
         inner.log_edit(&mut m, &edit)?;
-        let wb = opts.write_buffer_bytes;
+        let (wb, kind) = (opts.write_buffer_bytes, opts.layout);
         let core = Arc::new(KsCore {
             id,
             name: name.to_string(),
@@ -315,7 +315,7 @@ impl Db {
             opts: RwLock::new(Arc::new(opts)),
             layout: policy,
             sv: RwLock::new(Arc::new(SuperVersion {
-                mem: Arc::new(Memtable::new(wal_no, wb)),
+                mem: Arc::new(Memtable::for_layout(&kind, wal_no, wb)),
                 imms: Vec::new(),
                 version,
             })),
@@ -898,7 +898,10 @@ impl DbInner {
             return Err(e);
         }
         let n = self.next_file.fetch_add(1, Ordering::SeqCst);
-        let w = match self.env.create(&wal_path(&self.dir, n), WriteCause::Wal) {
+        let w = match self
+            .env
+            .create_log(&wal_path(&self.dir, n), WriteCause::Wal)
+        {
             Ok(w) => w,
             Err(e) => {
                 self.set_bg_error(&e);
@@ -922,14 +925,22 @@ impl DbInner {
                 let mut imms = vec![g.mem.clone()];
                 imms.extend(g.imms.iter().cloned());
                 *g = Arc::new(SuperVersion {
-                    mem: Arc::new(Memtable::new(n, ks.opts().write_buffer_bytes)),
+                    mem: Arc::new(Memtable::for_layout(
+                        &ks.kind,
+                        n,
+                        ks.opts().write_buffer_bytes,
+                    )),
                     imms,
                     version: g.version.clone(),
                 });
             } else if g.mem.is_empty() {
                 // An empty memtable needs no old log.
                 *g = Arc::new(SuperVersion {
-                    mem: Arc::new(Memtable::new(n, ks.opts().write_buffer_bytes)),
+                    mem: Arc::new(Memtable::for_layout(
+                        &ks.kind,
+                        n,
+                        ks.opts().write_buffer_bytes,
+                    )),
                     imms: g.imms.clone(),
                     version: g.version.clone(),
                 });
@@ -1283,7 +1294,7 @@ fn recover(
                         opts: RwLock::new(Arc::new(kopts)),
                         layout: policy,
                         sv: RwLock::new(Arc::new(SuperVersion {
-                            mem: Arc::new(Memtable::new(0, 0)),
+                            mem: Arc::new(Memtable::for_layout(&kind, 0, 0)),
                             imms: Vec::new(),
                             version,
                         })),
@@ -1395,7 +1406,11 @@ fn recover(
                 let mut g = ks.sv.write();
                 if g.mem.is_empty() && g.mem.log_number != n {
                     *g = Arc::new(SuperVersion {
-                        mem: Arc::new(Memtable::new(n, ks.opts().write_buffer_bytes)),
+                        mem: Arc::new(Memtable::for_layout(
+                            &ks.kind,
+                            n,
+                            ks.opts().write_buffer_bytes,
+                        )),
                         imms: Vec::new(),
                         version: g.version.clone(),
                     });
@@ -1445,13 +1460,17 @@ fn recover(
     let wal_no = next_file;
     let manifest_no = next_file + 1;
     next_file += 2;
-    let wal_w = env.create(&wal_path(&dir, wal_no), WriteCause::Wal)?;
+    let wal_w = env.create_log(&wal_path(&dir, wal_no), WriteCause::Wal)?;
     live_logs.push(wal_no);
     for ks in cores.values() {
         let mut g = ks.sv.write();
         if g.mem.is_empty() {
             *g = Arc::new(SuperVersion {
-                mem: Arc::new(Memtable::new(wal_no, ks.opts().write_buffer_bytes)),
+                mem: Arc::new(Memtable::for_layout(
+                    &ks.kind,
+                    wal_no,
+                    ks.opts().write_buffer_bytes,
+                )),
                 imms: Vec::new(),
                 version: g.version.clone(),
             });

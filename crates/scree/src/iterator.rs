@@ -41,11 +41,19 @@ pub(crate) fn sources_for(
     version: Arc<dyn crate::layout::LayoutVersion>,
 ) -> SourceFn {
     Arc::new(move || {
+        // The layout refuses first when it has no scans (its message says why).
+        let mut tables: Vec<Box<dyn InternalIter>> = Vec::new();
+        version.add_iters(&mut tables)?;
         let mut children: Vec<Box<dyn InternalIter>> = Vec::new();
         for m in &mems {
+            if !m.is_sorted() {
+                return Err(Error::Unsupported(
+                    "range scan over a hash-ordered memtable (this layout has no scans)".into(),
+                ));
+            }
             children.push(Box::new(MemIter::new(m.clone())));
         }
-        version.add_iters(&mut children)?;
+        children.extend(tables);
         Ok(MergingIter::new(children))
     })
 }

@@ -135,6 +135,12 @@ pub fn read_records(data: &[u8]) -> (Vec<&[u8]>, LogEnd) {
                 }
                 pos = start + len;
             }
+            Err(_) if data.get(pos..).is_some_and(|t| t.iter().all(|&b| b == 0)) => {
+                // Zeros to the end: the preallocated tail of a WAL written through a memory
+                // map (fs::mmap_log) whose writer was not dropped. No record has a zero header
+                // (type 0 does not exist), so this is where the log ends.
+                return (out, LogEnd::Clean);
+            }
             Err(detail) => {
                 // A torn write leaves nothing valid after it: a valid record anywhere after the
                 // bad one means the bad bytes are in the middle of the log. The search does not

@@ -1,11 +1,22 @@
-//! The memtable: a concurrent skiplist (crossbeam-skiplist) of internal keys with a byte budget.
+//! The memtable: the newest writes of one keyspace, with a byte budget, in one of two
+//! indexes chosen by the keyspace's layout:
+//! - **sorted** (leveled, fragmented): a concurrent skiplist (crossbeam-skiplist) of internal
+//!   keys, read by point lookups, range iterators and flushes in internal-key order;
+//! - **hashed** (trie, whose keyspaces are hash-ordered and have no scans): a sharded concurrent
+//!   hash map (dashmap) from user key to its versions. An insert costs one hash probe instead of
+//!   a skiplist search of ~log2(n) cache misses, which bounded the fill rate (docs/architecture.md);
+//!   a flush visits each key's versions together, newest first, in no key order (the trie's
+//!   flush orders entries by placement hash itself).
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use crossbeam_skiplist::SkipMap;
+use dashmap::DashMap;
+use smallvec::SmallVec;
 
+use crate::error::{Error, Result};
 use crate::key::{self, InternalKey, ValueKind};
 
 /// Result of a point lookup in one source (memtable or table).
@@ -19,9 +30,18 @@ pub enum Lookup {
     Absent,
 }
 
+/// Versions of one user key in a hashed memtable: `(trailer, value)`, oldest first (inserts
+/// arrive in sequence order, so a new version is pushed at the end).
+type Versions = SmallVec<[(u64, Box<[u8]>); 1]>;
+
 /// One memtable generation.
 pub struct Memtable {
+    /// The sorted index (empty and unused in a hashed memtable).
     map: SkipMap<InternalKey, Vec<u8>>,
+    /// The hashed index (None in a sorted memtable).
+    hashed: Option<DashMap<Box<[u8]>, Versions>>,
+    /// Entries (versions) inserted.
+    entries: AtomicUsize,
     bytes: AtomicUsize,
     /// Number of the WAL file that was current when this memtable was created.
     pub log_number: u64,
@@ -38,6 +58,10 @@ const FILTER_PROBES: u32 = 6;
 /// Approximate per-entry overhead of the skiplist, counted against the budget.
 const ENTRY_OVERHEAD: usize = 64;
 
+/// Budget bytes per entry assumed when a hashed memtable's table is sized: a 16-byte key and
+/// a 100-byte value count 188 bytes (with [`ENTRY_OVERHEAD`] and the trailer).
+const HASHED_ENTRY_GUESS: usize = 192;
+
 impl Memtable {
     /// An empty memtable whose data is logged from `log_number` on, sized for a budget of
     /// `budget_bytes` (0: no key filter).
@@ -48,12 +72,54 @@ impl Memtable {
             .min(1 << 24);
         Memtable {
             map: SkipMap::new(),
+            hashed: None,
+            entries: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
             log_number,
             max_seq: AtomicU64::new(0),
             filter: OnceLock::new(),
             filter_words,
         }
+    }
+
+    /// An empty hashed memtable (point lookups and flushes only; no ordered iteration), its
+    /// table sized for `budget_bytes` of small entries so that filling it does not rehash.
+    pub fn hashed(log_number: u64, budget_bytes: usize) -> Self {
+        let capacity = (budget_bytes / HASHED_ENTRY_GUESS).min(1 << 22);
+        Memtable {
+            map: SkipMap::new(),
+            hashed: Some(DashMap::with_capacity(capacity)),
+            entries: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            log_number,
+            max_seq: AtomicU64::new(0),
+            filter: OnceLock::new(),
+            filter_words: 0,
+        }
+    }
+
+    /// An empty memtable of the index `layout` reads: hashed for hash-ordered layouts without
+    /// scans (`trie`), sorted otherwise.
+    pub fn for_layout(
+        layout: &crate::options::Layout,
+        log_number: u64,
+        budget_bytes: usize,
+    ) -> Self {
+        match layout {
+            crate::options::Layout::Trie => Memtable::hashed(log_number, budget_bytes),
+            _ => Memtable::new(log_number, budget_bytes),
+        }
+    }
+
+    /// Whether entries are kept in internal-key order (range iteration works).
+    pub fn is_sorted(&self) -> bool {
+        self.hashed.is_none()
+    }
+
+    fn unordered() -> Error {
+        Error::Unsupported(
+            "ordered iteration of a hashed memtable (hash-ordered layouts have no scans)".into(),
+        )
     }
 
     fn filter_positions(&self, user_key: &[u8]) -> impl Iterator<Item = (usize, u64)> {
@@ -83,7 +149,7 @@ impl Memtable {
     /// False only if `user_key` was never inserted.
     fn may_contain(&self, user_key: &[u8]) -> bool {
         if self.filter_words == 0 {
-            return !self.map.is_empty();
+            return !self.is_empty();
         }
         let Some(f) = self.filter.get() else {
             return false;
@@ -96,12 +162,30 @@ impl Memtable {
 
     /// Inserts one entry.
     pub fn insert(&self, user_key: &[u8], seq: u64, kind: ValueKind, value: &[u8]) {
-        let ik = InternalKey::new(user_key, seq, kind);
         self.bytes.fetch_add(
             user_key.len() + 8 + value.len() + ENTRY_OVERHEAD,
             Ordering::Relaxed,
         );
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
+        self.entries.fetch_add(1, Ordering::Relaxed);
+        if let Some(h) = &self.hashed {
+            let t = key::trailer(seq, kind);
+            let v: Box<[u8]> = value.into();
+            match h.get_mut(user_key) {
+                Some(mut e) => {
+                    // Sequence numbers arrive in order; keep the order if one ever did not.
+                    let at = e.iter().rposition(|(x, _)| *x < t).map_or(0, |i| i + 1);
+                    e.insert(at, (t, v));
+                }
+                None => {
+                    let mut vs = Versions::new();
+                    vs.push((t, v));
+                    h.insert(user_key.into(), vs);
+                }
+            }
+            return;
+        }
+        let ik = InternalKey::new(user_key, seq, kind);
         // The filter bit is set before the entry becomes visible in the map, so a reader that
         // can see the entry (its sequence number is published after this insert) also passes
         // the filter.
@@ -116,12 +200,12 @@ impl Memtable {
 
     /// Whether the memtable holds no entry.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len() == 0
     }
 
-    /// Number of entries.
+    /// Number of entries (versions).
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.entries.load(Ordering::Acquire)
     }
 
     /// Largest sequence number inserted.
@@ -137,6 +221,19 @@ impl Memtable {
     /// Like [`Memtable::get`] with the lookup key (`user_key` at the read's sequence number)
     /// built once by the caller for every memtable it probes.
     pub fn get_key(&self, user_key: &[u8], lk: &InternalKey) -> Lookup {
+        if let Some(h) = &self.hashed {
+            let seq = key::parse(&lk.0).seq;
+            let Some(vs) = h.get(user_key) else {
+                return Lookup::Absent;
+            };
+            return match vs.iter().rev().find(|(t, _)| t >> 8 <= seq) {
+                None => Lookup::Absent,
+                Some((t, v)) if (t & 0xff) as u8 == ValueKind::Put as u8 => {
+                    Lookup::Value(v.to_vec())
+                }
+                Some(_) => Lookup::Deleted,
+            };
+        }
         if !self.may_contain(user_key) {
             return Lookup::Absent;
         }
@@ -153,28 +250,38 @@ impl Memtable {
         }
     }
 
-    /// Iterates entries in internal-key order.
-    pub fn iter(&self) -> crossbeam_skiplist::map::Iter<'_, InternalKey, Vec<u8>> {
-        self.map.iter()
+    /// Iterates entries in internal-key order (sorted memtables; `Unsupported` for hashed).
+    pub fn iter(&self) -> Result<crossbeam_skiplist::map::Iter<'_, InternalKey, Vec<u8>>> {
+        if !self.is_sorted() {
+            return Err(Self::unordered());
+        }
+        Ok(self.map.iter())
     }
 
-    /// The first entry with internal key >= `ikey` (`Included`) or > (`Excluded`).
-    pub fn lower_bound(
-        &self,
-        b: Bound<&InternalKey>,
-    ) -> Option<crossbeam_skiplist::map::Entry<'_, InternalKey, Vec<u8>>> {
-        self.map.lower_bound(b)
+    /// Visits every entry as `(internal key, value)`; the versions of one user key are visited
+    /// together, newest first (internal-key order in a sorted memtable, no key order in a
+    /// hashed one). Stops at the first error `f` returns.
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+        let Some(h) = &self.hashed else {
+            for e in self.map.iter() {
+                f(&e.key().0, e.value())?;
+            }
+            return Ok(());
+        };
+        let mut ik: Vec<u8> = Vec::new();
+        for e in h.iter() {
+            for (t, v) in e.value().iter().rev() {
+                ik.clear();
+                ik.extend_from_slice(e.key());
+                ik.extend_from_slice(&t.to_le_bytes());
+                f(&ik, v)?;
+            }
+        }
+        Ok(())
     }
 
-    /// The last entry with internal key <= `ikey` (`Included`) or < (`Excluded`).
-    pub fn upper_bound(
-        &self,
-        b: Bound<&InternalKey>,
-    ) -> Option<crossbeam_skiplist::map::Entry<'_, InternalKey, Vec<u8>>> {
-        self.map.upper_bound(b)
-    }
-
-    /// Entries from `from` on, in order.
+    /// Entries from `from` on, in order (sorted memtables: a hashed one has an empty skiplist,
+    /// and [`crate::iterator`] refuses to build a range iterator over it).
     pub fn range_from<'a>(
         &'a self,
         from: Bound<&'a InternalKey>,
@@ -201,16 +308,6 @@ impl Memtable {
     > {
         self.map.range((Bound::Unbounded, to))
     }
-
-    /// First entry.
-    pub fn front(&self) -> Option<crossbeam_skiplist::map::Entry<'_, InternalKey, Vec<u8>>> {
-        self.map.front()
-    }
-
-    /// Last entry.
-    pub fn back(&self) -> Option<crossbeam_skiplist::map::Entry<'_, InternalKey, Vec<u8>>> {
-        self.map.back()
-    }
 }
 
 #[cfg(test)]
@@ -229,5 +326,47 @@ mod tests {
         assert_eq!(m.get(b"k", 9), Lookup::Value(b"v5".to_vec()));
         assert_eq!(m.get(b"j", 9), Lookup::Absent);
         assert_eq!(m.get(b"kk", 9), Lookup::Absent);
+    }
+
+    #[test]
+    fn hashed_get_sees_newest_visible_version_and_visits_versions_together() {
+        let m = Memtable::hashed(1, 1 << 20);
+        m.insert(b"k", 1, ValueKind::Put, b"v1");
+        m.insert(b"j", 2, ValueKind::Put, b"j2");
+        m.insert(b"k", 3, ValueKind::Delete, b"");
+        m.insert(b"k", 5, ValueKind::Put, b"v5");
+        assert_eq!(m.get(b"k", 0), Lookup::Absent);
+        assert_eq!(m.get(b"k", 2), Lookup::Value(b"v1".to_vec()));
+        assert_eq!(m.get(b"k", 4), Lookup::Deleted);
+        assert_eq!(m.get(b"k", 9), Lookup::Value(b"v5".to_vec()));
+        assert_eq!(m.get(b"j", 1), Lookup::Absent);
+        assert_eq!(m.get(b"j", 9), Lookup::Value(b"j2".to_vec()));
+        assert_eq!(m.get(b"kk", 9), Lookup::Absent);
+        assert_eq!(m.len(), 4);
+        let mut seen = Vec::new();
+        m.for_each(|ik, v| {
+            let p = key::parse(ik);
+            seen.push((p.user_key.to_vec(), p.seq, p.kind, v.to_vec()));
+            Ok(())
+        })
+        .expect("visit");
+        // Versions of one key together, newest first; keys in no particular order.
+        let k: Vec<_> = seen.iter().filter(|e| e.0 == b"k").map(|e| e.1).collect();
+        assert_eq!(k, vec![5, 3, 1]);
+        let at = seen.iter().position(|e| e.0 == b"k").expect("k visited");
+        assert!(seen
+            .get(at..at + 3)
+            .is_some_and(|w| w.iter().all(|e| e.0 == b"k")));
+        assert_eq!(seen.len(), 4);
+        assert!(matches!(m.iter(), Err(Error::Unsupported(_))));
+    }
+
+    #[test]
+    fn hashed_insert_out_of_sequence_order_keeps_versions_ordered() {
+        let m = Memtable::hashed(1, 0);
+        m.insert(b"k", 5, ValueKind::Put, b"v5");
+        m.insert(b"k", 2, ValueKind::Put, b"v2");
+        assert_eq!(m.get(b"k", 3), Lookup::Value(b"v2".to_vec()));
+        assert_eq!(m.get(b"k", 9), Lookup::Value(b"v5".to_vec()));
     }
 }

@@ -5,6 +5,7 @@
 //! are accounted by cause (see `stats`).
 
 pub mod fault;
+pub mod mmap_log;
 pub mod std_fs;
 
 use std::io;
@@ -41,6 +42,12 @@ pub trait FileLock: Send + Sync {}
 pub trait FileSystem: Send + Sync + 'static {
     /// Creates (or truncates) a file for appending.
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+    /// Creates (or truncates) a write-ahead log. Its appends may reach the OS at once (then
+    /// `flush` does nothing), and until the writer is dropped the file may extend past the
+    /// appended bytes with zeros, which log readers take as the end of the log.
+    fn create_log(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        self.create(path)
+    }
     /// Opens a file for reading; `direct` asks for O_DIRECT reads that bypass the page cache.
     fn open(&self, path: &Path, direct: bool) -> io::Result<Arc<dyn ReadableFile>>;
     /// Reads a whole (small) file.
@@ -85,6 +92,17 @@ impl Env {
     /// Creates a file whose written bytes are counted under `cause`.
     pub fn create(&self, path: &Path, cause: WriteCause) -> Result<CountedWriter> {
         let inner = self.fs.create(path).map_err(|e| Error::io(path, e))?;
+        Ok(CountedWriter {
+            inner,
+            path: path.to_path_buf(),
+            cause,
+            stats: self.stats.clone(),
+        })
+    }
+
+    /// Creates a write-ahead log (see [`FileSystem::create_log`]), bytes counted under `cause`.
+    pub fn create_log(&self, path: &Path, cause: WriteCause) -> Result<CountedWriter> {
+        let inner = self.fs.create_log(path).map_err(|e| Error::io(path, e))?;
         Ok(CountedWriter {
             inner,
             path: path.to_path_buf(),

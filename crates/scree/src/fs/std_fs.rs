@@ -99,6 +99,20 @@ impl FileSystem for StdFs {
             len: 0,
         }))
     }
+    fn create_log(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        match super::mmap_log::MmapLog::new(f) {
+            Ok(log) => Ok(Box::new(log)),
+            // No preallocation here (or no mapping): append with write(2) instead.
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => self.create(path),
+            Err(e) => Err(e),
+        }
+    }
     fn open(&self, path: &Path, direct: bool) -> io::Result<Arc<dyn ReadableFile>> {
         let mut opts = OpenOptions::new();
         opts.read(true);

@@ -743,7 +743,9 @@ fn pick_guards(
     let need = level_bits(top, o.bit_decrement, last);
     let mut by_level: BTreeMap<usize, Vec<GKey>> = BTreeMap::new();
     let mut prev: Option<Vec<u8>> = None;
-    for e in mem.iter() {
+    // A fragmented keyspace's memtables are sorted; a hashed one would yield no guards here and
+    // fail in the flush below.
+    for e in mem.iter().into_iter().flatten() {
         let uk = key::user_key(&e.key().0);
         if uk.is_empty() || prev.as_deref() == Some(uk) {
             continue;

@@ -430,7 +430,7 @@ pub fn flush_to_table(ctx: &JobCtx<'_>, mem: &Memtable) -> Result<Option<TableMe
     )?;
     let mut b =
         crate::table::TableBuilder::new(w, no, ctx.opts.block_size, ctx.opts.bloom_bits_per_key);
-    for e in mem.iter() {
+    for e in mem.iter()? {
         b.add(&e.key().0, e.value())?;
     }
     Ok(Some(b.finish()?))

@@ -547,12 +547,11 @@ pub fn flush(ctx: &JobCtx<'_>, shared: &Arc<Shared>, mem: &Memtable) -> Result<K
     );
     let mut last: Option<(Vec<u8>, u128)> = None;
     let mut order_key = 0u64;
-    for entry in mem.iter() {
-        let ik: &[u8] = &entry.key().0;
+    mem.for_each(|ik, value| {
         let p = key::parse(ik);
         order_key = order_key.max(p.seq);
         if rule.drop(ik, false) {
-            continue;
+            return Ok(());
         }
         let hash = match &mut last {
             Some((uk, h)) if uk.as_slice() == p.user_key => *h,
@@ -565,8 +564,9 @@ pub fn flush(ctx: &JobCtx<'_>, shared: &Arc<Shared>, mem: &Memtable) -> Result<K
                 h
             }
         };
-        w.add(hash, ik, entry.value());
-    }
+        w.add(hash, ik, value);
+        Ok(())
+    })?;
     if let Some(w) = w.finish(ctx, shared, order_key, WriteCause::Flush, true)? {
         e.added.push(AddedTable {
             level: 0,

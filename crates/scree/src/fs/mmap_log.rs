@@ -1,0 +1,158 @@
+//! Write-ahead log files written through a shared memory map ([`MmapLog`]).
+//!
+//! A WAL record must survive a process crash once its write is acknowledged (docs/reliability.md),
+//! which a user-space buffer cannot promise: every record used to be handed to the kernel with
+//! one `write(2)`, about 40% of a put on the writer thread. Here the file is preallocated in
+//! windows of [`WINDOW`] bytes (`fallocate`, so later page faults never need a new block and a
+//! full disk is an `ENOSPC` error from `append`, not a `SIGBUS`) and mapped shared: an append is a
+//! `memcpy` into the page cache, which the kernel keeps when the process dies. `sync` is
+//! `msync` + `fdatasync`, as durable as `fsync` after `write(2)`.
+//!
+//! Until the file is dropped its tail past the appended bytes is zero-filled preallocation;
+//! the log reader treats an all-zero tail as the end of the log (docs/format.md). Dropping the
+//! writer cuts the file to the appended length.
+
+use std::fs::File;
+use std::io;
+
+use memmap2::{MmapMut, MmapOptions};
+
+use super::WritableFile;
+
+/// Bytes preallocated and mapped at a time (a multiple of the page size).
+pub const WINDOW: u64 = 4 << 20;
+
+/// A log file appended through a memory map.
+pub struct MmapLog {
+    file: File,
+    /// The mapped window `[start, start + WINDOW)`, if any.
+    map: Option<MmapMut>,
+    start: u64,
+    /// Bytes appended.
+    len: u64,
+}
+
+impl MmapLog {
+    /// Wraps a new, empty file opened for reading and writing. Fails (and the caller falls back
+    /// to `write(2)`) where the file system cannot preallocate.
+    pub fn new(file: File) -> io::Result<Self> {
+        let mut log = MmapLog {
+            file,
+            map: None,
+            start: 0,
+            len: 0,
+        };
+        log.map_window(0)?;
+        Ok(log)
+    }
+
+    /// Preallocates and maps the window starting at `start`.
+    fn map_window(&mut self, start: u64) -> io::Result<()> {
+        // Unmap the old window first: its dirty pages stay in the page cache.
+        self.map = None;
+        fs4::FileExt::allocate(&self.file, start + WINDOW)?;
+        // SAFETY: a mapping is unsound if the file changes under it (another writer, or a
+        // truncation, which turns accesses into SIGBUS). This file was created (truncated) by
+        // this process inside a database directory it holds the exclusive lock of; the engine
+        // only appends to it through this writer and truncates it only in `Drop`, after the
+        // mapping is gone. The window lies inside the preallocated length (the allocate call
+        // above succeeded). Readers (recovery) open the file only after the writer is dropped
+        // or the process is gone.
+        let map = unsafe {
+            MmapOptions::new()
+                .offset(start)
+                .len(WINDOW as usize)
+                .map_mut(&self.file)?
+        };
+        self.map = Some(map);
+        self.start = start;
+        Ok(())
+    }
+}
+
+impl WritableFile for MmapLog {
+    fn append(&mut self, mut data: &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            let off = (self.len - self.start) as usize;
+            let room = (WINDOW as usize).saturating_sub(off);
+            if room == 0 || self.map.is_none() {
+                self.map_window(self.start + WINDOW)?;
+                continue;
+            }
+            let n = room.min(data.len());
+            let (head, rest) = data.split_at(n);
+            let dst = self
+                .map
+                .as_mut()
+                .and_then(|m| m.get_mut(off..off + n))
+                .ok_or_else(|| io::Error::other("log window out of range"))?;
+            dst.copy_from_slice(head);
+            self.len += n as u64;
+            data = rest;
+        }
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        // Appended bytes are already in the page cache.
+        Ok(())
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        if let Some(m) = &self.map {
+            let used = (self.len - self.start) as usize;
+            m.flush_range(0, used.min(WINDOW as usize))?;
+        }
+        // Older windows' pages and the preallocated length.
+        self.file.sync_data()
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl Drop for MmapLog {
+    fn drop(&mut self) {
+        self.map = None;
+        // Best effort: a log left with its zero tail reads the same.
+        let _ = self.file.set_len(self.len);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appends_across_windows_read_back_and_the_tail_is_cut_on_drop() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("000001.log");
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .expect("open");
+        let mut log = MmapLog::new(f).expect("mmap log");
+        let mut want = Vec::new();
+        let mut i = 0u32;
+        while (want.len() as u64) < 2 * WINDOW + 777 {
+            let rec: Vec<u8> = (0..(i % 5000) + 1).map(|j| (i ^ j) as u8).collect();
+            log.append(&rec).expect("append");
+            want.extend_from_slice(&rec);
+            i += 1;
+        }
+        assert_eq!(log.len(), want.len() as u64);
+        // Before the drop the file holds the bytes and then zeros up to a window boundary.
+        let raw = std::fs::read(&path).expect("read");
+        assert_eq!(raw.len() as u64 % WINDOW, 0);
+        assert_eq!(raw.get(..want.len()), Some(&want[..]));
+        assert!(raw
+            .get(want.len()..)
+            .unwrap_or_default()
+            .iter()
+            .all(|&b| b == 0));
+        log.sync().expect("sync");
+        drop(log);
+        assert_eq!(std::fs::read(&path).expect("read"), want);
+    }
+}
