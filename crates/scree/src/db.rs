@@ -728,15 +728,29 @@ impl DbInner {
         user_bytes: u64,
         sync: bool,
     ) -> Result<()> {
-        let me = Arc::new(Pending {
+        let me = Pending {
             rep,
             count,
             ks_ids,
             user_bytes,
             sync,
             result: Mutex::new(None),
-        });
+        };
         let mut q = self.queue.lock();
+        if !q.leader && q.pending.is_empty() {
+            // Nobody is writing or waiting: lead a group of one without queueing (no shared
+            // allocation, no hand-off). Writers arriving meanwhile queue behind the leader.
+            q.leader = true;
+            drop(q);
+            let res = self.write_group(&[&me]);
+            let mut q = self.queue.lock();
+            q.leader = false;
+            if !q.pending.is_empty() {
+                self.queue_cv.notify_all();
+            }
+            return res;
+        }
+        let me = Arc::new(me);
         q.pending.push_back(me.clone());
         loop {
             if let Some(r) = me.result.lock().take() {
@@ -760,7 +774,8 @@ impl DbInner {
             }
         }
         drop(q);
-        let res = self.write_group(&group);
+        let refs: Vec<&Pending> = group.iter().map(|p| &**p).collect();
+        let res = self.write_group(&refs);
         for p in &group {
             let r = match &res {
                 Ok(()) => Ok(()),
@@ -776,7 +791,7 @@ impl DbInner {
         r.unwrap_or(Ok(()))
     }
 
-    fn write_group(&self, group: &[Arc<Pending>]) -> Result<()> {
+    fn write_group(&self, group: &[&Pending]) -> Result<()> {
         self.check_bg_error()?;
         let mut wal = self.wal.lock();
         let mut ids: KsIds = group

@@ -47,6 +47,7 @@ pub struct IoStats {
     pub(crate) compactions: AtomicU64,
     pub(crate) flushes: AtomicU64,
     pub(crate) trivial_moves: AtomicU64,
+    mapped: AtomicU64,
 }
 
 fn cause_index(c: WriteCause) -> usize {
@@ -64,6 +65,9 @@ impl IoStats {
         if let Some(c) = self.written.get(cause_index(cause)) {
             c.fetch_add(n, Relaxed);
         }
+    }
+    pub(crate) fn count_mapped(&self, n: u64) {
+        self.mapped.fetch_add(n, Relaxed);
     }
     pub(crate) fn count_read(&self, kind: ReadKind, n: u64) {
         match kind {
@@ -126,6 +130,7 @@ impl IoStats {
             compactions: self.compactions.load(Relaxed),
             flushes: self.flushes.load(Relaxed),
             trivial_moves: self.trivial_moves.load(Relaxed),
+            bytes_mapped: self.mapped.load(Relaxed),
             keyspaces: Vec::new(),
         }
     }
@@ -232,6 +237,9 @@ pub struct Stats {
     pub metadata_block_reads_per_get: f64,
     /// Seconds writers waited because flushes or compactions fell behind.
     pub stall_seconds: f64,
+    /// Bytes of `bytes_written` copied into memory-mapped files (the WAL, `fs/mmap_log.rs`)
+    /// instead of passed to `write(2)`: the process's `wchar` does not see them.
+    pub bytes_mapped: u64,
     /// Seconds writers were slowed down (L0 slowdown trigger).
     pub slowdown_seconds: f64,
     /// Compactions run.

@@ -84,6 +84,9 @@ pub struct Counters {
     pub data_block_reads: Option<u64>,
     /// Metadata (index, filter, …) blocks read from files.
     pub metadata_block_reads: Option<u64>,
+    /// Bytes the engine wrote by copying into memory-mapped files, which `wchar` misses
+    /// (Scree's WAL); added to the `wchar` bytes.
+    pub mapped_bytes: Option<u64>,
 }
 
 /// One store under test: a Scree keyspace of some layout, RocksDB, or LevelDB.

@@ -275,7 +275,9 @@ pub fn run(
         expected_found: (reads_anything && !unsupported_now).then_some(outcome.expected_found),
         lookups,
         user_bytes: engine_user.unwrap_or(outcome.user_bytes),
-        wchar_bytes: delta(wchar_after, wchar_before),
+        // Bytes copied into memory maps (Scree's WAL) are written without a `write()` call.
+        wchar_bytes: delta(wchar_after, wchar_before)
+            .map(|w| w + delta(after.mapped_bytes, before.mapped_bytes).unwrap_or(0)),
         engine_written: match (after.written, before.written) {
             (Some(a), Some(b)) => Some(a.since(&b)),
             _ => None,

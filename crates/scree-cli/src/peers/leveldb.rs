@@ -422,6 +422,7 @@ impl BenchEngine for LevelDb {
             stall_seconds: None,
             data_block_reads: None,
             metadata_block_reads: None,
+            mapped_bytes: None,
         }
     }
 

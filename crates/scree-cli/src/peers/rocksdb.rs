@@ -445,6 +445,7 @@ impl BenchEngine for RocksDb {
                 .or_else(|| parse_cumulative_stall(&self.property("rocksdb.stats")?)),
             data_block_reads: t("rocksdb.block.cache.data.miss"),
             metadata_block_reads: meta,
+            mapped_bytes: None,
         }
     }
 

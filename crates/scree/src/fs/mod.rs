@@ -25,6 +25,11 @@ pub trait WritableFile: Send {
     fn sync(&mut self) -> io::Result<()>;
     /// Bytes appended so far.
     fn len(&self) -> u64;
+    /// Whether appends are copies into a memory map rather than `write(2)` calls (they then do
+    /// not show in the process's `wchar`; `Stats::bytes_mapped` counts them).
+    fn mapped(&self) -> bool {
+        false
+    }
 }
 
 /// A file opened for positional reads.
@@ -169,6 +174,9 @@ impl CountedWriter {
             .append(data)
             .map_err(|e| Error::io(&self.path, e))?;
         self.stats.count_write(self.cause, data.len() as u64);
+        if self.inner.mapped() {
+            self.stats.count_mapped(data.len() as u64);
+        }
         Ok(())
     }
     /// Hands buffered bytes to the OS.
