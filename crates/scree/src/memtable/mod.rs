@@ -3,7 +3,7 @@
 //! - **sorted** (leveled, fragmented): a concurrent skiplist (crossbeam-skiplist) of internal
 //!   keys, read by point lookups, range iterators and flushes in internal-key order;
 //! - **hashed** (trie, whose keyspaces are hash-ordered and have no scans): a sharded concurrent
-//!   hash map (dashmap) from user key to its versions. An insert costs one hash probe instead of
+//!   hash index ([`hashed`]) from user key to its versions. An insert costs one hash probe instead of
 //!   a skiplist search of ~log2(n) cache misses, which bounded the fill rate (docs/architecture.md);
 //!   a flush visits each key's versions together, newest first, in no key order (the trie's
 //!   flush orders entries by placement hash itself).
@@ -13,8 +13,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use crossbeam_skiplist::SkipMap;
-use dashmap::DashMap;
-use smallvec::SmallVec;
+
+pub mod hashed;
+use hashed::HashIndex;
 
 use crate::error::{Error, Result};
 use crate::key::{self, InternalKey, ValueKind};
@@ -30,16 +31,12 @@ pub enum Lookup {
     Absent,
 }
 
-/// Versions of one user key in a hashed memtable: `(trailer, value)`, oldest first (inserts
-/// arrive in sequence order, so a new version is pushed at the end).
-type Versions = SmallVec<[(u64, Box<[u8]>); 1]>;
-
 /// One memtable generation.
 pub struct Memtable {
     /// The sorted index (empty and unused in a hashed memtable).
     map: SkipMap<InternalKey, Vec<u8>>,
     /// The hashed index (None in a sorted memtable).
-    hashed: Option<DashMap<Box<[u8]>, Versions>>,
+    hashed: Option<HashIndex>,
     /// Entries (versions) inserted.
     entries: AtomicUsize,
     bytes: AtomicUsize,
@@ -88,7 +85,7 @@ impl Memtable {
         let capacity = (budget_bytes / HASHED_ENTRY_GUESS).min(1 << 22);
         Memtable {
             map: SkipMap::new(),
-            hashed: Some(DashMap::with_capacity(capacity)),
+            hashed: Some(HashIndex::with_capacity(capacity)),
             entries: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
             log_number,
@@ -169,20 +166,7 @@ impl Memtable {
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
         self.entries.fetch_add(1, Ordering::Relaxed);
         if let Some(h) = &self.hashed {
-            let t = key::trailer(seq, kind);
-            let v: Box<[u8]> = value.into();
-            match h.get_mut(user_key) {
-                Some(mut e) => {
-                    // Sequence numbers arrive in order; keep the order if one ever did not.
-                    let at = e.iter().rposition(|(x, _)| *x < t).map_or(0, |i| i + 1);
-                    e.insert(at, (t, v));
-                }
-                None => {
-                    let mut vs = Versions::new();
-                    vs.push((t, v));
-                    h.insert(user_key.into(), vs);
-                }
-            }
+            h.insert(user_key, key::trailer(seq, kind), value);
             return;
         }
         let ik = InternalKey::new(user_key, seq, kind);
@@ -222,15 +206,9 @@ impl Memtable {
     /// built once by the caller for every memtable it probes.
     pub fn get_key(&self, user_key: &[u8], lk: &InternalKey) -> Lookup {
         if let Some(h) = &self.hashed {
-            let seq = key::parse(&lk.0).seq;
-            let Some(vs) = h.get(user_key) else {
-                return Lookup::Absent;
-            };
-            return match vs.iter().rev().find(|(t, _)| t >> 8 <= seq) {
+            return match h.get(user_key, key::parse(&lk.0).seq) {
                 None => Lookup::Absent,
-                Some((t, v)) if (t & 0xff) as u8 == ValueKind::Put as u8 => {
-                    Lookup::Value(v.to_vec())
-                }
+                Some((t, v)) if (t & 0xff) as u8 == ValueKind::Put as u8 => Lookup::Value(v),
                 Some(_) => Lookup::Deleted,
             };
         }
@@ -269,15 +247,12 @@ impl Memtable {
             return Ok(());
         };
         let mut ik: Vec<u8> = Vec::new();
-        for e in h.iter() {
-            for (t, v) in e.value().iter().rev() {
-                ik.clear();
-                ik.extend_from_slice(e.key());
-                ik.extend_from_slice(&t.to_le_bytes());
-                f(&ik, v)?;
-            }
-        }
-        Ok(())
+        h.for_each(|key, trailer, value| {
+            ik.clear();
+            ik.extend_from_slice(key);
+            ik.extend_from_slice(&trailer.to_le_bytes());
+            f(&ik, value)
+        })
     }
 
     /// Entries from `from` on, in order (sorted memtables: a hashed one has an empty skiplist,
