@@ -31,6 +31,15 @@ pub enum Lookup {
     Absent,
 }
 
+/// An ordered range of a sorted memtable's entries.
+pub type MemRange<'a> = crossbeam_skiplist::map::Range<
+    'a,
+    InternalKey,
+    (Bound<&'a InternalKey>, Bound<&'a InternalKey>),
+    InternalKey,
+    Vec<u8>,
+>;
+
 /// One memtable generation.
 pub struct Memtable {
     /// The sorted index (empty and unused in a hashed memtable).
@@ -260,13 +269,7 @@ impl Memtable {
     pub fn range_from<'a>(
         &'a self,
         from: Bound<&'a InternalKey>,
-    ) -> crossbeam_skiplist::map::Range<
-        'a,
-        InternalKey,
-        (Bound<&'a InternalKey>, Bound<&'a InternalKey>),
-        InternalKey,
-        Vec<u8>,
-    > {
+    ) -> MemRange<'a> {
         self.map.range((from, Bound::Unbounded))
     }
 
@@ -274,13 +277,7 @@ impl Memtable {
     pub fn range_to<'a>(
         &'a self,
         to: Bound<&'a InternalKey>,
-    ) -> crossbeam_skiplist::map::Range<
-        'a,
-        InternalKey,
-        (Bound<&'a InternalKey>, Bound<&'a InternalKey>),
-        InternalKey,
-        Vec<u8>,
-    > {
+    ) -> MemRange<'a> {
         self.map.range((Bound::Unbounded, to))
     }
 }
@@ -289,35 +286,32 @@ impl Memtable {
 mod tests {
     use super::*;
 
-    #[test]
-    fn get_sees_newest_visible_version() {
-        let m = Memtable::new(1, 1 << 20);
-        m.insert(b"k", 1, ValueKind::Put, b"v1");
-        m.insert(b"k", 3, ValueKind::Delete, b"");
-        m.insert(b"k", 5, ValueKind::Put, b"v5");
-        assert_eq!(m.get(b"k", 0), Lookup::Absent);
-        assert_eq!(m.get(b"k", 2), Lookup::Value(b"v1".to_vec()));
-        assert_eq!(m.get(b"k", 4), Lookup::Deleted);
-        assert_eq!(m.get(b"k", 9), Lookup::Value(b"v5".to_vec()));
-        assert_eq!(m.get(b"j", 9), Lookup::Absent);
-        assert_eq!(m.get(b"kk", 9), Lookup::Absent);
-    }
-
-    #[test]
-    fn hashed_get_sees_newest_visible_version_and_visits_versions_together() {
-        let m = Memtable::hashed(1, 1 << 20);
+    fn three_versions_of_k_and_one_of_j(m: &Memtable) {
         m.insert(b"k", 1, ValueKind::Put, b"v1");
         m.insert(b"j", 2, ValueKind::Put, b"j2");
         m.insert(b"k", 3, ValueKind::Delete, b"");
         m.insert(b"k", 5, ValueKind::Put, b"v5");
-        assert_eq!(m.get(b"k", 0), Lookup::Absent);
-        assert_eq!(m.get(b"k", 2), Lookup::Value(b"v1".to_vec()));
-        assert_eq!(m.get(b"k", 4), Lookup::Deleted);
-        assert_eq!(m.get(b"k", 9), Lookup::Value(b"v5".to_vec()));
-        assert_eq!(m.get(b"j", 1), Lookup::Absent);
-        assert_eq!(m.get(b"j", 9), Lookup::Value(b"j2".to_vec()));
-        assert_eq!(m.get(b"kk", 9), Lookup::Absent);
-        assert_eq!(m.len(), 4);
+    }
+
+    #[test]
+    fn get_sees_newest_visible_version_in_both_indexes() {
+        for m in [Memtable::new(1, 1 << 20), Memtable::hashed(1, 1 << 20)] {
+            three_versions_of_k_and_one_of_j(&m);
+            assert_eq!(m.get(b"k", 0), Lookup::Absent);
+            assert_eq!(m.get(b"k", 2), Lookup::Value(b"v1".to_vec()));
+            assert_eq!(m.get(b"k", 4), Lookup::Deleted);
+            assert_eq!(m.get(b"k", 9), Lookup::Value(b"v5".to_vec()));
+            assert_eq!(m.get(b"j", 1), Lookup::Absent);
+            assert_eq!(m.get(b"j", 9), Lookup::Value(b"j2".to_vec()));
+            assert_eq!(m.get(b"kk", 9), Lookup::Absent);
+            assert_eq!(m.len(), 4);
+        }
+    }
+
+    #[test]
+    fn hashed_visits_versions_together_and_refuses_ordered_iteration() {
+        let m = Memtable::hashed(1, 1 << 20);
+        three_versions_of_k_and_one_of_j(&m);
         let mut seen = Vec::new();
         m.for_each(|ik, v| {
             let p = key::parse(ik);
