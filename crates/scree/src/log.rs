@@ -37,9 +37,7 @@ impl LogWriter {
         let crc = crc32c::crc32c_append(crc32c::crc32c_append(crc32c::crc32c(&[FULL]), head), rest);
         let (c, l) = (mask(crc).to_le_bytes(), (len as u32).to_le_bytes());
         let h: [u8; HEADER] = [c[0], c[1], c[2], c[3], l[0], l[1], l[2], l[3], FULL];
-        self.w.append(&h)?;
-        self.w.append(head)?;
-        self.w.append(rest)
+        self.w.append_parts(&[&h, head, rest])
     }
     /// Hands buffered records to the OS.
     pub fn flush(&mut self) -> Result<()> {

@@ -170,14 +170,25 @@ pub struct CountedWriter {
 impl CountedWriter {
     /// Appends bytes.
     pub fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.inner
-            .append(data)
-            .map_err(|e| Error::io(&self.path, e))?;
-        self.stats.count_write(self.cause, data.len() as u64);
-        if self.inner.mapped() {
-            self.stats.count_mapped(data.len() as u64);
+        self.append_parts(&[data])
+    }
+    /// Appends `parts` one after the other, counted once (a log record's header and payload).
+    /// Bytes of parts appended before a failing one are counted too.
+    pub fn append_parts(&mut self, parts: &[&[u8]]) -> Result<()> {
+        let mut n = 0u64;
+        let mut res = Ok(());
+        for p in parts {
+            if let Err(e) = self.inner.append(p) {
+                res = Err(Error::io(&self.path, e));
+                break;
+            }
+            n += p.len() as u64;
         }
-        Ok(())
+        self.stats.count_write(self.cause, n);
+        if self.inner.mapped() {
+            self.stats.count_mapped(n);
+        }
+        res
     }
     /// Hands buffered bytes to the OS.
     pub fn flush(&mut self) -> Result<()> {

@@ -184,7 +184,11 @@ impl HashIndex {
         let found = s
             .table
             .find(hash, |e| {
-                e.key_len as usize == key.len() && bytes(&s.arena, e.key, key.len()) == Some(key)
+                // The stored hash first: a table tag match with another key then costs no
+                // arena read (a cache miss).
+                e.hash == hash
+                    && e.key_len as usize == key.len()
+                    && bytes(&s.arena, e.key, key.len()) == Some(key)
             })
             .copied();
         let Some(slot) = found else {
@@ -228,7 +232,9 @@ impl HashIndex {
         let hash = self.hasher.hash_one(key);
         let g = self.shard(hash)?.read();
         let slot = g.table.find(hash, |e| {
-            e.key_len as usize == key.len() && bytes(&g.arena, e.key, key.len()) == Some(key)
+            e.hash == hash
+                && e.key_len as usize == key.len()
+                && bytes(&g.arena, e.key, key.len()) == Some(key)
         })?;
         let mut at = slot.newest;
         while let Some(v) = version(&g.arena, at) {

@@ -266,18 +266,12 @@ impl Memtable {
 
     /// Entries from `from` on, in order (sorted memtables: a hashed one has an empty skiplist,
     /// and [`crate::iterator`] refuses to build a range iterator over it).
-    pub fn range_from<'a>(
-        &'a self,
-        from: Bound<&'a InternalKey>,
-    ) -> MemRange<'a> {
+    pub fn range_from<'a>(&'a self, from: Bound<&'a InternalKey>) -> MemRange<'a> {
         self.map.range((from, Bound::Unbounded))
     }
 
     /// Entries up to `to`, in order (use `.rev()` to walk back).
-    pub fn range_to<'a>(
-        &'a self,
-        to: Bound<&'a InternalKey>,
-    ) -> MemRange<'a> {
+    pub fn range_to<'a>(&'a self, to: Bound<&'a InternalKey>) -> MemRange<'a> {
         self.map.range((Bound::Unbounded, to))
     }
 }
