@@ -62,11 +62,7 @@ impl MemIter {
 
     fn fill_forward(&mut self, from: Bound<&InternalKey>) {
         let mem = self.mem.clone();
-        let mut batch: Vec<(InternalKey, Vec<u8>)> = mem
-            .range_from(from)
-            .take(self.batch)
-            .map(|e| (e.key().clone(), e.value().clone()))
-            .collect();
+        let mut batch = mem.copy_run(from, true, self.batch);
         batch.reverse();
         self.cur = batch.pop();
         self.ahead = batch;
@@ -76,12 +72,7 @@ impl MemIter {
 
     fn fill_backward(&mut self, to: Bound<&InternalKey>) {
         let mem = self.mem.clone();
-        let mut batch: Vec<(InternalKey, Vec<u8>)> = mem
-            .range_to(to)
-            .rev()
-            .take(self.batch)
-            .map(|e| (e.key().clone(), e.value().clone()))
-            .collect();
+        let mut batch = mem.copy_run(to, false, self.batch);
         batch.reverse();
         self.cur = batch.pop();
         self.ahead = batch;

@@ -745,24 +745,25 @@ fn pick_guards(
     let mut prev: Option<Vec<u8>> = None;
     // A fragmented keyspace's memtables are sorted; a hashed one would yield no guards here and
     // fail in the flush below.
-    for e in mem.iter().into_iter().flatten() {
-        let uk = key::user_key(&e.key().0);
+    let _ = mem.for_each_in_order(|ikey, _| {
+        let uk = key::user_key(ikey);
         if uk.is_empty() || prev.as_deref() == Some(uk) {
-            continue;
+            return Ok(());
         }
         prev = Some(uk.to_vec());
         let h = guard_hash(seed, uk);
         if h.trailing_ones() < need {
-            continue;
+            return Ok(());
         }
         let Some(l) = guard_level(h, top, o.bit_decrement, last) else {
-            continue;
+            return Ok(());
         };
         if v.is_guard(l, uk) || v.pending.get(uk).is_some_and(|&t| t <= l) {
-            continue;
+            return Ok(());
         }
         by_level.entry(l).or_default().push(GKey::from(uk));
-    }
+        Ok(())
+    });
     by_level
         .into_iter()
         .map(|(l, ks)| guard_record(TAG_PENDING, l, &ks))

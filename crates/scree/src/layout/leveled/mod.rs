@@ -430,9 +430,7 @@ pub fn flush_to_table(ctx: &JobCtx<'_>, mem: &Memtable) -> Result<Option<TableMe
     )?;
     let mut b =
         crate::table::TableBuilder::new(w, no, ctx.opts.block_size, ctx.opts.bloom_bits_per_key);
-    for e in mem.iter()? {
-        b.add(&e.key().0, e.value())?;
-    }
+    mem.for_each_in_order(|k, v| b.add(k, v))?;
     Ok(Some(b.finish()?))
 }
 
