@@ -108,9 +108,10 @@ impl FileSystem for StdFs {
             .open(path)?;
         match super::mmap_log::MmapLog::new(f) {
             Ok(log) => Ok(Box::new(log)),
-            // No preallocation here (or no mapping): append with write(2) instead.
-            Err(e) if e.kind() == io::ErrorKind::Unsupported => self.create(path),
-            Err(e) => Err(e),
+            // No preallocation or no shared mapping on this file system (or no space for the
+            // first window): append with write(2) instead, which reports a full disk on the
+            // write that meets it.
+            Err(_) => self.create(path),
         }
     }
     fn open(&self, path: &Path, direct: bool) -> io::Result<Arc<dyn ReadableFile>> {
