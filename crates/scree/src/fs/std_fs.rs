@@ -8,6 +8,16 @@ use std::sync::Arc;
 
 use super::{FileLock, FileSystem, ReadableFile, WritableFile};
 
+/// Opens (creating it if needed) a file for reading and writing.
+fn open_read_write(path: &Path, truncate: bool) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(truncate)
+        .open(path)
+}
+
 /// The operating system's file system.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StdFs;
@@ -100,13 +110,7 @@ impl FileSystem for StdFs {
         }))
     }
     fn create_log(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?;
-        match super::mmap_log::MmapLog::new(f) {
+        match super::mmap_log::MmapLog::new(open_read_write(path, true)?) {
             Ok(log) => Ok(Box::new(log)),
             // No preallocation or no shared mapping on this file system (or no space for the
             // first window): append with write(2) instead, which reports a full disk on the
@@ -156,12 +160,7 @@ impl FileSystem for StdFs {
         Ok(std::fs::metadata(path)?.len())
     }
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
+        let f = open_read_write(path, false)?;
         match f.try_lock() {
             Ok(()) => Ok(Box::new(StdLock { _file: f })),
             Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
