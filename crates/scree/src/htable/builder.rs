@@ -84,12 +84,15 @@ pub struct HTableSummary {
     pub max_fill: f64,
 }
 
-/// An item: its hash and where its internal key and value are in the builder's arena.
+/// An item: its hash, where its internal key and value are in the builder's arena, and the
+/// Bloom hash of its user key (computed while the key is in cache: the filters are built in
+/// bucket order, which visits the arena at random).
 struct Item {
     hash: u128,
     off: usize,
     klen: u32,
     vlen: u32,
+    bloom: u64,
 }
 
 /// An item as the writer sees it.
@@ -97,6 +100,7 @@ struct Ent<'a> {
     hash: u128,
     ikey: &'a [u8],
     value: &'a [u8],
+    bloom: u64,
 }
 
 fn ent<'a>(data: &'a [u8], it: &Item) -> Ent<'a> {
@@ -106,6 +110,7 @@ fn ent<'a>(data: &'a [u8], it: &Item) -> Ent<'a> {
         hash: it.hash,
         ikey: data.get(it.off..k).unwrap_or_default(),
         value: data.get(k..v).unwrap_or_default(),
+        bloom: it.bloom,
     }
 }
 
@@ -181,19 +186,22 @@ impl HTableBuilder {
         Ok(())
     }
 
-    fn push(&mut self, hash: u128, ikey: &[u8], value: &[u8]) {
+    fn push(&mut self, hash: u128, ikey: &[u8], value: &[u8]) -> u64 {
         self.entry_bytes = self
             .entry_bytes
             .saturating_add(entry_size(ikey.len(), value.len()) as u64);
         let off = self.data.len();
         self.data.extend_from_slice(ikey);
         self.data.extend_from_slice(value);
+        let bloom = bloom::bloom_hash(key::user_key(ikey));
         self.items.push(Item {
             hash,
             off,
             klen: ikey.len() as u32,
             vlen: value.len() as u32,
+            bloom,
         });
+        bloom
     }
 
     /// Reserves room for about `items` items of `bytes` key and value bytes in total.
@@ -205,10 +213,23 @@ impl HTableBuilder {
     /// [`HTableBuilder::add`] without recomputing the placement hash: for callers that computed
     /// `hash` from this builder's key themselves (flush, compaction). The internal key must be
     /// well formed; a wrong hash makes the item unfindable (checked in debug builds).
-    pub fn add_unchecked(&mut self, hash: u128, ikey: &[u8], value: &[u8]) {
+    /// Returns the Bloom hash of the item's user key (`bloom::bloom_hash`).
+    pub fn add_unchecked(&mut self, hash: u128, ikey: &[u8], value: &[u8]) -> u64 {
         debug_assert!(key::valid_ikey(ikey));
         debug_assert_eq!(placement_hash(&self.hash_key, key::user_key(ikey)), hash);
-        self.push(hash, ikey, value);
+        self.push(hash, ikey, value)
+    }
+
+    /// Whether the last item added has placement hash `hash` and user key `user_key` (a
+    /// different hash means a different key: the bytes are compared only on equal hashes).
+    pub fn last_is_version_of(&self, hash: u128, user_key: &[u8]) -> bool {
+        self.items.last().is_some_and(|it| {
+            it.hash == hash
+                && self
+                    .data
+                    .get(it.off..it.off + it.klen as usize)
+                    .is_some_and(|ik| key::user_key(ik) == user_key)
+        })
     }
 
     /// Items added so far.
@@ -273,7 +294,7 @@ impl HTableBuilder {
         }
         if items
             .windows(2)
-            .any(|w| matches!(w, [a, b] if a.ikey == b.ikey))
+            .any(|w| matches!(w, [a, b] if a.hash == b.hash && a.ikey == b.ikey))
         {
             return Err(Error::InvalidArgument(
                 "HTable items contain the same internal key twice".into(),
@@ -313,9 +334,21 @@ impl HTableBuilder {
         let n = n_buckets as usize;
 
         // Per home bucket: item indices ordered by (rank, hash, ikey); then rank groups.
-        let mut per_bucket: Vec<Vec<usize>> = vec![Vec::new(); n];
-        for (i, it) in items.iter().enumerate() {
-            if let Some(v) = per_bucket.get_mut(bucket_of(it.hash, n_buckets) as usize) {
+        // Sized up front: growing ~n small vectors by pushes cost several allocations each.
+        let homes: Vec<u32> = items
+            .iter()
+            .map(|it| bucket_of(it.hash, n_buckets))
+            .collect();
+        let mut counts = vec![0usize; n];
+        for &b in &homes {
+            if let Some(c) = counts.get_mut(b as usize) {
+                *c += 1;
+            }
+        }
+        let mut per_bucket: Vec<Vec<usize>> =
+            counts.iter().map(|&c| Vec::with_capacity(c)).collect();
+        for (i, &b) in homes.iter().enumerate() {
+            if let Some(v) = per_bucket.get_mut(b as usize) {
                 v.push(i);
             }
         }
@@ -379,17 +412,19 @@ impl HTableBuilder {
         // Filters over the user keys whose home is each bucket (migrated ones included: they
         // still logically belong to their home bucket, §2.4.2).
         let mut filters: Vec<Vec<u8>> = Vec::with_capacity(n);
+        let mut hashes: Vec<u64> = Vec::new();
         for idx in &per_bucket {
-            let mut hashes: Vec<u64> = Vec::with_capacity(idx.len());
+            hashes.clear();
             // The versions of a key share its rank group, so they are adjacent here (the rank
             // sort is stable over (hash, internal key) order): dropping consecutive repeats
             // keeps each key once.
-            let mut last: Option<&[u8]> = None;
+            // Keys are not read here: two items with the same placement and Bloom hashes set
+            // the same filter bits whether or not they are one key.
+            let mut last: Option<(u128, u64)> = None;
             for it in idx.iter().filter_map(|&i| items.get(i)) {
-                let uk = key::user_key(it.ikey);
-                if last != Some(uk) {
-                    hashes.push(bloom::bloom_hash(uk));
-                    last = Some(uk);
+                if last != Some((it.hash, it.bloom)) {
+                    hashes.push(it.bloom);
+                    last = Some((it.hash, it.bloom));
                 }
             }
             filters.push(if hashes.is_empty() {

@@ -45,6 +45,9 @@ struct ScanItem {
     off: usize,
     klen: u32,
     vlen: u32,
+    /// The internal key's trailer `(seq << 8) | kind`, read while the bytes are scanned in
+    /// order, so a merge in hash order need not touch the key to decide what to drop.
+    trailer: u64,
 }
 
 /// All items of a table in (hash, internal key) order, referring to the table's bytes.
@@ -85,6 +88,14 @@ impl TableScan {
     /// The hash of item `i`.
     pub fn hash(&self, i: usize) -> Option<u128> {
         self.items.get(i).map(|it| it.hash)
+    }
+    /// The trailer `(seq << 8) | kind` of item `i`'s internal key.
+    pub fn trailer(&self, i: usize) -> Option<u64> {
+        self.items.get(i).map(|it| it.trailer)
+    }
+    /// Item `i`'s internal key.
+    pub fn ikey_at(&self, i: usize) -> Option<&[u8]> {
+        self.items.get(i).map(|it| self.ikey(it))
     }
 }
 
@@ -406,12 +417,14 @@ impl HTableReader {
                 ));
             }
             let off = (e.ikey.as_ptr() as usize).wrapping_sub(base.as_ptr() as usize);
+            let p = key::parse(e.ikey);
             items.push(ScanItem {
                 hash,
                 region,
                 off,
                 klen: e.ikey.len() as u32,
                 vlen: e.value.len() as u32,
+                trailer: (p.seq << 8) | u64::from(p.kind),
             });
             Ok(())
         };

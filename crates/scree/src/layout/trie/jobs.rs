@@ -67,7 +67,6 @@ pub struct TableWriter {
     min_seq: u64,
     /// For last-level tables: the cluster's column count and (column, Bloom hash) of each key.
     columns: Option<(u32, Vec<(u32, u64)>)>,
-    last_uk: Vec<u8>,
     bits: u32,
 }
 
@@ -81,7 +80,6 @@ impl TableWriter {
             largest: None,
             min_seq: u64::MAX,
             columns: columns.map(|c| (c.max(1), Vec::new())),
-            last_uk: Vec::new(),
             bits: ctx.opts.trie.bloom_bits_per_key,
         }
     }
@@ -89,12 +87,13 @@ impl TableWriter {
     /// Adds an item (`hash` is its key's placement hash).
     pub fn add(&mut self, hash: u128, ikey: &[u8], value: &[u8]) {
         let p = key::parse(ikey);
+        // Versions of a key arrive together (hash, internal key order), after the builder's
+        // last item.
+        let new_key = self.columns.is_some() && !self.b.last_is_version_of(hash, p.user_key);
+        let bloom = self.b.add_unchecked(hash, ikey, value);
         if let Some((c, keys)) = &mut self.columns {
-            // Versions of a key arrive together (hash, internal key order).
-            if keys.is_empty() || self.last_uk.as_slice() != p.user_key {
-                keys.push((bucket_of(hash, *c), bloom_hash(p.user_key)));
-                self.last_uk.clear();
-                self.last_uk.extend_from_slice(p.user_key);
+            if new_key {
+                keys.push((bucket_of(hash, *c), bloom));
             }
         }
         self.min_seq = self.min_seq.min(p.seq);
@@ -112,7 +111,6 @@ impl TableWriter {
         {
             self.largest = Some(ikey.to_vec());
         }
-        self.b.add_unchecked(hash, ikey, value);
     }
 
     /// Writes the table with order key `order_key`, syncs it, and leaves an open handle for
@@ -240,16 +238,24 @@ impl DropRule {
     /// Whether `ikey` (arriving in (hash, internal key) order) is dropped.
     fn drop(&mut self, ikey: &[u8], tombstones: bool) -> bool {
         let p = key::parse(ikey);
-        if !self.started || self.last_user.as_slice() != p.user_key {
+        let same_key = self.started && self.last_user.as_slice() == p.user_key;
+        if !same_key {
             self.started = true;
             self.last_user.clear();
             self.last_user.extend_from_slice(p.user_key);
+        }
+        self.next((p.seq << 8) | u64::from(p.kind), same_key, tombstones)
+    }
+    /// Whether the next item, with internal-key trailer `trailer`, is dropped; `same_key`:
+    /// it is a version of the previous item's user key.
+    fn next(&mut self, trailer: u64, same_key: bool, tombstones: bool) -> bool {
+        let (seq, kind) = (trailer >> 8, (trailer & 0xff) as u8);
+        if !same_key {
             self.last_seq = u64::MAX;
         }
         let hidden = self.last_seq <= self.smallest;
-        let dead_tombstone =
-            tombstones && p.kind == ValueKind::Delete as u8 && p.seq <= self.smallest;
-        self.last_seq = p.seq;
+        let dead_tombstone = tombstones && kind == ValueKind::Delete as u8 && seq <= self.smallest;
+        self.last_seq = seq;
         hidden || dead_tombstone
     }
 }
@@ -292,16 +298,18 @@ pub fn merge_tables(
     }
     let total: usize = scans.iter().map(TableScan::len).sum();
     let mut pos: Vec<usize> = vec![0; scans.len()];
-    // The hash of each input's next item (`None`: exhausted); internal keys are compared only
-    // when hashes are equal.
+    // The hash of each input's next item (`None`: exhausted). Keys are read only when hashes
+    // are equal: the items are in hash order with their keys scattered over the tables' bytes,
+    // so reading every key cost a cache miss per item (the key's trailer, all the drop rule
+    // needs, was kept by the scan).
     let mut heads: Vec<Option<u128>> = scans.iter().map(|s| s.hash(0)).collect();
-    let ikey_at = |i: usize, pos: &[usize]| -> &[u8] {
-        pos.get(i)
-            .and_then(|&p| scans.get(i)?.get(p))
-            .map_or(&[][..], |(_, k, _)| k)
+    let ikey_at = |i: usize, p: usize| -> &[u8] {
+        scans.get(i).and_then(|s| s.ikey_at(p)).unwrap_or_default()
     };
     let mut rule = DropRule::new(ctx.smallest_snapshot);
     let mut refs = Vec::with_capacity(total);
+    // The previous item: (input, position, hash).
+    let mut prev: Option<(usize, usize, u128)> = None;
     loop {
         let mut best: Option<(usize, u128)> = None;
         for (i, h) in heads.iter().enumerate() {
@@ -309,7 +317,11 @@ pub fn merge_tables(
             let better = match best {
                 None => true,
                 Some((b, bh)) => {
-                    h < bh || (h == bh && cmp_ikey(ikey_at(i, &pos), ikey_at(b, &pos)).is_lt())
+                    let (pi, pb) = (pos.get(i).copied(), pos.get(b).copied());
+                    h < bh
+                        || (h == bh
+                            && cmp_ikey(ikey_at(i, pi.unwrap_or(0)), ikey_at(b, pb.unwrap_or(0)))
+                                .is_lt())
                 }
             };
             if better {
@@ -317,12 +329,16 @@ pub fn merge_tables(
             }
         }
         let Some((i, h)) = best else { break };
-        let k = ikey_at(i, &pos);
-        let keep = !rule.drop(k, tombstones(h));
         let Some(p) = pos.get_mut(i) else { break };
-        if keep {
-            refs.push((i as u32, *p as u32));
+        let at = *p;
+        let same_key = prev.is_some_and(|(pi, pp, ph)| {
+            ph == h && key::user_key(ikey_at(pi, pp)) == key::user_key(ikey_at(i, at))
+        });
+        let trailer = scans.get(i).and_then(|s| s.trailer(at)).unwrap_or(0);
+        if !rule.next(trailer, same_key, tombstones(h)) {
+            refs.push((i as u32, at as u32));
         }
+        prev = Some((i, at, h));
         *p += 1;
         if let Some(slot) = heads.get_mut(i) {
             *slot = scans.get(i).and_then(|s| s.hash(*p));
