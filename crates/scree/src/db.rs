@@ -235,11 +235,18 @@ impl Db {
         let inner = recover(dir, env, opts, tables, stats)?;
         let inner = Arc::new(inner);
         let mut workers = Vec::new();
-        for i in 0..inner.opts.background_threads {
+        let general = inner.opts.background_threads;
+        for i in 0..general + inner.opts.flush_threads {
             let w = inner.clone();
+            let flush_only = i >= general;
+            let name = if flush_only {
+                format!("scree-flush-{}", i - general)
+            } else {
+                format!("scree-bg-{i}")
+            };
             let h = std::thread::Builder::new()
-                .name(format!("scree-bg-{i}"))
-                .spawn(move || w.worker())
+                .name(name)
+                .spawn(move || w.worker(flush_only))
                 .map_err(|e| Error::io("thread", e))?;
             workers.push(h);
         }
@@ -966,7 +973,8 @@ impl DbInner {
 
     // ---- background work ----
 
-    fn worker(self: Arc<Self>) {
+    /// A background thread: flushes first, then compactions (none if `flush_only`).
+    fn worker(self: Arc<Self>, flush_only: bool) {
         loop {
             let work = {
                 let mut bg = self.bg.lock();
@@ -975,7 +983,7 @@ impl DbInner {
                         return;
                     }
                     if self.bg_error.lock().is_none() {
-                        if let Some(w) = self.pick_work(&mut bg) {
+                        if let Some(w) = self.pick_work(&mut bg, flush_only) {
                             bg.running += 1;
                             break w;
                         }
@@ -1002,13 +1010,16 @@ impl DbInner {
         }
     }
 
-    fn pick_work(&self, bg: &mut BgState) -> Option<Work> {
+    fn pick_work(&self, bg: &mut BgState, flush_only: bool) -> Option<Work> {
         let all: Vec<Arc<KsCore>> = self.keyspaces.read().values().cloned().collect();
         for ks in &all {
             if !bg.flushing.contains(&ks.id) && !ks.sv().imms.is_empty() {
                 bg.flushing.insert(ks.id);
                 return Some(Work::Flush(ks.clone()));
             }
+        }
+        if flush_only {
+            return None;
         }
         let smallest = self.smallest_snapshot();
         let _pick = self.pick_lock.lock();

@@ -71,10 +71,12 @@ fn read_snapshot(s: &Snapshot, acc: &Keyspace, meta: &Keyspace) -> Result<(u64, 
     Ok((sum, counts))
 }
 
-fn run(layout: Layout, secs: f64) -> Result<String, String> {
+/// `threads`: (background threads, flush-only threads).
+fn run(layout: Layout, secs: f64, threads: (usize, usize)) -> Result<String, String> {
     let fs = FaultFs::new(7);
     let mut o = common::small_db();
     o.fs = Some(fs.as_dyn());
+    (o.background_threads, o.flush_threads) = threads;
     let db = Db::open("/db", o.clone()).map_err(|e| e.to_string())?;
     let acc = db
         .keyspace("acc", common::small_ks(layout))
@@ -271,9 +273,28 @@ fn writers_readers_and_snapshot_readers_on_every_layout() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2.0);
     for layout in Layout::implemented() {
-        match run(layout, secs) {
+        match run(layout, secs, (2, 0)) {
             Ok(s) => println!("concurrency {s}"),
             Err(e) => panic!("{layout}: {e}"),
         }
+    }
+}
+
+/// One general worker and one flush-only thread (`Options::flush_threads`): flushes and
+/// compactions run on different threads, and the invariants hold as with two workers.
+#[test]
+fn a_flush_only_thread_beside_one_worker_on_every_layout() {
+    for layout in Layout::implemented() {
+        match run(layout, 1.0, (1, 1)) {
+            Ok(s) => println!("concurrency (flush thread) {s}"),
+            Err(e) => panic!("{layout}: {e}"),
+        }
+    }
+    let mut o = common::small_db();
+    o.flush_threads = 17;
+    let dir = tempfile::tempdir().expect("tempdir");
+    match Db::open(dir.path(), o) {
+        Err(scree::Error::InvalidArgument(m)) => assert!(m.contains("flush_threads"), "{m}"),
+        other => panic!("{other:?}"),
     }
 }

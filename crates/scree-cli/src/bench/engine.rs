@@ -139,6 +139,8 @@ pub struct EngineConfig {
 pub struct ScreeTuning {
     /// Background flush/compaction threads.
     pub background_threads: Option<usize>,
+    /// Flush-only threads.
+    pub flush_threads: Option<usize>,
     /// `TrieOptions::pile_size`.
     pub trie_pile_size: Option<usize>,
     /// `TrieOptions::last_level_depth`.

@@ -107,6 +107,10 @@ pub struct BenchArgs {
     /// Scree background flush/compaction threads [default: the engine's, one per core].
     #[arg(long)]
     pub background_threads: Option<usize>,
+    /// Scree threads that run only flushes, beside the background threads
+    /// (`Options::flush_threads`) [default: 0].
+    #[arg(long)]
+    pub flush_threads: Option<usize>,
     /// `trie`: sub-levels a container holds before they are compacted into its children
     /// [default: TrieOptions::default(), 8].
     #[arg(long)]
@@ -240,6 +244,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         direct_reads: args.direct_reads,
         scree: engine::ScreeTuning {
             background_threads: args.background_threads,
+            flush_threads: args.flush_threads,
             trie_pile_size: args.trie_pile_size,
             trie_last_level_depth: args.trie_last_level_depth,
             frag_tables_per_guard: args.frag_tables_per_guard,

@@ -73,6 +73,9 @@ impl ScreeEngine {
         if let Some(n) = t.background_threads {
             opts.background_threads = n;
         }
+        if let Some(n) = t.flush_threads {
+            opts.flush_threads = n;
+        }
         opts.parallel_search = t.parallel_search;
         if let Some(n) = t.trie_pile_size {
             ko.trie.pile_size = n;
@@ -100,6 +103,7 @@ impl ScreeEngine {
                 "background_threads".into(),
                 opts.background_threads.to_string(),
             ),
+            ("flush_threads".into(), opts.flush_threads.to_string()),
             ("direct_reads".into(), opts.direct_reads.to_string()),
             ("parallel_search".into(), opts.parallel_search.to_string()),
             (
