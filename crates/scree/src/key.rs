@@ -57,6 +57,13 @@ pub struct ParsedKey<'a> {
     pub kind: u8,
 }
 
+impl ParsedKey<'_> {
+    /// The trailer `(seq << 8) | kind` the key was parsed from.
+    pub fn trailer(&self) -> u64 {
+        (self.seq << 8) | u64::from(self.kind)
+    }
+}
+
 /// Splits an internal key.
 pub fn parse(ikey: &[u8]) -> ParsedKey<'_> {
     if ikey.len() < 8 {

@@ -417,14 +417,13 @@ impl HTableReader {
                 ));
             }
             let off = (e.ikey.as_ptr() as usize).wrapping_sub(base.as_ptr() as usize);
-            let p = key::parse(e.ikey);
             items.push(ScanItem {
                 hash,
                 region,
                 off,
                 klen: e.ikey.len() as u32,
                 vlen: e.value.len() as u32,
-                trailer: (p.seq << 8) | u64::from(p.kind),
+                trailer: key::parse(e.ikey).trailer(),
             });
             Ok(())
         };

@@ -244,7 +244,7 @@ impl DropRule {
             self.last_user.clear();
             self.last_user.extend_from_slice(p.user_key);
         }
-        self.next((p.seq << 8) | u64::from(p.kind), same_key, tombstones)
+        self.next(p.trailer(), same_key, tombstones)
     }
     /// Whether the next item, with internal-key trailer `trailer`, is dropped; `same_key`:
     /// it is a version of the previous item's user key.
