@@ -311,18 +311,14 @@ pub fn merge_tables(
     // The previous item: (input, position, hash).
     let mut prev: Option<(usize, usize, u128)> = None;
     loop {
+        // The internal key of input `i`'s next item (read only to break a tie of hashes).
+        let head = |i: usize| ikey_at(i, pos.get(i).copied().unwrap_or(0));
         let mut best: Option<(usize, u128)> = None;
         for (i, h) in heads.iter().enumerate() {
             let Some(h) = *h else { continue };
             let better = match best {
                 None => true,
-                Some((b, bh)) => {
-                    let (pi, pb) = (pos.get(i).copied(), pos.get(b).copied());
-                    h < bh
-                        || (h == bh
-                            && cmp_ikey(ikey_at(i, pi.unwrap_or(0)), ikey_at(b, pb.unwrap_or(0)))
-                                .is_lt())
-                }
+                Some((b, bh)) => h < bh || (h == bh && cmp_ikey(head(i), head(b)).is_lt()),
             };
             if better {
                 best = Some((i, h));
