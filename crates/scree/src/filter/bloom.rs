@@ -51,11 +51,22 @@ impl BloomBuilder {
 
 /// Encodes a filter for `hashes` with `bits_per_key` bits per key.
 pub fn encode(hashes: &[u64], bits_per_key: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_into(&mut out, hashes, bits_per_key);
+    out
+}
+
+/// [`encode`] appending the filter to `buf` (a table's filters packed in one buffer).
+pub fn encode_into(buf: &mut Vec<u8>, hashes: &[u64], bits_per_key: u32) {
     let k = ((f64::from(bits_per_key) * 0.69) as u32).clamp(1, 30) as u8;
     let bits = (hashes.len() * bits_per_key as usize).max(64);
     let bytes = bits.div_ceil(8);
     let bits = bytes * 8;
-    let mut out = vec![0u8; bytes + 1];
+    let start = buf.len();
+    buf.resize(start + bytes + 1, 0);
+    let Some(out) = buf.get_mut(start..) else {
+        return;
+    };
     for &h in hashes {
         let mut a = h as u32;
         let delta = (h >> 32) as u32 | 1;
@@ -70,7 +81,6 @@ pub fn encode(hashes: &[u64], bits_per_key: u32) -> Vec<u8> {
     if let Some(last) = out.last_mut() {
         *last = k;
     }
-    out
 }
 
 /// Bits of one cache-local block.

@@ -26,29 +26,62 @@ use super::format::Migration;
 /// Destination code for "the overflow region" inside the planner (on disk it is `n_buckets`).
 pub(crate) const OVERFLOW: u32 = u32::MAX;
 
-/// Where each rank group of each bucket goes: `plan[b][g]` is a bucket id (`b` itself = stays
-/// home) or [`OVERFLOW`].
-pub(crate) fn plan(groups: &[Vec<(u32, usize)>], cap: usize) -> Vec<Vec<u32>> {
-    let mut dest: Vec<Vec<u32>> = groups
-        .iter()
-        .enumerate()
-        .map(|(b, gs)| {
-            gs.iter()
-                .map(|&(_, size)| if size > cap { OVERFLOW } else { b as u32 })
-                .collect()
-        })
-        .collect();
-    let mut load: Vec<usize> = groups
-        .iter()
-        .zip(&dest)
-        .map(|(gs, ds)| {
-            gs.iter()
-                .zip(ds)
-                .filter(|(_, &d)| d != OVERFLOW)
-                .map(|(&(_, s), _)| s)
-                .sum()
-        })
-        .collect();
+/// The rank groups of every bucket, flattened (one allocation for the whole table instead of
+/// one per bucket): bucket `b`'s groups are `rank_size[start[b]..start[b + 1]]`, as
+/// `(rank, encoded bytes)` in ascending rank order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Groups {
+    pub(crate) rank_size: Vec<(u32, usize)>,
+    pub(crate) start: Vec<usize>,
+}
+
+impl Groups {
+    /// Number of buckets.
+    pub(crate) fn buckets(&self) -> usize {
+        self.start.len().saturating_sub(1)
+    }
+    /// Indices (into `rank_size` and a plan) of bucket `b`'s groups.
+    pub(crate) fn of(&self, b: usize) -> std::ops::Range<usize> {
+        let s = self.start.get(b).copied().unwrap_or(0);
+        let e = self.start.get(b + 1).copied().unwrap_or(s);
+        s..e
+    }
+    /// Groups given per bucket (tests).
+    #[cfg(test)]
+    pub(crate) fn from_nested(nested: &[Vec<(u32, usize)>]) -> Self {
+        let mut g = Groups {
+            rank_size: Vec::new(),
+            start: vec![0],
+        };
+        for gs in nested {
+            g.rank_size.extend_from_slice(gs);
+            g.start.push(g.rank_size.len());
+        }
+        g
+    }
+}
+
+/// Where each rank group goes: `plan[g]` (parallel to `groups.rank_size`) is a bucket id (the
+/// group's own bucket = stays home) or [`OVERFLOW`].
+pub(crate) fn plan(groups: &Groups, cap: usize) -> Vec<u32> {
+    let n = groups.buckets();
+    let mut dest: Vec<u32> = vec![OVERFLOW; groups.rank_size.len()];
+    let mut load: Vec<usize> = vec![0; n];
+    for b in 0..n {
+        let mut l = 0usize;
+        for g in groups.of(b) {
+            let size = groups.rank_size.get(g).map_or(0, |x| x.1);
+            if size <= cap {
+                l += size;
+                if let Some(d) = dest.get_mut(g) {
+                    *d = b as u32;
+                }
+            }
+        }
+        if let Some(x) = load.get_mut(b) {
+            *x = l;
+        }
+    }
     let mut list: BTreeSet<(usize, u32)> = load
         .iter()
         .enumerate()
@@ -60,30 +93,28 @@ pub(crate) fn plan(groups: &[Vec<(u32, usize)>], cap: usize) -> Vec<Vec<u32>> {
             break;
         }
         list.remove(&(src_load, src));
-        let s = src as usize;
-        let (Some(gs), Some(ds)) = (groups.get(s), dest.get(s)) else {
-            break;
-        };
+        let gs = groups.of(src as usize);
         // Watermark: fill with groups in ascending rank order until one does not fit.
         let mut kept = 0usize;
-        let mut first_moved = gs.len();
-        for (i, (&(_, size), &d)) in gs.iter().zip(ds).enumerate() {
-            if d != src {
+        let mut first_moved = gs.end;
+        for g in gs.clone() {
+            if dest.get(g) != Some(&src) {
                 continue;
             }
+            let size = groups.rank_size.get(g).map_or(0, |x| x.1);
             if kept + size > cap {
-                first_moved = i;
+                first_moved = g;
                 break;
             }
             kept += size;
         }
-        if let Some(l) = load.get_mut(s) {
+        if let Some(l) = load.get_mut(src as usize) {
             *l = kept;
         }
         let mut current: Option<u32> = None;
-        for i in first_moved..gs.len() {
-            let size = gs.get(i).map_or(0, |g| g.1);
-            if dest.get(s).and_then(|d| d.get(i)) != Some(&src) {
+        for g in first_moved..gs.end {
+            let size = groups.rank_size.get(g).map_or(0, |x| x.1);
+            if dest.get(g) != Some(&src) {
                 continue; // already bound for the overflow region
             }
             let load_of =
@@ -108,7 +139,7 @@ pub(crate) fn plan(groups: &[Vec<(u32, usize)>], cap: usize) -> Vec<Vec<u32>> {
                 }
                 None => OVERFLOW,
             };
-            if let Some(slot) = dest.get_mut(s).and_then(|d| d.get_mut(i)) {
+            if let Some(slot) = dest.get_mut(g) {
                 *slot = to;
             }
         }
@@ -118,13 +149,16 @@ pub(crate) fn plan(groups: &[Vec<(u32, usize)>], cap: usize) -> Vec<Vec<u32>> {
 
 /// The migration records of a plan: for each bucket, one record wherever the destination
 /// changes along ascending ranks (starting from "home"). `n_buckets` encodes the overflow region.
-pub(crate) fn records(groups: &[Vec<(u32, usize)>], dest: &[Vec<u32>]) -> Vec<Migration> {
-    let n_buckets = groups.len() as u32;
+pub(crate) fn records(groups: &Groups, dest: &[u32]) -> Vec<Migration> {
+    let n_buckets = groups.buckets() as u32;
     let mut out = Vec::new();
-    for (b, (gs, ds)) in groups.iter().zip(dest).enumerate() {
+    for b in 0..groups.buckets() {
         let src = b as u32;
         let mut prev = src;
-        for (&(rank, _), &d) in gs.iter().zip(ds) {
+        for g in groups.of(b) {
+            let (Some(&(rank, _)), Some(&d)) = (groups.rank_size.get(g), dest.get(g)) else {
+                continue;
+            };
             let d = if d == OVERFLOW { n_buckets } else { d };
             if d != prev {
                 out.push(Migration {
@@ -156,6 +190,13 @@ pub(crate) fn locate(records: &[Migration], home: u32, rank: u32) -> u32 {
 mod tests {
     use super::*;
 
+    /// The plan per bucket, as the groups were given.
+    fn nested(groups: &Groups, dest: &[u32]) -> Vec<Vec<u32>> {
+        (0..groups.buckets())
+            .map(|b| groups.of(b).map(|g| dest[g]).collect())
+            .collect()
+    }
+
     #[test]
     fn overloaded_bucket_migrates_its_highest_ranks() {
         // Bucket 0 holds 5 groups of 30 bytes with cap 100; buckets 1 and 2 are empty.
@@ -164,9 +205,11 @@ mod tests {
             vec![],
             vec![(7, 90)],
         ];
-        let dest = plan(&groups, 100);
+        let g = Groups::from_nested(&groups);
+        let flat = plan(&g, 100);
+        let dest = nested(&g, &flat);
         assert_eq!(dest[0], vec![0, 0, 0, 1, 1]);
-        let recs = records(&groups, &dest);
+        let recs = records(&g, &flat);
         assert_eq!(
             recs,
             vec![Migration {
@@ -184,11 +227,13 @@ mod tests {
     #[test]
     fn oversize_group_and_leftovers_go_to_overflow() {
         let groups = vec![vec![(1, 50), (2, 500), (3, 60)], vec![(5, 90)]];
-        let dest = plan(&groups, 100);
+        let g = Groups::from_nested(&groups);
+        let flat = plan(&g, 100);
+        let dest = nested(&g, &flat);
         // 500 > cap: overflow; then 50 + 60 > 100: rank 3 migrates, but bucket 1 has only 10
         // bytes free, so it goes to the overflow region too.
         assert_eq!(dest[0], vec![0, OVERFLOW, OVERFLOW]);
-        let recs = records(&groups, &dest);
+        let recs = records(&g, &flat);
         assert_eq!(
             recs,
             vec![Migration {
@@ -207,7 +252,9 @@ mod tests {
             vec![(0, 50)],
             vec![(0, 60)],
         ];
-        let dest = plan(&groups, 100);
+        let g = Groups::from_nested(&groups);
+        let flat = plan(&g, 100);
+        let dest = nested(&g, &flat);
         let total: usize = groups.iter().flatten().map(|g| g.1).sum();
         assert_eq!(total, 310);
         // The source keeps 5 groups (100 bytes). Of the 5 that move, two go to bucket 1
@@ -216,7 +263,7 @@ mod tests {
         assert_eq!(dest[0][5..], [1, 1, 2, 2, OVERFLOW]);
         let moved: Vec<u32> = dest[0][5..].to_vec();
         assert!(moved.iter().all(|&d| d != 0));
-        let recs = records(&groups, &dest);
+        let recs = records(&g, &flat);
         for (i, &d) in dest[0].iter().enumerate() {
             let want = if d == OVERFLOW { 3 } else { d };
             assert_eq!(locate(&recs, 0, groups[0][i].0), want);

@@ -11,7 +11,7 @@ use crate::key;
 
 use super::balance::{self, OVERFLOW};
 use super::format::{
-    encode_bucket, encode_filters, encode_meta, encode_overflow_record, entry_size, FilterSet,
+    encode_bucket_into, encode_filters, encode_meta, encode_overflow_record, entry_size, FilterSet,
     Footer, OverflowEntry, FOOTER_SIZE,
 };
 use super::{bucket_of, placement_hash, rank_in_bucket, BUCKET_CAPACITY, BUCKET_SIZE};
@@ -125,13 +125,22 @@ pub struct HTableBuilder {
     entry_bytes: u64,
 }
 
-/// Where the encoded bytes go.
+/// Where the encoded bytes go: a buffer the writer appends to, drained after each append.
 trait Sink {
-    fn put(&mut self, b: &[u8]) -> Result<()>;
+    /// The buffer to append encoded bytes to.
+    fn buf(&mut self) -> &mut Vec<u8>;
+    /// Writes the buffer out if it has grown large (a file) or keeps it (memory).
+    fn drain(&mut self) -> Result<()>;
+    fn put(&mut self, b: &[u8]) -> Result<()> {
+        self.buf().extend_from_slice(b);
+        self.drain()
+    }
 }
 impl Sink for Vec<u8> {
-    fn put(&mut self, b: &[u8]) -> Result<()> {
-        self.extend_from_slice(b);
+    fn buf(&mut self) -> &mut Vec<u8> {
+        self
+    }
+    fn drain(&mut self) -> Result<()> {
         Ok(())
     }
 }
@@ -140,14 +149,35 @@ struct BufferedWriter<'a> {
     buf: Vec<u8>,
 }
 impl Sink for BufferedWriter<'_> {
-    fn put(&mut self, b: &[u8]) -> Result<()> {
-        self.buf.extend_from_slice(b);
+    fn buf(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+    fn drain(&mut self) -> Result<()> {
         if self.buf.len() >= 256 * 1024 {
             self.w.append(&self.buf)?;
             self.buf.clear();
         }
         Ok(())
     }
+}
+
+/// Start offsets of a flat array grouped by bucket (a counting sort's prefix sums): bucket
+/// `b`'s elements are `[starts[b], starts[b + 1])`; `keys` yields each element's bucket
+/// (`< n`).
+fn csr_starts(n: usize, keys: impl Iterator<Item = u32>) -> Vec<usize> {
+    let mut starts = vec![0usize; n + 1];
+    for k in keys {
+        if let Some(c) = starts.get_mut(k as usize + 1) {
+            *c += 1;
+        }
+    }
+    for b in 1..starts.len() {
+        let prev = starts.get(b - 1).copied().unwrap_or(0);
+        if let Some(c) = starts.get_mut(b) {
+            *c += prev;
+        }
+    }
+    starts
 }
 
 fn cmp_ent(a: &Ent<'_>, b: &Ent<'_>) -> Ordering {
@@ -300,10 +330,16 @@ impl HTableBuilder {
                 "HTable items contain the same internal key twice".into(),
             ));
         }
-        let sizes: Vec<usize> = items
-            .iter()
-            .map(|it| entry_size(it.ikey.len(), it.value.len()))
-            .collect();
+        if u32::try_from(items.len()).is_err() {
+            return Err(Error::InvalidArgument(
+                "too many items for one HTable".into(),
+            ));
+        }
+        let size_of = |i: usize| {
+            items
+                .get(i)
+                .map_or(0, |it| entry_size(it.ikey.len(), it.value.len()))
+        };
 
         // Bucket count from the bytes that can live in buckets (hash groups up to the cap).
         let n_buckets = match opts.n_buckets {
@@ -318,9 +354,8 @@ impl HTableBuilder {
                     let h = items.get(i).map_or(0, |it| it.hash);
                     let mut j = i;
                     let mut g = 0usize;
-                    while let Some(it) = items.get(j).filter(|it| it.hash == h) {
-                        let _ = it;
-                        g = g.saturating_add(sizes.get(j).copied().unwrap_or(0));
+                    while items.get(j).is_some_and(|it| it.hash == h) {
+                        g = g.saturating_add(size_of(j));
                         j += 1;
                     }
                     if g <= cap {
@@ -333,121 +368,157 @@ impl HTableBuilder {
         };
         let n = n_buckets as usize;
 
-        // Per home bucket: item indices ordered by (rank, hash, ikey); then rank groups.
-        // Sized up front: growing ~n small vectors by pushes cost several allocations each.
+        // Items by home bucket, each bucket's in (rank, index) order: a counting sort by home,
+        // then a sort of each bucket's packed `rank << 32 | index` words. Index order is
+        // (hash, internal key) order, so the versions of a key (one hash, one rank) stay
+        // adjacent, newest first. Flat arrays: one allocation each, not one per bucket.
         let homes: Vec<u32> = items
             .iter()
             .map(|it| bucket_of(it.hash, n_buckets))
             .collect();
-        let mut counts = vec![0usize; n];
-        for &b in &homes {
-            if let Some(c) = counts.get_mut(b as usize) {
-                *c += 1;
-            }
-        }
-        let mut per_bucket: Vec<Vec<usize>> =
-            counts.iter().map(|&c| Vec::with_capacity(c)).collect();
-        for (i, &b) in homes.iter().enumerate() {
-            if let Some(v) = per_bucket.get_mut(b as usize) {
-                v.push(i);
-            }
-        }
-        let mut groups: Vec<Vec<(u32, usize)>> = Vec::with_capacity(n);
-        // For each bucket, the item-index range of each group inside per_bucket[b].
-        let mut group_ranges: Vec<Vec<(usize, usize)>> = Vec::with_capacity(n);
-        for (b, idx) in per_bucket.iter_mut().enumerate() {
-            let rank = |i: &usize| {
-                items
-                    .get(*i)
-                    .map_or(0, |it| rank_in_bucket(it.hash, b as u32))
-            };
-            // Items are already in (hash, ikey) order; a stable sort by rank keeps that.
-            idx.sort_by_key(rank);
-            let mut gs = Vec::new();
-            let mut rs = Vec::new();
-            let mut start = 0;
-            while start < idx.len() {
-                let r = idx.get(start).map_or(0, rank);
-                let mut end = start;
-                let mut size = 0usize;
-                while let Some(i) = idx.get(end).filter(|i| rank(i) == r) {
-                    size = size.saturating_add(sizes.get(*i).copied().unwrap_or(0));
-                    end += 1;
+        let home_start = csr_starts(n, homes.iter().copied());
+        let mut by_home = vec![0u64; items.len()];
+        {
+            let mut next = home_start.clone();
+            for (i, (&b, it)) in homes.iter().zip(&items).enumerate() {
+                if let Some(p) = next.get_mut(b as usize) {
+                    if let Some(slot) = by_home.get_mut(*p) {
+                        *slot = (u64::from(rank_in_bucket(it.hash, b)) << 32) | i as u64;
+                    }
+                    *p += 1;
                 }
-                gs.push((r, size));
-                rs.push((start, end));
-                start = end;
             }
-            groups.push(gs);
-            group_ranges.push(rs);
         }
-        let source_buckets = groups
-            .iter()
-            .filter(|gs| gs.iter().map(|g| g.1).filter(|&s| s <= cap).sum::<usize>() > cap)
+        let range = |starts: &[usize], b: usize| {
+            let s = starts.get(b).copied().unwrap_or(0);
+            s..starts.get(b + 1).copied().unwrap_or(s)
+        };
+        for b in 0..n {
+            if let Some(words) = by_home.get_mut(range(&home_start, b)) {
+                words.sort_unstable();
+            }
+        }
+        let index_of = |w: u64| (w & u64::from(u32::MAX)) as usize;
+        let rank_of = |w: u64| (w >> 32) as u32;
+
+        // Rank groups: per bucket, runs of equal rank in `by_home`; `group_end[g]` is where
+        // group g's run ends (it starts where the previous group of its bucket ended).
+        let mut groups = balance::Groups {
+            rank_size: Vec::with_capacity(items.len()),
+            start: Vec::with_capacity(n + 1),
+        };
+        let mut group_end: Vec<usize> = Vec::with_capacity(items.len());
+        groups.start.push(0);
+        for b in 0..n {
+            let r = range(&home_start, b);
+            let mut p = r.start;
+            while p < r.end {
+                let rank = by_home.get(p).map_or(0, |&w| rank_of(w));
+                let mut size = 0usize;
+                while let Some(&w) = by_home.get(p).filter(|&&w| p < r.end && rank_of(w) == rank) {
+                    size = size.saturating_add(size_of(index_of(w)));
+                    p += 1;
+                }
+                groups.rank_size.push((rank, size));
+                group_end.push(p);
+            }
+            groups.start.push(groups.rank_size.len());
+        }
+        let source_buckets = (0..n)
+            .filter(|&b| {
+                groups
+                    .of(b)
+                    .filter_map(|g| groups.rank_size.get(g))
+                    .map(|g| g.1)
+                    .filter(|&s| s <= cap)
+                    .sum::<usize>()
+                    > cap
+            })
             .count() as u32;
         let dest = balance::plan(&groups, cap);
         let migrations = balance::records(&groups, &dest);
 
-        // Physical placement.
-        let mut physical: Vec<Vec<usize>> = vec![Vec::new(); n];
-        let mut overflow_items: Vec<usize> = Vec::new();
+        // Physical placement: each item's destination, then a counting sort by destination in
+        // index order, so every bucket's entries come out in (hash, internal key) order.
+        let mut dest_of = vec![OVERFLOW; items.len()];
         let mut migrated = 0u64;
-        for (b, ((ranges, ds), idx)) in group_ranges.iter().zip(&dest).zip(&per_bucket).enumerate()
+        for b in 0..n {
+            let gs = groups.of(b);
+            let mut p = range(&home_start, b).start;
+            for g in gs {
+                let end = group_end.get(g).copied().unwrap_or(p);
+                let d = dest.get(g).copied().unwrap_or(OVERFLOW);
+                for &w in by_home.get(p..end).unwrap_or_default() {
+                    if let Some(slot) = dest_of.get_mut(index_of(w)) {
+                        *slot = d;
+                    }
+                }
+                if d != OVERFLOW && d as usize != b {
+                    migrated += (end - p) as u64;
+                }
+                p = end;
+            }
+        }
+        let phys_start = csr_starts(n, dest_of.iter().copied().filter(|&d| d != OVERFLOW));
+        let mut physical = vec![0u32; phys_start.last().copied().unwrap_or(0)];
+        let mut overflow_items: Vec<usize> = Vec::new();
         {
-            for (&(s, e), &d) in ranges.iter().zip(ds) {
-                let members = idx.get(s..e).unwrap_or_default();
+            let mut next = phys_start.clone();
+            for (i, &d) in dest_of.iter().enumerate() {
                 if d == OVERFLOW {
-                    overflow_items.extend_from_slice(members);
-                } else {
-                    if d as usize != b {
-                        migrated += members.len() as u64;
+                    overflow_items.push(i);
+                } else if let Some(p) = next.get_mut(d as usize) {
+                    if let Some(slot) = physical.get_mut(*p) {
+                        *slot = i as u32;
                     }
-                    if let Some(p) = physical.get_mut(d as usize) {
-                        p.extend_from_slice(members);
-                    }
+                    *p += 1;
                 }
             }
         }
 
         // Filters over the user keys whose home is each bucket (migrated ones included: they
         // still logically belong to their home bucket, §2.4.2).
-        let mut filters: Vec<Vec<u8>> = Vec::with_capacity(n);
+        let mut filters = FilterSet::with_capacity(
+            n,
+            (items.len() * opts.bits_per_key as usize).div_ceil(8) + 9 * n,
+        );
         let mut hashes: Vec<u64> = Vec::new();
-        for idx in &per_bucket {
+        for b in 0..n {
             hashes.clear();
-            // The versions of a key share its rank group, so they are adjacent here (the rank
-            // sort is stable over (hash, internal key) order): dropping consecutive repeats
-            // keeps each key once.
-            // Keys are not read here: two items with the same placement and Bloom hashes set
-            // the same filter bits whether or not they are one key.
+            // The versions of a key share its rank group, so they are adjacent here: dropping
+            // consecutive repeats keeps each key once. Keys are not read here: two items with
+            // the same placement and Bloom hashes set the same filter bits whether or not they
+            // are one key.
             let mut last: Option<(u128, u64)> = None;
-            for it in idx.iter().filter_map(|&i| items.get(i)) {
-                if last != Some((it.hash, it.bloom)) {
-                    hashes.push(it.bloom);
-                    last = Some((it.hash, it.bloom));
+            for &w in by_home.get(range(&home_start, b)).unwrap_or_default() {
+                if let Some(it) = items.get(index_of(w)) {
+                    if last != Some((it.hash, it.bloom)) {
+                        hashes.push(it.bloom);
+                        last = Some((it.hash, it.bloom));
+                    }
                 }
             }
-            filters.push(if hashes.is_empty() {
-                Vec::new()
-            } else {
-                bloom::encode(&hashes, opts.bits_per_key)
-            });
+            filters.push_encoded(&hashes, opts.bits_per_key);
         }
 
-        // Buckets.
-        // Entries of a bucket in (hash, internal key) order — the order of `items` — so the
-        // versions of a key are adjacent, newest first.
+        // Buckets, encoded straight into the sink's buffer.
         let mut max_fill = 0usize;
         let mut entries: Vec<(&[u8], &[u8])> = Vec::new();
-        for (b, p) in physical.iter_mut().enumerate() {
-            p.sort_unstable();
+        for b in 0..n {
+            let members = physical.get(range(&phys_start, b)).unwrap_or_default();
+            max_fill = max_fill.max(members.iter().map(|&i| size_of(i as usize)).sum());
             entries.clear();
             entries.extend(
-                p.iter()
-                    .filter_map(|&i| items.get(i).map(|it| (it.ikey, it.value))),
+                members
+                    .iter()
+                    .filter_map(|&i| items.get(i as usize).map(|it| (it.ikey, it.value))),
             );
-            max_fill = max_fill.max(p.iter().map(|&i| sizes.get(i).copied().unwrap_or(0)).sum());
-            sink.put(&encode_bucket((b * BUCKET_SIZE) as u64, &entries)?)?;
+            encode_bucket_into(
+                sink.buf(),
+                (b * BUCKET_SIZE) as u64,
+                entries.iter().copied(),
+            )?;
+            sink.drain()?;
         }
 
         // Overflow region: one record per hash, in hash order (items are in (hash, ikey) order).
@@ -506,7 +577,7 @@ impl HTableBuilder {
             n_buckets,
             items: items.len() as u64,
             file_size: filter_offset + fblock.len() as u64 + fb.len() as u64,
-            entry_bytes: sizes.iter().map(|&s| s as u64).sum(),
+            entry_bytes: (0..items.len()).map(|i| size_of(i) as u64).sum(),
             migrated_items: migrated,
             overflow_items: overflow_items.len() as u64,
             source_buckets,
@@ -516,6 +587,6 @@ impl HTableBuilder {
             overflow_len,
             max_fill: max_fill as f64 / BUCKET_CAPACITY as f64,
         };
-        Ok((summary, FilterSet::from_filters(filters)))
+        Ok((summary, filters))
     }
 }

@@ -83,29 +83,37 @@ fn read_entries<'a>(
     Ok(out)
 }
 
-/// Encodes a bucket at file offset `offset` holding `entries` (already sorted; their encoded
-/// size must be at most [`BUCKET_CAPACITY`]).
-pub(crate) fn encode_bucket(offset: u64, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>> {
-    let mut b = Vec::with_capacity(BUCKET_SIZE);
-    b.extend_from_slice(&[0u8; 4]);
+/// Appends to `out` the bucket at file offset `offset` holding `entries` (already sorted; their
+/// encoded size must be at most [`BUCKET_CAPACITY`]): exactly [`BUCKET_SIZE`] bytes, encoded in
+/// place (a writer appends thousands of buckets to one buffer). On error `out` is unchanged.
+pub(crate) fn encode_bucket_into<'e>(
+    out: &mut Vec<u8>,
+    offset: u64,
+    entries: impl ExactSizeIterator<Item = (&'e [u8], &'e [u8])>,
+) -> Result<()> {
     let count = u16::try_from(entries.len())
         .map_err(|_| Error::InvalidArgument("too many entries for one bucket".into()))?;
-    b.extend_from_slice(&count.to_le_bytes());
+    let start = out.len();
+    out.reserve(BUCKET_SIZE);
+    out.extend_from_slice(&[0u8; 4]);
+    out.extend_from_slice(&count.to_le_bytes());
     for (k, v) in entries {
-        put_entry(&mut b, k, v);
+        put_entry(out, k, v);
     }
-    if b.len() > BUCKET_SIZE {
+    let used = out.len() - start;
+    if used > BUCKET_SIZE {
+        out.truncate(start);
         return Err(Error::InvalidArgument(format!(
             "bucket overfilled: {} bytes of entries > {BUCKET_CAPACITY}",
-            b.len() - BUCKET_HEADER
+            used - BUCKET_HEADER
         )));
     }
-    b.resize(BUCKET_SIZE, 0);
-    let c = region_crc(offset, b.get(4..).unwrap_or_default());
-    if let Some(h) = b.get_mut(0..4) {
+    out.resize(start + BUCKET_SIZE, 0);
+    let c = region_crc(offset, out.get(start + 4..).unwrap_or_default());
+    if let Some(h) = out.get_mut(start..start + 4) {
         h.copy_from_slice(&c.to_le_bytes());
     }
-    Ok(b)
+    Ok(())
 }
 
 /// Checks and decodes a bucket read from file offset `offset`.
@@ -333,6 +341,23 @@ pub struct FilterSet {
 }
 
 impl FilterSet {
+    /// An empty set with room for `n` filters.
+    pub(crate) fn with_capacity(n: usize, bytes: usize) -> Self {
+        let mut offsets = Vec::with_capacity(n + 1);
+        offsets.push(0);
+        FilterSet {
+            data: Vec::with_capacity(bytes),
+            offsets,
+        }
+    }
+    /// Appends the next bucket's filter over the Bloom hashes `hashes` (none: an empty filter),
+    /// encoded in place with `bits_per_key` bits per key.
+    pub(crate) fn push_encoded(&mut self, hashes: &[u64], bits_per_key: u32) {
+        if !hashes.is_empty() {
+            crate::filter::bloom::encode_into(&mut self.data, hashes, bits_per_key);
+        }
+        self.offsets.push(self.data.len() as u32);
+    }
     /// Packs one filter per bucket.
     pub fn from_filters<I, F>(filters: I) -> Self
     where
@@ -384,10 +409,10 @@ pub(crate) fn filter_may_contain(filter: &[u8], h: u64) -> bool {
 }
 
 /// Encodes the filter block placed at file offset `offset`.
-pub(crate) fn encode_filters(offset: u64, filters: &[Vec<u8>]) -> Vec<u8> {
-    let mut b = Vec::new();
+pub(crate) fn encode_filters(offset: u64, filters: &FilterSet) -> Vec<u8> {
+    let mut b = Vec::with_capacity(filters.memory_bytes() + 16);
     put_varint(&mut b, filters.len() as u64);
-    for f in filters {
+    for f in filters.iter() {
         put_varint(&mut b, f.len() as u64);
         b.extend_from_slice(f);
     }
