@@ -82,6 +82,41 @@ pub struct HTableSummary {
     pub overflow_len: u64,
     /// Fill of the fullest bucket (fraction of [`BUCKET_CAPACITY`]).
     pub max_fill: f64,
+    /// The smallest internal key (empty for an empty table).
+    pub smallest: Vec<u8>,
+    /// The largest internal key (empty for an empty table).
+    pub largest: Vec<u8>,
+    /// The smallest sequence number (`u64::MAX` for an empty table).
+    pub min_seq: u64,
+}
+
+/// The internal-key range and oldest sequence number of the items written.
+struct KeyRange<'a> {
+    smallest: Option<&'a [u8]>,
+    largest: Option<&'a [u8]>,
+    min_seq: u64,
+}
+
+impl Default for KeyRange<'_> {
+    fn default() -> Self {
+        KeyRange {
+            smallest: None,
+            largest: None,
+            min_seq: u64::MAX,
+        }
+    }
+}
+
+impl<'a> KeyRange<'a> {
+    fn note(&mut self, ikey: &'a [u8]) {
+        self.min_seq = self.min_seq.min(key::parse(ikey).seq);
+        if self.smallest.is_none_or(|s| key::cmp_ikey(ikey, s).is_lt()) {
+            self.smallest = Some(ikey);
+        }
+        if self.largest.is_none_or(|l| key::cmp_ikey(ikey, l).is_gt()) {
+            self.largest = Some(ikey);
+        }
+    }
 }
 
 /// An item: its hash, where its internal key and value are in the builder's arena, and the
@@ -95,18 +130,24 @@ struct Item {
     bloom: u64,
 }
 
-/// An item as the writer sees it.
-struct Ent<'a> {
-    hash: u128,
-    ikey: &'a [u8],
-    value: &'a [u8],
-    bloom: u64,
+/// An item borrowed from its owner's buffers, as the writer sees it: the builder's arena, or
+/// a compaction's input tables ([`finish_borrowed`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ItemRef<'a> {
+    /// Placement hash of the user key (`placement_hash` with the table's key).
+    pub hash: u128,
+    /// Internal key (well formed).
+    pub ikey: &'a [u8],
+    /// Value.
+    pub value: &'a [u8],
+    /// `bloom::bloom_hash` of the user key.
+    pub bloom: u64,
 }
 
-fn ent<'a>(data: &'a [u8], it: &Item) -> Ent<'a> {
+fn ent<'a>(data: &'a [u8], it: &Item) -> ItemRef<'a> {
     let k = it.off + it.klen as usize;
     let v = k + it.vlen as usize;
-    Ent {
+    ItemRef {
         hash: it.hash,
         ikey: data.get(it.off..k).unwrap_or_default(),
         value: data.get(k..v).unwrap_or_default(),
@@ -180,7 +221,7 @@ fn csr_starts(n: usize, keys: impl Iterator<Item = u32>) -> Vec<usize> {
     starts
 }
 
-fn cmp_ent(a: &Ent<'_>, b: &Ent<'_>) -> Ordering {
+fn cmp_ent(a: &ItemRef<'_>, b: &ItemRef<'_>) -> Ordering {
     a.hash
         .cmp(&b.hash)
         .then_with(|| key::cmp_ikey(a.ikey, b.ikey))
@@ -302,291 +343,333 @@ impl HTableBuilder {
     }
 
     fn write(mut self, sink: &mut dyn Sink) -> Result<(HTableSummary, FilterSet)> {
-        let opts = self.opts;
-        if !(opts.bucket_fill_cap > 0.0 && opts.bucket_fill_cap <= 1.0) {
-            return Err(Error::InvalidArgument(
-                "bucket_fill_cap must be in (0, 1]".into(),
-            ));
-        }
-        if !(opts.target_fill > 0.0 && opts.target_fill <= 1.0) {
-            return Err(Error::InvalidArgument(
-                "target_fill must be in (0, 1]".into(),
-            ));
-        }
-        let cap =
-            ((opts.bucket_fill_cap * BUCKET_CAPACITY as f64) as usize).clamp(1, BUCKET_CAPACITY);
         let data = std::mem::take(&mut self.data);
-        let mut items: Vec<Ent<'_>> = self.items.iter().map(|it| ent(&data, it)).collect();
+        let items: Vec<ItemRef<'_>> = self.items.iter().map(|it| ent(&data, it)).collect();
         self.items = Vec::new();
-        // Compaction feeds items already in (hash, internal key) order.
-        if !items.is_sorted_by(|a, b| cmp_ent(a, b).is_le()) {
-            items.sort_by(cmp_ent);
-        }
-        if items
-            .windows(2)
-            .any(|w| matches!(w, [a, b] if a.hash == b.hash && a.ikey == b.ikey))
-        {
-            return Err(Error::InvalidArgument(
-                "HTable items contain the same internal key twice".into(),
-            ));
-        }
-        if u32::try_from(items.len()).is_err() {
-            return Err(Error::InvalidArgument(
-                "too many items for one HTable".into(),
-            ));
-        }
-        let size_of = |i: usize| {
-            items
-                .get(i)
-                .map_or(0, |it| entry_size(it.ikey.len(), it.value.len()))
-        };
-
-        // Bucket count from the bytes that can live in buckets (hash groups up to the cap).
-        let n_buckets = match opts.n_buckets {
-            Some(n) if (1..u32::MAX).contains(&n) => n,
-            Some(_) => {
-                return Err(Error::InvalidArgument("n_buckets out of range".into()));
-            }
-            None => {
-                let mut bucket_bytes = 0u64;
-                let mut i = 0;
-                while i < items.len() {
-                    let h = items.get(i).map_or(0, |it| it.hash);
-                    let mut j = i;
-                    let mut g = 0usize;
-                    while items.get(j).is_some_and(|it| it.hash == h) {
-                        g = g.saturating_add(size_of(j));
-                        j += 1;
-                    }
-                    if g <= cap {
-                        bucket_bytes += g as u64;
-                    }
-                    i = j;
-                }
-                buckets_for_bytes(bucket_bytes, opts.target_fill)
-            }
-        };
-        let n = n_buckets as usize;
-
-        // Items by home bucket, each bucket's in (rank, index) order: a counting sort by home,
-        // then a sort of each bucket's packed `rank << 32 | index` words. Index order is
-        // (hash, internal key) order, so the versions of a key (one hash, one rank) stay
-        // adjacent, newest first. Flat arrays: one allocation each, not one per bucket.
-        let homes: Vec<u32> = items
-            .iter()
-            .map(|it| bucket_of(it.hash, n_buckets))
-            .collect();
-        let home_start = csr_starts(n, homes.iter().copied());
-        let mut by_home = vec![0u64; items.len()];
-        {
-            let mut next = home_start.clone();
-            for (i, (&b, it)) in homes.iter().zip(&items).enumerate() {
-                if let Some(p) = next.get_mut(b as usize) {
-                    if let Some(slot) = by_home.get_mut(*p) {
-                        *slot = (u64::from(rank_in_bucket(it.hash, b)) << 32) | i as u64;
-                    }
-                    *p += 1;
-                }
-            }
-        }
-        let range = |starts: &[usize], b: usize| {
-            let s = starts.get(b).copied().unwrap_or(0);
-            s..starts.get(b + 1).copied().unwrap_or(s)
-        };
-        for b in 0..n {
-            if let Some(words) = by_home.get_mut(range(&home_start, b)) {
-                words.sort_unstable();
-            }
-        }
-        let index_of = |w: u64| (w & u64::from(u32::MAX)) as usize;
-        let rank_of = |w: u64| (w >> 32) as u32;
-
-        // Rank groups: per bucket, runs of equal rank in `by_home`; `group_end[g]` is where
-        // group g's run ends (it starts where the previous group of its bucket ended).
-        let mut groups = balance::Groups {
-            rank_size: Vec::with_capacity(items.len()),
-            start: Vec::with_capacity(n + 1),
-        };
-        let mut group_end: Vec<usize> = Vec::with_capacity(items.len());
-        groups.start.push(0);
-        for b in 0..n {
-            let r = range(&home_start, b);
-            let mut p = r.start;
-            while p < r.end {
-                let rank = by_home.get(p).map_or(0, |&w| rank_of(w));
-                let mut size = 0usize;
-                while let Some(&w) = by_home.get(p).filter(|&&w| p < r.end && rank_of(w) == rank) {
-                    size = size.saturating_add(size_of(index_of(w)));
-                    p += 1;
-                }
-                groups.rank_size.push((rank, size));
-                group_end.push(p);
-            }
-            groups.start.push(groups.rank_size.len());
-        }
-        let source_buckets = (0..n)
-            .filter(|&b| {
-                groups
-                    .of(b)
-                    .filter_map(|g| groups.rank_size.get(g))
-                    .map(|g| g.1)
-                    .filter(|&s| s <= cap)
-                    .sum::<usize>()
-                    > cap
-            })
-            .count() as u32;
-        let dest = balance::plan(&groups, cap);
-        let migrations = balance::records(&groups, &dest);
-
-        // Physical placement: each item's destination, then a counting sort by destination in
-        // index order, so every bucket's entries come out in (hash, internal key) order.
-        let mut dest_of = vec![OVERFLOW; items.len()];
-        let mut migrated = 0u64;
-        for b in 0..n {
-            let gs = groups.of(b);
-            let mut p = range(&home_start, b).start;
-            for g in gs {
-                let end = group_end.get(g).copied().unwrap_or(p);
-                let d = dest.get(g).copied().unwrap_or(OVERFLOW);
-                for &w in by_home.get(p..end).unwrap_or_default() {
-                    if let Some(slot) = dest_of.get_mut(index_of(w)) {
-                        *slot = d;
-                    }
-                }
-                if d != OVERFLOW && d as usize != b {
-                    migrated += (end - p) as u64;
-                }
-                p = end;
-            }
-        }
-        let phys_start = csr_starts(n, dest_of.iter().copied().filter(|&d| d != OVERFLOW));
-        let mut physical = vec![0u32; phys_start.last().copied().unwrap_or(0)];
-        let mut overflow_items: Vec<usize> = Vec::new();
-        {
-            let mut next = phys_start.clone();
-            for (i, &d) in dest_of.iter().enumerate() {
-                if d == OVERFLOW {
-                    overflow_items.push(i);
-                } else if let Some(p) = next.get_mut(d as usize) {
-                    if let Some(slot) = physical.get_mut(*p) {
-                        *slot = i as u32;
-                    }
-                    *p += 1;
-                }
-            }
-        }
-
-        // Filters over the user keys whose home is each bucket (migrated ones included: they
-        // still logically belong to their home bucket, §2.4.2).
-        let mut filters = FilterSet::with_capacity(
-            n,
-            (items.len() * opts.bits_per_key as usize).div_ceil(8) + 9 * n,
-        );
-        let mut hashes: Vec<u64> = Vec::new();
-        for b in 0..n {
-            hashes.clear();
-            // The versions of a key share its rank group, so they are adjacent here: dropping
-            // consecutive repeats keeps each key once. Keys are not read here: two items with
-            // the same placement and Bloom hashes set the same filter bits whether or not they
-            // are one key.
-            let mut last: Option<(u128, u64)> = None;
-            for &w in by_home.get(range(&home_start, b)).unwrap_or_default() {
-                if let Some(it) = items.get(index_of(w)) {
-                    if last != Some((it.hash, it.bloom)) {
-                        hashes.push(it.bloom);
-                        last = Some((it.hash, it.bloom));
-                    }
-                }
-            }
-            filters.push_encoded(&hashes, opts.bits_per_key);
-        }
-
-        // Buckets, encoded straight into the sink's buffer.
-        let mut max_fill = 0usize;
-        let mut entries: Vec<(&[u8], &[u8])> = Vec::new();
-        for b in 0..n {
-            let members = physical.get(range(&phys_start, b)).unwrap_or_default();
-            max_fill = max_fill.max(members.iter().map(|&i| size_of(i as usize)).sum());
-            entries.clear();
-            entries.extend(
-                members
-                    .iter()
-                    .filter_map(|&i| items.get(i as usize).map(|it| (it.ikey, it.value))),
-            );
-            encode_bucket_into(
-                sink.buf(),
-                (b * BUCKET_SIZE) as u64,
-                entries.iter().copied(),
-            )?;
-            sink.drain()?;
-        }
-
-        // Overflow region: one record per hash, in hash order (items are in (hash, ikey) order).
-        overflow_items.sort_unstable();
-        let overflow_offset = (n as u64) * BUCKET_SIZE as u64;
-        let mut overflow_index: Vec<OverflowEntry> = Vec::new();
-        let mut pos = 0u64;
-        let mut k = 0;
-        while k < overflow_items.len() {
-            let h = overflow_items
-                .get(k)
-                .and_then(|&i| items.get(i))
-                .map_or(0, |it| it.hash);
-            let mut entries: Vec<(&[u8], &[u8])> = Vec::new();
-            while let Some(it) = overflow_items
-                .get(k)
-                .and_then(|&i| items.get(i))
-                .filter(|it| it.hash == h)
-            {
-                entries.push((it.ikey, it.value));
-                k += 1;
-            }
-            let rec = encode_overflow_record(overflow_offset + pos, &entries);
-            overflow_index.push(OverflowEntry {
-                hash: h,
-                offset: pos,
-                len: rec.len() as u64,
-            });
-            pos += rec.len() as u64;
-            sink.put(&rec)?;
-        }
-        let overflow_len = pos;
-
-        let meta_offset = overflow_offset + overflow_len;
-        let meta = encode_meta(meta_offset, &migrations, &overflow_index);
-        sink.put(&meta)?;
-        let filter_offset = meta_offset + meta.len() as u64;
-        let fblock = encode_filters(filter_offset, &filters);
-        sink.put(&fblock)?;
-        let footer = Footer {
-            n_buckets,
-            item_count: items.len() as u64,
-            overflow_offset,
-            overflow_len,
-            meta_offset,
-            meta_len: meta.len() as u64,
-            filter_offset,
-            filter_len: fblock.len() as u64,
-            hash_key: self.hash_key,
-            bits_per_key: opts.bits_per_key,
-        };
-        let fb = footer.encode();
-        debug_assert_eq!(fb.len(), FOOTER_SIZE);
-        sink.put(&fb)?;
-        let summary = HTableSummary {
-            n_buckets,
-            items: items.len() as u64,
-            file_size: filter_offset + fblock.len() as u64 + fb.len() as u64,
-            entry_bytes: (0..items.len()).map(|i| size_of(i) as u64).sum(),
-            migrated_items: migrated,
-            overflow_items: overflow_items.len() as u64,
-            source_buckets,
-            migration_records: migrations.len() as u64,
-            meta_len: meta.len() as u64,
-            filter_len: fblock.len() as u64,
-            overflow_len,
-            max_fill: max_fill as f64 / BUCKET_CAPACITY as f64,
-        };
-        Ok((summary, filters))
+        write_items(self.hash_key, self.opts, items, sink)
     }
+}
+
+/// Writes `items` as one table to `w` without copying them first (a compaction's inputs are in
+/// memory for the whole job): [`HTableBuilder::add_unchecked`] then
+/// [`HTableBuilder::finish_with_filters`], minus the arena. Every item's `hash` and `bloom`
+/// must be computed from its user key as [`ItemRef`] says (checked in debug builds); the items
+/// may come in any order.
+pub fn finish_borrowed(
+    hash_key: [u8; 16],
+    opts: HTableOptions,
+    items: Vec<ItemRef<'_>>,
+    w: &mut CountedWriter,
+) -> Result<(HTableSummary, FilterSet)> {
+    debug_assert!(items.iter().all(|it| key::valid_ikey(it.ikey)
+        && placement_hash(&hash_key, key::user_key(it.ikey)) == it.hash
+        && bloom::bloom_hash(key::user_key(it.ikey)) == it.bloom));
+    let mut sink = BufferedWriter {
+        w,
+        buf: Vec::with_capacity(256 * 1024 + BUCKET_SIZE),
+    };
+    let out = write_items(hash_key, opts, items, &mut sink)?;
+    if !sink.buf.is_empty() {
+        sink.w.append(&sink.buf)?;
+    }
+    Ok(out)
+}
+
+/// Balances and writes `items` as one table (docs/format-htable.md, "Building").
+fn write_items(
+    hash_key: [u8; 16],
+    opts: HTableOptions,
+    mut items: Vec<ItemRef<'_>>,
+    sink: &mut dyn Sink,
+) -> Result<(HTableSummary, FilterSet)> {
+    if !(opts.bucket_fill_cap > 0.0 && opts.bucket_fill_cap <= 1.0) {
+        return Err(Error::InvalidArgument(
+            "bucket_fill_cap must be in (0, 1]".into(),
+        ));
+    }
+    if !(opts.target_fill > 0.0 && opts.target_fill <= 1.0) {
+        return Err(Error::InvalidArgument(
+            "target_fill must be in (0, 1]".into(),
+        ));
+    }
+    let cap = ((opts.bucket_fill_cap * BUCKET_CAPACITY as f64) as usize).clamp(1, BUCKET_CAPACITY);
+    // Compaction feeds items already in (hash, internal key) order.
+    if !items.is_sorted_by(|a, b| cmp_ent(a, b).is_le()) {
+        items.sort_by(cmp_ent);
+    }
+    if items
+        .windows(2)
+        .any(|w| matches!(w, [a, b] if a.hash == b.hash && a.ikey == b.ikey))
+    {
+        return Err(Error::InvalidArgument(
+            "HTable items contain the same internal key twice".into(),
+        ));
+    }
+    if u32::try_from(items.len()).is_err() {
+        return Err(Error::InvalidArgument(
+            "too many items for one HTable".into(),
+        ));
+    }
+    let size_of = |i: usize| {
+        items
+            .get(i)
+            .map_or(0, |it| entry_size(it.ikey.len(), it.value.len()))
+    };
+
+    // Bucket count from the bytes that can live in buckets (hash groups up to the cap).
+    let n_buckets = match opts.n_buckets {
+        Some(n) if (1..u32::MAX).contains(&n) => n,
+        Some(_) => {
+            return Err(Error::InvalidArgument("n_buckets out of range".into()));
+        }
+        None => {
+            let mut bucket_bytes = 0u64;
+            let mut i = 0;
+            while i < items.len() {
+                let h = items.get(i).map_or(0, |it| it.hash);
+                let mut j = i;
+                let mut g = 0usize;
+                while items.get(j).is_some_and(|it| it.hash == h) {
+                    g = g.saturating_add(size_of(j));
+                    j += 1;
+                }
+                if g <= cap {
+                    bucket_bytes += g as u64;
+                }
+                i = j;
+            }
+            buckets_for_bytes(bucket_bytes, opts.target_fill)
+        }
+    };
+    let n = n_buckets as usize;
+
+    // Items by home bucket, each bucket's in (rank, index) order: a counting sort by home,
+    // then a sort of each bucket's packed `rank << 32 | index` words. Index order is
+    // (hash, internal key) order, so the versions of a key (one hash, one rank) stay
+    // adjacent, newest first. Flat arrays: one allocation each, not one per bucket.
+    let homes: Vec<u32> = items
+        .iter()
+        .map(|it| bucket_of(it.hash, n_buckets))
+        .collect();
+    let home_start = csr_starts(n, homes.iter().copied());
+    let mut by_home = vec![0u64; items.len()];
+    {
+        let mut next = home_start.clone();
+        for (i, (&b, it)) in homes.iter().zip(&items).enumerate() {
+            if let Some(p) = next.get_mut(b as usize) {
+                if let Some(slot) = by_home.get_mut(*p) {
+                    *slot = (u64::from(rank_in_bucket(it.hash, b)) << 32) | i as u64;
+                }
+                *p += 1;
+            }
+        }
+    }
+    let range = |starts: &[usize], b: usize| {
+        let s = starts.get(b).copied().unwrap_or(0);
+        s..starts.get(b + 1).copied().unwrap_or(s)
+    };
+    for b in 0..n {
+        if let Some(words) = by_home.get_mut(range(&home_start, b)) {
+            words.sort_unstable();
+        }
+    }
+    let index_of = |w: u64| (w & u64::from(u32::MAX)) as usize;
+    let rank_of = |w: u64| (w >> 32) as u32;
+
+    // Rank groups: per bucket, runs of equal rank in `by_home`; `group_end[g]` is where
+    // group g's run ends (it starts where the previous group of its bucket ended).
+    let mut groups = balance::Groups {
+        rank_size: Vec::with_capacity(items.len()),
+        start: Vec::with_capacity(n + 1),
+    };
+    let mut group_end: Vec<usize> = Vec::with_capacity(items.len());
+    groups.start.push(0);
+    for b in 0..n {
+        let r = range(&home_start, b);
+        let mut p = r.start;
+        while p < r.end {
+            let rank = by_home.get(p).map_or(0, |&w| rank_of(w));
+            let mut size = 0usize;
+            while let Some(&w) = by_home.get(p).filter(|&&w| p < r.end && rank_of(w) == rank) {
+                size = size.saturating_add(size_of(index_of(w)));
+                p += 1;
+            }
+            groups.rank_size.push((rank, size));
+            group_end.push(p);
+        }
+        groups.start.push(groups.rank_size.len());
+    }
+    let source_buckets = (0..n)
+        .filter(|&b| {
+            groups
+                .of(b)
+                .filter_map(|g| groups.rank_size.get(g))
+                .map(|g| g.1)
+                .filter(|&s| s <= cap)
+                .sum::<usize>()
+                > cap
+        })
+        .count() as u32;
+    let dest = balance::plan(&groups, cap);
+    let migrations = balance::records(&groups, &dest);
+
+    // Physical placement: each item's destination, then a counting sort by destination in
+    // index order, so every bucket's entries come out in (hash, internal key) order.
+    let mut dest_of = vec![OVERFLOW; items.len()];
+    let mut migrated = 0u64;
+    for b in 0..n {
+        let gs = groups.of(b);
+        let mut p = range(&home_start, b).start;
+        for g in gs {
+            let end = group_end.get(g).copied().unwrap_or(p);
+            let d = dest.get(g).copied().unwrap_or(OVERFLOW);
+            for &w in by_home.get(p..end).unwrap_or_default() {
+                if let Some(slot) = dest_of.get_mut(index_of(w)) {
+                    *slot = d;
+                }
+            }
+            if d != OVERFLOW && d as usize != b {
+                migrated += (end - p) as u64;
+            }
+            p = end;
+        }
+    }
+    let phys_start = csr_starts(n, dest_of.iter().copied().filter(|&d| d != OVERFLOW));
+    let mut physical = vec![0u32; phys_start.last().copied().unwrap_or(0)];
+    let mut overflow_items: Vec<usize> = Vec::new();
+    {
+        let mut next = phys_start.clone();
+        for (i, &d) in dest_of.iter().enumerate() {
+            if d == OVERFLOW {
+                overflow_items.push(i);
+            } else if let Some(p) = next.get_mut(d as usize) {
+                if let Some(slot) = physical.get_mut(*p) {
+                    *slot = i as u32;
+                }
+                *p += 1;
+            }
+        }
+    }
+
+    // Filters over the user keys whose home is each bucket (migrated ones included: they
+    // still logically belong to their home bucket, §2.4.2).
+    let mut filters = FilterSet::with_capacity(
+        n,
+        (items.len() * opts.bits_per_key as usize).div_ceil(8) + 9 * n,
+    );
+    let mut hashes: Vec<u64> = Vec::new();
+    for b in 0..n {
+        hashes.clear();
+        // The versions of a key share its rank group, so they are adjacent here: dropping
+        // consecutive repeats keeps each key once. Keys are not read here: two items with
+        // the same placement and Bloom hashes set the same filter bits whether or not they
+        // are one key.
+        let mut last: Option<(u128, u64)> = None;
+        for &w in by_home.get(range(&home_start, b)).unwrap_or_default() {
+            if let Some(it) = items.get(index_of(w)) {
+                if last != Some((it.hash, it.bloom)) {
+                    hashes.push(it.bloom);
+                    last = Some((it.hash, it.bloom));
+                }
+            }
+        }
+        filters.push_encoded(&hashes, opts.bits_per_key);
+    }
+
+    // Buckets, encoded straight into the sink's buffer. The key range and the oldest
+    // sequence number are noted here, where each item's bytes are read anyway: a compaction's
+    // items lie at random places in its inputs, and one more pass over them cost a cache miss
+    // per item.
+    let mut range_of = KeyRange::default();
+    let mut max_fill = 0usize;
+    let mut entries: Vec<(&[u8], &[u8])> = Vec::new();
+    for b in 0..n {
+        let members = physical.get(range(&phys_start, b)).unwrap_or_default();
+        max_fill = max_fill.max(members.iter().map(|&i| size_of(i as usize)).sum());
+        entries.clear();
+        entries.extend(members.iter().filter_map(|&i| {
+            items.get(i as usize).map(|it| {
+                range_of.note(it.ikey);
+                (it.ikey, it.value)
+            })
+        }));
+        encode_bucket_into(
+            sink.buf(),
+            (b * BUCKET_SIZE) as u64,
+            entries.iter().copied(),
+        )?;
+        sink.drain()?;
+    }
+
+    // Overflow region: one record per hash, in hash order (items are in (hash, ikey) order).
+    overflow_items.sort_unstable();
+    let overflow_offset = (n as u64) * BUCKET_SIZE as u64;
+    let mut overflow_index: Vec<OverflowEntry> = Vec::new();
+    let mut pos = 0u64;
+    let mut k = 0;
+    while k < overflow_items.len() {
+        let h = overflow_items
+            .get(k)
+            .and_then(|&i| items.get(i))
+            .map_or(0, |it| it.hash);
+        let mut entries: Vec<(&[u8], &[u8])> = Vec::new();
+        while let Some(it) = overflow_items
+            .get(k)
+            .and_then(|&i| items.get(i))
+            .filter(|it| it.hash == h)
+        {
+            range_of.note(it.ikey);
+            entries.push((it.ikey, it.value));
+            k += 1;
+        }
+        let rec = encode_overflow_record(overflow_offset + pos, &entries);
+        overflow_index.push(OverflowEntry {
+            hash: h,
+            offset: pos,
+            len: rec.len() as u64,
+        });
+        pos += rec.len() as u64;
+        sink.put(&rec)?;
+    }
+    let overflow_len = pos;
+
+    let meta_offset = overflow_offset + overflow_len;
+    let meta = encode_meta(meta_offset, &migrations, &overflow_index);
+    sink.put(&meta)?;
+    let filter_offset = meta_offset + meta.len() as u64;
+    let fblock = encode_filters(filter_offset, &filters);
+    sink.put(&fblock)?;
+    let footer = Footer {
+        n_buckets,
+        item_count: items.len() as u64,
+        overflow_offset,
+        overflow_len,
+        meta_offset,
+        meta_len: meta.len() as u64,
+        filter_offset,
+        filter_len: fblock.len() as u64,
+        hash_key,
+        bits_per_key: opts.bits_per_key,
+    };
+    let fb = footer.encode();
+    debug_assert_eq!(fb.len(), FOOTER_SIZE);
+    sink.put(&fb)?;
+    let summary = HTableSummary {
+        n_buckets,
+        items: items.len() as u64,
+        file_size: filter_offset + fblock.len() as u64 + fb.len() as u64,
+        entry_bytes: (0..items.len()).map(|i| size_of(i) as u64).sum(),
+        migrated_items: migrated,
+        overflow_items: overflow_items.len() as u64,
+        source_buckets,
+        migration_records: migrations.len() as u64,
+        meta_len: meta.len() as u64,
+        filter_len: fblock.len() as u64,
+        overflow_len,
+        max_fill: max_fill as f64 / BUCKET_CAPACITY as f64,
+        smallest: range_of.smallest.map(<[u8]>::to_vec).unwrap_or_default(),
+        largest: range_of.largest.map(<[u8]>::to_vec).unwrap_or_default(),
+        min_seq: range_of.min_seq,
+    };
+    Ok((summary, filters))
 }

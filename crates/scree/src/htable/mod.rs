@@ -31,7 +31,9 @@ mod tests;
 use siphasher::sip128::{Hasher128, SipHasher13};
 use std::hash::Hasher;
 
-pub use builder::{buckets_for_bytes, HTableBuilder, HTableOptions, HTableSummary};
+pub use builder::{
+    buckets_for_bytes, finish_borrowed, HTableBuilder, HTableOptions, HTableSummary, ItemRef,
+};
 pub use cluster::{
     BloomClusterBuilder, BloomClusterReader, BloomColumn, ClusterBlock, CLUSTER_BLOCK_SIZE,
 };

@@ -39,16 +39,21 @@ pub type Found = (u64, ValueKind, Vec<u8>);
 #[derive(Debug, Clone, Copy)]
 struct ScanItem {
     hash: u128,
-    /// 0: bucket region, 1: overflow region.
-    region: u8,
-    /// Offset of the internal key in its region (the value follows it).
-    off: usize,
+    /// Offset of the internal key in its region (the value follows it); [`IN_OVERFLOW`] set:
+    /// the overflow region, else the bucket region.
+    at: u64,
     klen: u32,
     vlen: u32,
-    /// The internal key's trailer `(seq << 8) | kind`, read while the bytes are scanned in
-    /// order, so a merge in hash order need not touch the key to decide what to drop.
+    /// The internal key's trailer `(seq << 8) | kind` and the user key's Bloom hash, read
+    /// while the bytes are scanned in order: a merge in hash order visits the items at random
+    /// places in the table's bytes, and with these it touches a key only to tell apart two
+    /// items of equal hash, and an output table's filters need no key either.
     trailer: u64,
+    bloom: u64,
 }
+
+/// The bit of [`ScanItem::at`] that says "in the overflow region".
+const IN_OVERFLOW: u64 = 1 << 63;
 
 /// All items of a table in (hash, internal key) order, referring to the table's bytes.
 pub struct TableScan {
@@ -58,16 +63,19 @@ pub struct TableScan {
 }
 
 impl TableScan {
-    fn region(&self, it: &ScanItem) -> &[u8] {
-        if it.region == 0 {
-            &self.buckets
+    /// The region holding `it` and the offset of its internal key there.
+    fn region(&self, it: &ScanItem) -> (&[u8], usize) {
+        let off = usize::try_from(it.at & !IN_OVERFLOW).unwrap_or(usize::MAX);
+        if it.at & IN_OVERFLOW == 0 {
+            (&self.buckets, off)
         } else {
-            &self.overflow
+            (&self.overflow, off)
         }
     }
     fn ikey(&self, it: &ScanItem) -> &[u8] {
-        let end = it.off + it.klen as usize;
-        self.region(it).get(it.off..end).unwrap_or_default()
+        let (r, off) = self.region(it);
+        r.get(off..off.saturating_add(it.klen as usize))
+            .unwrap_or_default()
     }
     /// Number of items.
     pub fn len(&self) -> usize {
@@ -80,10 +88,14 @@ impl TableScan {
     /// Item `i`: `(hash, internal key, value)`.
     pub fn get(&self, i: usize) -> Option<(u128, &[u8], &[u8])> {
         let it = self.items.get(i)?;
-        let k = it.off + it.klen as usize;
-        let v = k + it.vlen as usize;
-        let r = self.region(it);
-        Some((it.hash, r.get(it.off..k)?, r.get(k..v)?))
+        let (r, off) = self.region(it);
+        let k = off.checked_add(it.klen as usize)?;
+        let v = k.checked_add(it.vlen as usize)?;
+        Some((it.hash, r.get(off..k)?, r.get(k..v)?))
+    }
+    /// The Bloom hash (`bloom::bloom_hash`) of item `i`'s user key.
+    pub fn bloom(&self, i: usize) -> Option<u64> {
+        self.items.get(i).map(|it| it.bloom)
     }
     /// The hash of item `i`.
     pub fn hash(&self, i: usize) -> Option<u128> {
@@ -404,26 +416,27 @@ impl HTableReader {
         let mut push = |e: &Entry<'_>,
                         at: Location,
                         base: &[u8],
-                        region: u8,
+                        in_overflow: bool,
                         offset: u64,
                         hash: u128|
          -> Result<()> {
             let uk = key::user_key(e.ikey);
-            if self.locate(hash) != at || !self.may_contain(hash, uk) {
+            let bloom = bloom::bloom_hash(uk);
+            if self.locate(hash) != at || !self.may_contain_hashed(hash, bloom) {
                 return Err(Error::corruption(
                     path,
                     offset,
                     "item stored where lookups would not find it",
                 ));
             }
-            let off = (e.ikey.as_ptr() as usize).wrapping_sub(base.as_ptr() as usize);
+            let off = (e.ikey.as_ptr() as usize).wrapping_sub(base.as_ptr() as usize) as u64;
             items.push(ScanItem {
                 hash,
-                region,
-                off,
+                at: if in_overflow { off | IN_OVERFLOW } else { off },
                 klen: e.ikey.len() as u32,
                 vlen: e.value.len() as u32,
                 trailer: key::parse(e.ikey).trailer(),
+                bloom,
             });
             Ok(())
         };
@@ -438,7 +451,7 @@ impl HTableReader {
                     _ => placement_hash(&hash_key, uk),
                 };
                 prev = Some((uk, h));
-                push(&e, Location::Bucket(id as u32), &buckets, 0, off, h)?;
+                push(&e, Location::Bucket(id as u32), &buckets, false, off, h)?;
             }
         }
         for o in &self.overflow {
@@ -456,7 +469,7 @@ impl HTableReader {
                         "overflow item under a wrong hash",
                     ));
                 }
-                push(&e, Location::Overflow, &overflow, 1, offset, o.hash)?;
+                push(&e, Location::Overflow, &overflow, true, offset, o.hash)?;
             }
         }
         if items.len() as u64 != self.footer.item_count {

@@ -15,9 +15,10 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::filter::bloom::{self, bloom_hash};
+use crate::fs::CountedWriter;
 use crate::htable::{
-    bucket_of, buckets_for_bytes, placement_hash, trie_child, BloomClusterBuilder, FilterSet,
-    HTableBuilder, HTableOptions, HTableReader, TableScan,
+    bucket_of, buckets_for_bytes, finish_borrowed, placement_hash, trie_child, BloomClusterBuilder,
+    FilterSet, HTableBuilder, HTableOptions, HTableReader, HTableSummary, ItemRef, TableScan,
 };
 use crate::key::{self, cmp_ikey, ValueKind};
 use crate::layout::JobCtx;
@@ -59,77 +60,46 @@ fn item_bytes(ikey: &[u8], value: &[u8]) -> u64 {
     (ikey.len() + value.len() + 2) as u64
 }
 
-/// An HTable being written: the builder and the metadata the manifest needs.
-pub struct TableWriter {
-    b: HTableBuilder,
-    smallest: Option<Vec<u8>>,
-    largest: Option<Vec<u8>>,
-    min_seq: u64,
+/// What a BloomCluster needs of a table being written, noted key by key (the manifest's key
+/// range and oldest sequence number come from the builder's summary).
+struct TableStats {
     /// For last-level tables: the cluster's column count and (column, Bloom hash) of each key.
     columns: Option<(u32, Vec<(u32, u64)>)>,
     bits: u32,
 }
 
-impl TableWriter {
-    /// A table sized for its data; `columns`: also group its keys' filters by that many
-    /// BloomCluster columns.
-    pub fn new(ctx: &JobCtx<'_>, columns: Option<u32>) -> Self {
-        TableWriter {
-            b: HTableBuilder::new(ctx.hash_key, htable_opts(&ctx.opts.trie, None)),
-            smallest: None,
-            largest: None,
-            min_seq: u64::MAX,
+impl TableStats {
+    fn new(ctx: &JobCtx<'_>, columns: Option<u32>) -> Self {
+        TableStats {
             columns: columns.map(|c| (c.max(1), Vec::new())),
             bits: ctx.opts.trie.bloom_bits_per_key,
         }
     }
 
-    /// Adds an item (`hash` is its key's placement hash).
-    pub fn add(&mut self, hash: u128, ikey: &[u8], value: &[u8]) {
-        let p = key::parse(ikey);
-        // Versions of a key arrive together (hash, internal key order), after the builder's
-        // last item.
-        let new_key = self.columns.is_some() && !self.b.last_is_version_of(hash, p.user_key);
-        let bloom = self.b.add_unchecked(hash, ikey, value);
+    /// Notes the key of an item with placement hash `hash` and Bloom hash `bloom` (call once
+    /// per key).
+    fn note_key(&mut self, hash: u128, bloom: u64) {
         if let Some((c, keys)) = &mut self.columns {
-            if new_key {
-                keys.push((bucket_of(hash, *c), bloom));
-            }
-        }
-        self.min_seq = self.min_seq.min(p.seq);
-        if self
-            .smallest
-            .as_deref()
-            .is_none_or(|s| cmp_ikey(ikey, s).is_lt())
-        {
-            self.smallest = Some(ikey.to_vec());
-        }
-        if self
-            .largest
-            .as_deref()
-            .is_none_or(|l| cmp_ikey(ikey, l).is_gt())
-        {
-            self.largest = Some(ikey.to_vec());
+            keys.push((bucket_of(hash, *c), bloom));
         }
     }
 
-    /// Writes the table with order key `order_key`, syncs it, and leaves an open handle for
-    /// the version that will name it (keeping the filters in memory when `keep_filters`).
-    pub fn finish(
+    /// Creates the table file with order key `order_key`, has `build` write it, syncs it, and
+    /// leaves an open handle for the version that will name it (keeping the filters in memory
+    /// when `keep_filters`).
+    fn finish(
         self,
         ctx: &JobCtx<'_>,
         shared: &Arc<Shared>,
         order_key: u64,
         cause: WriteCause,
         keep_filters: bool,
-    ) -> Result<Option<Written>> {
-        if self.b.is_empty() {
-            return Ok(None);
-        }
+        build: impl FnOnce(&mut CountedWriter) -> Result<(HTableSummary, FilterSet)>,
+    ) -> Result<Written> {
         let no = ctx.new_file_no();
         let path = ctx.tables.dir.join(format!("{no:06}.{HTABLE_EXT}"));
         let mut w = ctx.tables.env.create(&path, cause)?;
-        let (summary, filters) = self.b.finish_with_filters(&mut w)?;
+        let (summary, filters) = build(&mut w)?;
         w.sync()?;
         drop(w);
         let column_filters = self.columns.map(|(c, keys)| {
@@ -151,24 +121,73 @@ impl TableWriter {
             shared.clone(),
         );
         shared.pending.lock().insert(no, Arc::new(handle));
-        Ok(Some(Written {
+        Ok(Written {
             meta: TableMeta {
                 file_no: no,
                 size: summary.file_size,
-                smallest: self.smallest.unwrap_or_default(),
-                largest: self.largest.unwrap_or_default(),
                 entries: summary.items,
-                min_seq: if self.min_seq == u64::MAX {
+                min_seq: if summary.min_seq == u64::MAX {
                     0
                 } else {
-                    self.min_seq
+                    summary.min_seq
                 },
+                smallest: summary.smallest,
+                largest: summary.largest,
                 max_seq: order_key,
             },
             filters,
             n: summary.n_buckets,
             column_filters,
-        }))
+        })
+    }
+}
+
+/// An HTable being written from items that are not kept anywhere else (a flush: the
+/// memtable's internal keys are assembled in a scratch buffer), copied into the builder.
+pub struct TableWriter {
+    b: HTableBuilder,
+    stats: TableStats,
+}
+
+impl TableWriter {
+    /// A table sized for its data; `columns`: also group its keys' filters by that many
+    /// BloomCluster columns.
+    pub fn new(ctx: &JobCtx<'_>, columns: Option<u32>) -> Self {
+        TableWriter {
+            b: HTableBuilder::new(ctx.hash_key, htable_opts(&ctx.opts.trie, None)),
+            stats: TableStats::new(ctx, columns),
+        }
+    }
+
+    /// Adds an item (`hash` is its key's placement hash).
+    pub fn add(&mut self, hash: u128, ikey: &[u8], value: &[u8]) {
+        // Versions of a key arrive together, after the builder's last item.
+        let new_key =
+            self.stats.columns.is_some() && !self.b.last_is_version_of(hash, key::user_key(ikey));
+        let bloom = self.b.add_unchecked(hash, ikey, value);
+        if new_key {
+            self.stats.note_key(hash, bloom);
+        }
+    }
+
+    /// Writes the table (see [`TableStats::finish`]); `None` when nothing was added.
+    pub fn finish(
+        self,
+        ctx: &JobCtx<'_>,
+        shared: &Arc<Shared>,
+        order_key: u64,
+        cause: WriteCause,
+        keep_filters: bool,
+    ) -> Result<Option<Written>> {
+        if self.b.is_empty() {
+            return Ok(None);
+        }
+        let b = self.b;
+        self.stats
+            .finish(ctx, shared, order_key, cause, keep_filters, |w| {
+                b.finish_with_filters(w)
+            })
+            .map(Some)
     }
 }
 
@@ -273,6 +292,17 @@ impl Merged {
     pub fn get(&self, r: (u32, u32)) -> Option<(u128, &[u8], &[u8])> {
         self.scans.get(r.0 as usize)?.get(r.1 as usize)
     }
+    /// Item `r` with its Bloom hash.
+    pub fn item(&self, r: (u32, u32)) -> Option<ItemRef<'_>> {
+        let scan = self.scans.get(r.0 as usize)?;
+        let (hash, ikey, value) = scan.get(r.1 as usize)?;
+        Some(ItemRef {
+            hash,
+            ikey,
+            value,
+            bloom: scan.bloom(r.1 as usize)?,
+        })
+    }
     /// Encoded bytes of items `refs`.
     pub fn bytes(&self, refs: &[(u32, u32)]) -> u64 {
         refs.iter()
@@ -355,14 +385,34 @@ fn write_refs(
     cause: WriteCause,
     keep_filters: bool,
 ) -> Result<Option<Written>> {
-    let mut w = TableWriter::new(ctx, columns);
-    w.b.reserve(refs.len(), m.bytes(refs) as usize);
+    // The items stay in the inputs' buffers (read whole by the merge): copying each into a
+    // builder's arena cost as much as encoding the buckets.
+    let mut stats = TableStats::new(ctx, columns);
+    let mut items: Vec<ItemRef<'_>> = Vec::with_capacity(refs.len());
+    // The scans kept each item's Bloom hash, so no key is read here but to tell apart two
+    // items of equal hash.
     for &r in refs {
-        if let Some((h, k, v)) = m.get(r) {
-            w.add(h, k, v);
+        let Some(it) = m.item(r) else {
+            continue;
+        };
+        // Versions of a key arrive together, newest first.
+        let new_key = items
+            .last()
+            .is_none_or(|p| p.hash != it.hash || key::user_key(p.ikey) != key::user_key(it.ikey));
+        if new_key {
+            stats.note_key(it.hash, it.bloom);
         }
+        items.push(it);
     }
-    w.finish(ctx, shared, order_key, cause, keep_filters)
+    if items.is_empty() {
+        return Ok(None);
+    }
+    let opts = htable_opts(&ctx.opts.trie, None);
+    stats
+        .finish(ctx, shared, order_key, cause, keep_filters, |w| {
+            finish_borrowed(ctx.hash_key, opts, items, w)
+        })
+        .map(Some)
 }
 
 /// The BloomCluster column count of a last-level container: its cluster's, else the bucket
