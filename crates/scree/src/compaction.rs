@@ -64,6 +64,7 @@ pub fn merge_into_tables(
                         if let Some(b) = builder.take() {
                             out.push(b.finish()?);
                         }
+                        ctx.flush_point()?;
                     }
                 }
             }

@@ -718,6 +718,7 @@ impl DbInner {
             opts,
             stats: &self.stats,
             hash_key: self.hash_key,
+            flush_point: None,
         }
     }
 
@@ -1046,6 +1047,34 @@ impl DbInner {
         Ok(())
     }
 
+    /// A compaction's [`JobCtx::flush_point`]: when every background thread is busy and a
+    /// keyspace has an immutable memtable nobody is flushing, flushes it on this thread.
+    fn flush_if_waiting(&self) -> Result<()> {
+        let ks = {
+            let mut bg = self.bg.lock();
+            let threads = self.opts.background_threads + self.opts.flush_threads;
+            if bg.closing || bg.running < threads {
+                return Ok(());
+            }
+            let all: Vec<Arc<KsCore>> = self.keyspaces.read().values().cloned().collect();
+            let Some(ks) = all
+                .into_iter()
+                .find(|ks| !bg.flushing.contains(&ks.id) && !ks.sv().imms.is_empty())
+            else {
+                return Ok(());
+            };
+            bg.flushing.insert(ks.id);
+            ks
+        };
+        let res = guard_panic("flush", || self.run_flush(&ks));
+        self.bg.lock().flushing.remove(&ks.id);
+        self.bg_cv.notify_all();
+        self.stats
+            .flushes_in_compactions
+            .fetch_add(1, Ordering::Relaxed);
+        res
+    }
+
     fn run_flush(&self, ks: &Arc<KsCore>) -> Result<()> {
         self.sync_old_logs()?;
         let sv = ks.sv();
@@ -1062,7 +1091,9 @@ impl DbInner {
     fn run_compaction(&self, ks: &Arc<KsCore>, mut job: Box<dyn Job>) -> Result<()> {
         let opts = ks.opts();
         let trivial = job.is_trivial();
-        let ctx = self.job_ctx(&opts, self.smallest_snapshot());
+        let flush_point = || self.flush_if_waiting();
+        let mut ctx = self.job_ctx(&opts, self.smallest_snapshot());
+        ctx.flush_point = Some(&flush_point);
         let mut edit = job.run(&ctx)?;
         if trivial {
             self.stats.trivial_moves.fetch_add(1, Ordering::Relaxed);

@@ -47,6 +47,7 @@ pub struct IoStats {
     pub(crate) compactions: AtomicU64,
     pub(crate) flushes: AtomicU64,
     pub(crate) trivial_moves: AtomicU64,
+    pub(crate) flushes_in_compactions: AtomicU64,
     mapped: AtomicU64,
 }
 
@@ -130,6 +131,7 @@ impl IoStats {
             compactions: self.compactions.load(Relaxed),
             flushes: self.flushes.load(Relaxed),
             trivial_moves: self.trivial_moves.load(Relaxed),
+            flushes_in_compactions: self.flushes_in_compactions.load(Relaxed),
             bytes_mapped: self.mapped.load(Relaxed),
             keyspaces: Vec::new(),
         }
@@ -248,6 +250,9 @@ pub struct Stats {
     pub flushes: u64,
     /// Compactions that moved a table without rewriting it.
     pub trivial_moves: u64,
+    /// Flushes run by a compaction's thread between its output tables, because every
+    /// background thread was busy (`JobCtx::flush_point`); also counted in `flushes`.
+    pub flushes_in_compactions: u64,
     /// Per-keyspace level shapes.
     pub keyspaces: Vec<KeyspaceStats>,
 }

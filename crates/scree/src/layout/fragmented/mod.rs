@@ -691,6 +691,8 @@ impl Job for FragJob {
             });
         }
         for c in &this.children {
+            // Between fragments: a flush waiting for a free thread runs here.
+            ctx.flush_point()?;
             let mut srcs: Vec<Box<dyn InternalIter>> = Vec::new();
             for t in &c.inputs {
                 srcs.push(Box::new(t.iter(false)?));

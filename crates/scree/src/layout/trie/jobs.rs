@@ -689,6 +689,8 @@ pub fn compact_container(
         if group.is_empty() {
             continue;
         }
+        // Between children: a flush waiting for a free thread runs here.
+        ctx.flush_point()?;
         if child_depth < last_depth {
             let w = write_refs(
                 ctx,
