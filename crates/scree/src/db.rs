@@ -1093,7 +1093,9 @@ impl DbInner {
         let trivial = job.is_trivial();
         let flush_point = || self.flush_if_waiting();
         let mut ctx = self.job_ctx(&opts, self.smallest_snapshot());
-        ctx.flush_point = Some(&flush_point);
+        if self.opts.flush_in_compactions {
+            ctx.flush_point = Some(&flush_point);
+        }
         let mut edit = job.run(&ctx)?;
         if trivial {
             self.stats.trivial_moves.fetch_add(1, Ordering::Relaxed);

@@ -359,3 +359,24 @@ fn a_compaction_runs_a_waiting_flush_when_no_thread_is_free() {
         );
     }
 }
+
+/// `Options::flush_in_compactions = false`: flushes wait for a free background thread again.
+#[test]
+fn without_flush_in_compactions_only_background_threads_flush() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut o = common::small_db();
+    o.background_threads = 1;
+    o.flush_in_compactions = false;
+    let db = Db::open(dir.path(), o).expect("open");
+    let ks = db
+        .keyspace("k", common::small_ks(Layout::Trie))
+        .expect("keyspace");
+    for i in 0..20_000u64 {
+        let k = format!("{:016x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        ks.put(k.as_bytes(), i.to_string()).expect("put");
+    }
+    db.wait_for_compactions().expect("wait");
+    let s = db.stats();
+    assert!(s.flushes > 0 && s.compactions > 0, "{s:?}");
+    assert_eq!(s.flushes_in_compactions, 0);
+}

@@ -135,12 +135,14 @@ pub struct EngineConfig {
 }
 
 /// Scree options the bench can override (`--background-threads`, `--trie-*`, `--frag-*`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ScreeTuning {
     /// Background flush/compaction threads.
     pub background_threads: Option<usize>,
     /// Flush-only threads.
     pub flush_threads: Option<usize>,
+    /// `Options::flush_in_compactions`.
+    pub flush_in_compactions: bool,
     /// `TrieOptions::pile_size`.
     pub trie_pile_size: Option<usize>,
     /// `TrieOptions::last_level_depth`.
@@ -149,6 +151,21 @@ pub struct ScreeTuning {
     pub frag_tables_per_guard: Option<usize>,
     /// `Options::parallel_search` (search the last level on a search thread).
     pub parallel_search: bool,
+}
+
+impl Default for ScreeTuning {
+    /// The engine's defaults.
+    fn default() -> Self {
+        ScreeTuning {
+            background_threads: None,
+            flush_threads: None,
+            flush_in_compactions: scree::Options::default().flush_in_compactions,
+            trie_pile_size: None,
+            trie_last_level_depth: None,
+            frag_tables_per_guard: None,
+            parallel_search: scree::Options::default().parallel_search,
+        }
+    }
 }
 
 /// Whether `dir` is missing or empty (a fresh database).

@@ -111,6 +111,10 @@ pub struct BenchArgs {
     /// (`Options::flush_threads`) [default: 0].
     #[arg(long)]
     pub flush_threads: Option<usize>,
+    /// Scree: compactions do not flush a waiting memtable themselves when every background
+    /// thread is busy (`Options::flush_in_compactions = false`).
+    #[arg(long)]
+    pub no_flush_in_compactions: bool,
     /// `trie`: sub-levels a container holds before they are compacted into its children
     /// [default: TrieOptions::default(), 8].
     #[arg(long)]
@@ -245,6 +249,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         scree: engine::ScreeTuning {
             background_threads: args.background_threads,
             flush_threads: args.flush_threads,
+            flush_in_compactions: !args.no_flush_in_compactions,
             trie_pile_size: args.trie_pile_size,
             trie_last_level_depth: args.trie_last_level_depth,
             frag_tables_per_guard: args.frag_tables_per_guard,

@@ -76,6 +76,7 @@ impl ScreeEngine {
         if let Some(n) = t.flush_threads {
             opts.flush_threads = n;
         }
+        opts.flush_in_compactions = t.flush_in_compactions;
         opts.parallel_search = t.parallel_search;
         if let Some(n) = t.trie_pile_size {
             ko.trie.pile_size = n;
@@ -104,6 +105,10 @@ impl ScreeEngine {
                 opts.background_threads.to_string(),
             ),
             ("flush_threads".into(), opts.flush_threads.to_string()),
+            (
+                "flush_in_compactions".into(),
+                opts.flush_in_compactions.to_string(),
+            ),
             ("direct_reads".into(), opts.direct_reads.to_string()),
             ("parallel_search".into(), opts.parallel_search.to_string()),
             (

@@ -313,6 +313,7 @@ fn scree_tuning_flags_reach_the_keyspace() {
         scree: super::engine::ScreeTuning {
             background_threads: Some(1),
             flush_threads: Some(1),
+            flush_in_compactions: false,
             trie_pile_size: Some(3),
             trie_last_level_depth: Some(2),
             frag_tables_per_guard: Some(1),
@@ -326,6 +327,7 @@ fn scree_tuning_flags_reach_the_keyspace() {
     let get = |k: &str| s.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
     assert_eq!(get("background_threads").as_deref(), Some("1"));
     assert_eq!(get("flush_threads").as_deref(), Some("1"));
+    assert_eq!(get("flush_in_compactions").as_deref(), Some("false"));
     assert_eq!(get("parallel_search").as_deref(), Some("true"));
     assert_eq!(get("trie.pile_size").as_deref(), Some("3"));
     assert_eq!(get("trie.last_level_depth").as_deref(), Some("2"));
