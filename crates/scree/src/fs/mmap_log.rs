@@ -279,10 +279,9 @@ impl Drop for MmapLog {
 mod tests {
     use super::*;
 
-    #[test]
-    fn appends_across_windows_and_syncs_read_back_and_the_tail_is_cut_on_drop() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("000001.log");
+    /// A new log file `000001.log` in `dir`, and its writer.
+    fn fresh_log(dir: &std::path::Path) -> (std::path::PathBuf, MmapLog) {
+        let path = dir.join("000001.log");
         let f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -290,7 +289,13 @@ mod tests {
             .truncate(true)
             .open(&path)
             .expect("open");
-        let mut log = MmapLog::new(f).expect("mmap log");
+        (path, MmapLog::new(f).expect("mmap log"))
+    }
+
+    #[test]
+    fn appends_across_windows_and_syncs_read_back_and_the_tail_is_cut_on_drop() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, mut log) = fresh_log(dir.path());
         let mut want = Vec::new();
         let mut i = 0u32;
         while (want.len() as u64) < 2 * WINDOW + 777 {
@@ -321,15 +326,7 @@ mod tests {
     #[test]
     fn an_unsynced_log_gets_its_windows_prepared_ahead_and_reads_back_exactly() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("000001.log");
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .expect("open");
-        let mut log = MmapLog::new(f).expect("mmap log");
+        let (path, mut log) = fresh_log(dir.path());
         let mut want = Vec::new();
         let mut i = 0u32;
         while (want.len() as u64) < 3 * WINDOW + WINDOW / 2 + 13 {
@@ -364,14 +361,7 @@ mod tests {
     #[test]
     fn a_sync_writes_back_the_new_bytes_not_the_whole_window() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(dir.path().join("000001.log"))
-            .expect("open");
-        let mut log = MmapLog::new(f).expect("mmap log");
+        let (_, mut log) = fresh_log(dir.path());
         log.sync().expect("sync");
         let Some(before) = dirtied_bytes() else {
             return;

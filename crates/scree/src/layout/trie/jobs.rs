@@ -169,26 +169,6 @@ impl TableWriter {
             self.stats.note_key(hash, bloom);
         }
     }
-
-    /// Writes the table (see [`TableStats::finish`]); `None` when nothing was added.
-    pub fn finish(
-        self,
-        ctx: &JobCtx<'_>,
-        shared: &Arc<Shared>,
-        order_key: u64,
-        cause: WriteCause,
-        keep_filters: bool,
-    ) -> Result<Option<Written>> {
-        if self.b.is_empty() {
-            return Ok(None);
-        }
-        let b = self.b;
-        self.stats
-            .finish(ctx, shared, order_key, cause, keep_filters, |w| {
-                b.finish_with_filters(w)
-            })
-            .map(Some)
-    }
 }
 
 /// Filters of `keys` (column, Bloom hash; each key once) grouped into `c` columns.
@@ -629,7 +609,11 @@ pub fn flush(ctx: &JobCtx<'_>, shared: &Arc<Shared>, mem: &Memtable) -> Result<K
         w.add(hash, ik, value);
         Ok(())
     })?;
-    if let Some(w) = w.finish(ctx, shared, order_key, WriteCause::Flush, true)? {
+    if !w.b.is_empty() {
+        let TableWriter { b, stats } = w;
+        let w = stats.finish(ctx, shared, order_key, WriteCause::Flush, true, |out| {
+            b.finish_with_filters(out)
+        })?;
         e.added.push(AddedTable {
             level: 0,
             slot: 0,
