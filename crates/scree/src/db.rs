@@ -993,11 +993,7 @@ impl DbInner {
                 }
             };
             let res = match work {
-                Work::Flush(ks) => {
-                    let res = guard_panic("flush", || self.run_flush(&ks));
-                    self.bg.lock().flushing.remove(&ks.id);
-                    res
-                }
+                Work::Flush(ks) => self.run_claimed_flush(&ks),
                 Work::Compact(ks, job) => {
                     guard_panic("compaction", || self.run_compaction(&ks, job))
                 }
@@ -1011,17 +1007,32 @@ impl DbInner {
         }
     }
 
-    fn pick_work(&self, bg: &mut BgState, flush_only: bool) -> Option<Work> {
+    /// A keyspace with an immutable memtable nobody is flushing, now marked as being flushed
+    /// (by the caller, who then runs [`DbInner::run_claimed_flush`]).
+    fn claim_flush(&self, bg: &mut BgState) -> Option<Arc<KsCore>> {
         let all: Vec<Arc<KsCore>> = self.keyspaces.read().values().cloned().collect();
-        for ks in &all {
-            if !bg.flushing.contains(&ks.id) && !ks.sv().imms.is_empty() {
-                bg.flushing.insert(ks.id);
-                return Some(Work::Flush(ks.clone()));
-            }
+        let ks = all
+            .into_iter()
+            .find(|ks| !bg.flushing.contains(&ks.id) && !ks.sv().imms.is_empty())?;
+        bg.flushing.insert(ks.id);
+        Some(ks)
+    }
+
+    /// Flushes a keyspace [`DbInner::claim_flush`] returned, and releases the claim.
+    fn run_claimed_flush(&self, ks: &Arc<KsCore>) -> Result<()> {
+        let res = guard_panic("flush", || self.run_flush(ks));
+        self.bg.lock().flushing.remove(&ks.id);
+        res
+    }
+
+    fn pick_work(&self, bg: &mut BgState, flush_only: bool) -> Option<Work> {
+        if let Some(ks) = self.claim_flush(bg) {
+            return Some(Work::Flush(ks));
         }
         if flush_only {
             return None;
         }
+        let all: Vec<Arc<KsCore>> = self.keyspaces.read().values().cloned().collect();
         let smallest = self.smallest_snapshot();
         let _pick = self.pick_lock.lock();
         for ks in &all {
@@ -1056,18 +1067,12 @@ impl DbInner {
             if bg.closing || bg.running < threads {
                 return Ok(());
             }
-            let all: Vec<Arc<KsCore>> = self.keyspaces.read().values().cloned().collect();
-            let Some(ks) = all
-                .into_iter()
-                .find(|ks| !bg.flushing.contains(&ks.id) && !ks.sv().imms.is_empty())
-            else {
+            let Some(ks) = self.claim_flush(&mut bg) else {
                 return Ok(());
             };
-            bg.flushing.insert(ks.id);
             ks
         };
-        let res = guard_panic("flush", || self.run_flush(&ks));
-        self.bg.lock().flushing.remove(&ks.id);
+        let res = self.run_claimed_flush(&ks);
         self.bg_cv.notify_all();
         self.stats
             .flushes_in_compactions

@@ -189,6 +189,23 @@ struct BufferedWriter<'a> {
     w: &'a mut CountedWriter,
     buf: Vec<u8>,
 }
+impl<'a> BufferedWriter<'a> {
+    /// Has `write` encode into a buffer over `w`, then writes out what is left in the buffer.
+    fn run<T>(
+        w: &'a mut CountedWriter,
+        write: impl FnOnce(&mut dyn Sink) -> Result<T>,
+    ) -> Result<T> {
+        let mut sink = BufferedWriter {
+            w,
+            buf: Vec::with_capacity(256 * 1024 + BUCKET_SIZE),
+        };
+        let out = write(&mut sink)?;
+        if !sink.buf.is_empty() {
+            sink.w.append(&sink.buf)?;
+        }
+        Ok(out)
+    }
+}
 impl Sink for BufferedWriter<'_> {
     fn buf(&mut self) -> &mut Vec<u8> {
         &mut self.buf
@@ -291,18 +308,6 @@ impl HTableBuilder {
         self.push(hash, ikey, value)
     }
 
-    /// Whether the last item added has placement hash `hash` and user key `user_key` (a
-    /// different hash means a different key: the bytes are compared only on equal hashes).
-    pub fn last_is_version_of(&self, hash: u128, user_key: &[u8]) -> bool {
-        self.items.last().is_some_and(|it| {
-            it.hash == hash
-                && self
-                    .data
-                    .get(it.off..it.off + it.klen as usize)
-                    .is_some_and(|ik| key::user_key(ik) == user_key)
-        })
-    }
-
     /// Items added so far.
     pub fn len(&self) -> usize {
         self.items.len()
@@ -324,15 +329,7 @@ impl HTableBuilder {
     /// [`HTableBuilder::finish`] that also returns the per-bucket filters it wrote, so a caller
     /// can keep them in memory or add them to a BloomCluster without reading them back.
     pub fn finish_with_filters(self, w: &mut CountedWriter) -> Result<(HTableSummary, FilterSet)> {
-        let mut sink = BufferedWriter {
-            w,
-            buf: Vec::with_capacity(256 * 1024 + BUCKET_SIZE),
-        };
-        let out = self.write(&mut sink)?;
-        if !sink.buf.is_empty() {
-            sink.w.append(&sink.buf)?;
-        }
-        Ok(out)
+        BufferedWriter::run(w, |sink| self.write(sink))
     }
 
     /// Encodes the table into memory.
@@ -364,15 +361,7 @@ pub fn finish_borrowed(
     debug_assert!(items.iter().all(|it| key::valid_ikey(it.ikey)
         && placement_hash(&hash_key, key::user_key(it.ikey)) == it.hash
         && bloom::bloom_hash(key::user_key(it.ikey)) == it.bloom));
-    let mut sink = BufferedWriter {
-        w,
-        buf: Vec::with_capacity(256 * 1024 + BUCKET_SIZE),
-    };
-    let out = write_items(hash_key, opts, items, &mut sink)?;
-    if !sink.buf.is_empty() {
-        sink.w.append(&sink.buf)?;
-    }
-    Ok(out)
+    BufferedWriter::run(w, |sink| write_items(hash_key, opts, items, sink))
 }
 
 /// Balances and writes `items` as one table (docs/format-htable.md, "Building").

@@ -142,35 +142,6 @@ impl TableStats {
     }
 }
 
-/// An HTable being written from items that are not kept anywhere else (a flush: the
-/// memtable's internal keys are assembled in a scratch buffer), copied into the builder.
-pub struct TableWriter {
-    b: HTableBuilder,
-    stats: TableStats,
-}
-
-impl TableWriter {
-    /// A table sized for its data; `columns`: also group its keys' filters by that many
-    /// BloomCluster columns.
-    pub fn new(ctx: &JobCtx<'_>, columns: Option<u32>) -> Self {
-        TableWriter {
-            b: HTableBuilder::new(ctx.hash_key, htable_opts(&ctx.opts.trie, None)),
-            stats: TableStats::new(ctx, columns),
-        }
-    }
-
-    /// Adds an item (`hash` is its key's placement hash).
-    pub fn add(&mut self, hash: u128, ikey: &[u8], value: &[u8]) {
-        // Versions of a key arrive together, after the builder's last item.
-        let new_key =
-            self.stats.columns.is_some() && !self.b.last_is_version_of(hash, key::user_key(ikey));
-        let bloom = self.b.add_unchecked(hash, ikey, value);
-        if new_key {
-            self.stats.note_key(hash, bloom);
-        }
-    }
-}
-
 /// Filters of `keys` (column, Bloom hash; each key once) grouped into `c` columns.
 fn group_filters(c: u32, mut keys: Vec<(u32, u64)>, bits: u32) -> FilterSet {
     keys.sort_unstable();
@@ -582,8 +553,10 @@ pub fn flush(ctx: &JobCtx<'_>, shared: &Arc<Shared>, mem: &Memtable) -> Result<K
         return Ok(e);
     }
     let mut rule = DropRule::new(ctx.smallest_snapshot);
-    let mut w = TableWriter::new(ctx, None);
-    w.b.reserve(
+    // The memtable's internal keys are assembled in a scratch buffer, so the items are copied
+    // into the builder (a compaction's are borrowed, `write_refs`).
+    let mut b = HTableBuilder::new(ctx.hash_key, htable_opts(&ctx.opts.trie, None));
+    b.reserve(
         mem.len(),
         mem.approximate_bytes().saturating_sub(mem.len() * 64),
     );
@@ -606,11 +579,12 @@ pub fn flush(ctx: &JobCtx<'_>, shared: &Arc<Shared>, mem: &Memtable) -> Result<K
                 h
             }
         };
-        w.add(hash, ik, value);
+        b.add_unchecked(hash, ik, value);
         Ok(())
     })?;
-    if !w.b.is_empty() {
-        let TableWriter { b, stats } = w;
+    if !b.is_empty() {
+        // A root table: no BloomCluster columns.
+        let stats = TableStats::new(ctx, None);
         let w = stats.finish(ctx, shared, order_key, WriteCause::Flush, true, |out| {
             b.finish_with_filters(out)
         })?;
