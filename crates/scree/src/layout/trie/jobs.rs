@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::filter::bloom::{self, bloom_hash};
+use crate::filter::bloom::bloom_hash;
 use crate::fs::CountedWriter;
 use crate::htable::{
     bucket_of, buckets_for_bytes, finish_borrowed, placement_hash, trie_child, BloomClusterBuilder,
@@ -145,7 +145,7 @@ impl TableStats {
 /// Filters of `keys` (column, Bloom hash; each key once) grouped into `c` columns.
 fn group_filters(c: u32, mut keys: Vec<(u32, u64)>, bits: u32) -> FilterSet {
     keys.sort_unstable();
-    let mut out: Vec<Vec<u8>> = Vec::with_capacity(c as usize);
+    let mut out = FilterSet::with_capacity(c as usize, (keys.len() * bits as usize).div_ceil(8));
     let mut i = 0;
     let mut hashes = Vec::new();
     for col in 0..c {
@@ -157,13 +157,9 @@ fn group_filters(c: u32, mut keys: Vec<(u32, u64)>, bits: u32) -> FilterSet {
             hashes.push(h);
             i += 1;
         }
-        out.push(if hashes.is_empty() {
-            Vec::new()
-        } else {
-            bloom::encode(&hashes, bits)
-        });
+        out.push_encoded(&hashes, bits);
     }
-    FilterSet::from_filters(out)
+    out
 }
 
 /// The filters of a table's keys grouped into `c` BloomCluster columns: its own per-bucket
