@@ -36,6 +36,16 @@ pub trait WritableFile: Send {
 pub trait ReadableFile: Send + Sync {
     /// Reads exactly `len` bytes at `offset`; a short file is an `UnexpectedEof` error.
     fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>>;
+    /// Reads exactly `buf.len()` bytes at `offset` into `buf` (a reader that reuses its
+    /// buffer saves an allocation per block); a short file is an `UnexpectedEof` error.
+    fn read_into(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let data = self.read_at(offset, buf.len())?;
+        if data.len() != buf.len() {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read"));
+        }
+        buf.copy_from_slice(&data);
+        Ok(())
+    }
     /// The file's length in bytes.
     fn len(&self) -> u64;
 }
@@ -225,8 +235,8 @@ pub struct CountedReader {
 }
 
 impl CountedReader {
-    /// Reads `len` bytes at `offset`, counted as one block read of `kind`.
-    pub fn read(&self, offset: u64, len: usize, kind: ReadKind) -> Result<Vec<u8>> {
+    /// A read of `len` bytes at `offset` must lie inside the file.
+    fn check_range(&self, offset: u64, len: usize) -> Result<()> {
         let end = offset.checked_add(len as u64);
         if end.is_none_or(|e| e > self.inner.len()) {
             return Err(Error::corruption(
@@ -238,12 +248,28 @@ impl CountedReader {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// Reads `len` bytes at `offset`, counted as one block read of `kind`.
+    pub fn read(&self, offset: u64, len: usize, kind: ReadKind) -> Result<Vec<u8>> {
+        self.check_range(offset, len)?;
         let data = self
             .inner
             .read_at(offset, len)
             .map_err(|e| Error::io(&self.path, e))?;
         self.stats.count_read(kind, len as u64);
         Ok(data)
+    }
+    /// Reads `buf.len()` bytes at `offset` into `buf`, counted as one block read of `kind`.
+    pub fn read_into(&self, offset: u64, buf: &mut [u8], kind: ReadKind) -> Result<()> {
+        let len = buf.len();
+        self.check_range(offset, len)?;
+        self.inner
+            .read_into(offset, buf)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.stats.count_read(kind, len as u64);
+        Ok(())
     }
     /// The file's length.
     pub fn len(&self) -> u64 {

@@ -54,6 +54,16 @@ struct StdReadable {
 const DIRECT_ALIGN: usize = 4096;
 
 impl ReadableFile for StdReadable {
+    fn read_into(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        if self.direct {
+            // O_DIRECT needs an aligned window: read_at builds one.
+            let data = self.read_at(offset, buf.len())?;
+            buf.copy_from_slice(data.get(..buf.len()).unwrap_or_default());
+            return Ok(());
+        }
+        self.file.read_exact_at(buf, offset)
+    }
+
     fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
         if !self.direct {
             let mut buf = vec![0u8; len];

@@ -57,14 +57,14 @@ fn corrupt(file: &Path, offset: u64, detail: impl Into<String>) -> Error {
     Error::corruption(file, offset, detail)
 }
 
-/// Reads `count` entries; every internal key must be well formed.
-fn read_entries<'a>(
+/// Visits `count` entries in order; every internal key must be well formed.
+fn visit_entries<'a>(
     r: &mut Reader<'a>,
     count: usize,
     file: &Path,
     offset: u64,
-) -> Result<Vec<Entry<'a>>> {
-    let mut out = Vec::with_capacity(count.min(BUCKET_SIZE));
+    mut f: impl FnMut(Entry<'a>),
+) -> Result<()> {
     for i in 0..count {
         let bad = || corrupt(file, offset, format!("truncated entry {i} of {count}"));
         let klen = r.len().ok_or_else(bad)?;
@@ -78,8 +78,20 @@ fn read_entries<'a>(
                 format!("malformed internal key in entry {i}"),
             ));
         }
-        out.push(Entry { ikey, value });
+        f(Entry { ikey, value });
     }
+    Ok(())
+}
+
+/// Reads `count` entries; every internal key must be well formed.
+fn read_entries<'a>(
+    r: &mut Reader<'a>,
+    count: usize,
+    file: &Path,
+    offset: u64,
+) -> Result<Vec<Entry<'a>>> {
+    let mut out = Vec::with_capacity(count.min(BUCKET_SIZE));
+    visit_entries(r, count, file, offset, |e| out.push(e))?;
     Ok(out)
 }
 
@@ -116,12 +128,9 @@ pub(crate) fn encode_bucket_into<'e>(
     Ok(())
 }
 
-/// Checks and decodes a bucket read from file offset `offset`.
-pub(crate) fn decode_bucket<'a>(
-    file: &Path,
-    offset: u64,
-    block: &'a [u8],
-) -> Result<Vec<Entry<'a>>> {
+/// Checks a bucket read from file offset `offset` (size, checksum) and returns a reader at
+/// its first entry and the entry count.
+fn bucket_body<'a>(file: &Path, offset: u64, block: &'a [u8]) -> Result<(Reader<'a>, usize)> {
     if block.len() != BUCKET_SIZE {
         return Err(corrupt(file, offset, "short bucket"));
     }
@@ -136,8 +145,35 @@ pub(crate) fn decode_bucket<'a>(
     let hi = r
         .u8()
         .ok_or_else(|| corrupt(file, offset, "short bucket"))?;
-    let count = usize::from(u16::from_le_bytes([lo, hi]));
+    Ok((r, usize::from(u16::from_le_bytes([lo, hi]))))
+}
+
+/// Checks and decodes a bucket read from file offset `offset`.
+pub(crate) fn decode_bucket<'a>(
+    file: &Path,
+    offset: u64,
+    block: &'a [u8],
+) -> Result<Vec<Entry<'a>>> {
+    let (mut r, count) = bucket_body(file, offset, block)?;
     read_entries(&mut r, count, file, offset)
+}
+
+/// The newest version of `user_key` with `seq <= snapshot_seq` in the bucket read from file
+/// offset `offset` (see [`find_visible`]), checked as by [`decode_bucket`] but without
+/// collecting its entries (a point lookup's path).
+pub(crate) fn find_in_bucket(
+    file: &Path,
+    offset: u64,
+    block: &[u8],
+    user_key: &[u8],
+    snapshot_seq: u64,
+) -> Result<Option<(u64, ValueKind, Vec<u8>)>> {
+    let (mut r, count) = bucket_body(file, offset, block)?;
+    let mut best = Visible::default();
+    visit_entries(&mut r, count, file, offset, |e| {
+        best.offer(e, user_key, snapshot_seq)
+    })?;
+    Ok(best.found())
 }
 
 /// Encodes an overflow record at file offset `offset`: `crc u32 | varint count | entries`.
@@ -185,20 +221,36 @@ pub(crate) fn find_visible(
     user_key: &[u8],
     snapshot_seq: u64,
 ) -> Option<(u64, ValueKind, Vec<u8>)> {
-    let mut best: Option<(u64, ValueKind, &[u8])> = None;
-    for e in entries {
+    let mut best = Visible::default();
+    for &e in entries {
+        best.offer(e, user_key, snapshot_seq);
+    }
+    best.found()
+}
+
+/// The newest version of one user key seen so far among entries in any order.
+#[derive(Default)]
+struct Visible<'a> {
+    best: Option<(u64, ValueKind, &'a [u8])>,
+}
+
+impl<'a> Visible<'a> {
+    fn offer(&mut self, e: Entry<'a>, user_key: &[u8], snapshot_seq: u64) {
         let p = key::parse(e.ikey);
         if p.user_key != user_key || p.seq > snapshot_seq {
-            continue;
+            return;
         }
         let Some(kind) = ValueKind::from_u8(p.kind) else {
-            continue;
+            return;
         };
-        if best.is_none_or(|(s, _, _)| p.seq > s) {
-            best = Some((p.seq, kind, e.value));
+        if self.best.is_none_or(|(s, _, _)| p.seq > s) {
+            self.best = Some((p.seq, kind, e.value));
         }
     }
-    best.map(|(s, k, v)| (s, k, v.to_vec()))
+
+    fn found(self) -> Option<(u64, ValueKind, Vec<u8>)> {
+        self.best.map(|(s, k, v)| (s, k, v.to_vec()))
+    }
 }
 
 /// Where a migration record sends the ranks from its mark up to the next record's mark.

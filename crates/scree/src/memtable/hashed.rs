@@ -1,9 +1,6 @@
 //! The hashed memtable index (`trie` keyspaces): user key → its versions, newest first.
 //!
-//! Keys and values live in per-shard arenas of 1 MiB chunks, so an insert allocates nothing
-//! per entry (a chunk now and then) and dropping a memtable frees a few hundred chunks instead
-//! of two heap blocks per entry (freeing 2 × 500k small blocks cost ≈ 14 % of the `trie`
-//! background threads' time with a map of boxed keys and values). Each shard is a
+//! Keys and values live in per-shard [`Arena`]s. Each shard is a
 //! `hashbrown::HashTable` of [`Slot`]s under a `parking_lot::RwLock`: the one writer (the
 //! group-commit leader) takes a shard's write lock per insert; readers and the flush take read
 //! locks. The hash is SipHash keyed randomly per memtable (`RandomState`), so crafted keys
@@ -19,30 +16,13 @@ use std::hash::{BuildHasher, RandomState};
 use hashbrown::HashTable;
 use parking_lot::RwLock;
 
+use super::arena::{Arena, Loc};
 use crate::coding::{get_u32, get_u64};
 
 /// Shards (a power of two); the top bits of a key's hash choose one.
 const SHARDS: usize = 16;
-/// Bytes per arena chunk (larger entries get a chunk of their own size).
-const CHUNK: usize = 1 << 20;
 /// Bytes of a version record before its value.
 const VERSION_HEADER: usize = 20;
-/// `Loc::chunk` of "no location".
-const NONE: u32 = u32::MAX;
-
-/// Where a record starts in a shard's arena.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Loc {
-    chunk: u32,
-    off: u32,
-}
-
-impl Loc {
-    const NONE: Loc = Loc {
-        chunk: NONE,
-        off: 0,
-    };
-}
 
 /// One user key in a shard's table.
 #[derive(Clone, Copy, Debug)]
@@ -56,7 +36,7 @@ struct Slot {
 #[derive(Default)]
 struct Shard {
     table: HashTable<Slot>,
-    arena: Vec<Vec<u8>>,
+    arena: Arena,
 }
 
 /// A version read from the arena.
@@ -66,16 +46,8 @@ struct Version<'a> {
     value: &'a [u8],
 }
 
-fn bytes(arena: &[Vec<u8>], at: Loc, len: usize) -> Option<&[u8]> {
-    let start = at.off as usize;
-    arena
-        .get(at.chunk as usize)?
-        .get(start..start.checked_add(len)?)
-}
-
-fn version(arena: &[Vec<u8>], at: Loc) -> Option<Version<'_>> {
-    let c = arena.get(at.chunk as usize)?;
-    let o = at.off as usize;
+fn version(arena: &Arena, at: Loc) -> Option<Version<'_>> {
+    let (c, o) = arena.chunk_of(at)?;
     let trailer = get_u64(c, o)?;
     let prev = Loc {
         chunk: get_u32(c, o + 8)?,
@@ -91,45 +63,19 @@ fn version(arena: &[Vec<u8>], at: Loc) -> Option<Version<'_>> {
 }
 
 /// Points the version record at `at` to `prev` (its next older version).
-fn set_prev(arena: &mut [Vec<u8>], at: Loc, prev: Loc) {
-    let o = at.off as usize;
+fn set_prev(arena: &mut Arena, at: Loc, prev: Loc) {
     let mut link = [0u8; 8];
     let (c, f) = link.split_at_mut(4);
     c.copy_from_slice(&prev.chunk.to_le_bytes());
     f.copy_from_slice(&prev.off.to_le_bytes());
     if let Some(h) = arena
-        .get_mut(at.chunk as usize)
-        .and_then(|c| c.get_mut(o + 8..o + 16))
+        .bytes_mut(Loc { chunk: at.chunk, off: at.off + 8 }, 8)
     {
         h.copy_from_slice(&link);
     }
 }
 
 impl Shard {
-    /// Appends `parts` as one record and returns where it starts.
-    fn append(&mut self, parts: &[&[u8]]) -> Loc {
-        let n: usize = parts.iter().map(|p| p.len()).sum();
-        let fits = self
-            .arena
-            .last()
-            .is_some_and(|c| c.capacity() - c.len() >= n);
-        if !fits {
-            self.arena.push(Vec::with_capacity(CHUNK.max(n)));
-        }
-        let chunk = self.arena.len() - 1;
-        let c = self.arena.last_mut();
-        let off = c.as_ref().map_or(0, |c| c.len());
-        if let Some(c) = c {
-            for p in parts {
-                c.extend_from_slice(p);
-            }
-        }
-        Loc {
-            chunk: chunk as u32,
-            off: off as u32,
-        }
-    }
-
     fn append_version(&mut self, trailer: u64, prev: Loc, value: &[u8]) -> Loc {
         let len = value.len() as u32;
         let t = trailer.to_le_bytes();
@@ -142,7 +88,7 @@ impl Shard {
             t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], c[0], c[1], c[2], c[3], o[0], o[1],
             o[2], o[3], l[0], l[1], l[2], l[3],
         ];
-        self.append(&[&h, value])
+        self.arena.append(&[&h, value])
     }
 }
 
@@ -161,7 +107,7 @@ impl HashIndex {
                 .map(|_| {
                     RwLock::new(Shard {
                         table: HashTable::with_capacity(per),
-                        arena: Vec::new(),
+                        arena: Arena::default(),
                     })
                 })
                 .collect(),
@@ -188,11 +134,11 @@ impl HashIndex {
                 // arena read (a cache miss).
                 e.hash == hash
                     && e.key_len as usize == key.len()
-                    && bytes(&s.arena, e.key, key.len()) == Some(key)
+                    && s.arena.bytes(e.key, key.len()) == Some(key)
             })
             .copied();
         let Some(slot) = found else {
-            let key_at = s.append(&[key]);
+            let key_at = s.arena.append(&[key]);
             let newest = s.append_version(trailer, Loc::NONE, value);
             s.table.insert_unique(
                 hash,
@@ -234,7 +180,7 @@ impl HashIndex {
         let slot = g.table.find(hash, |e| {
             e.hash == hash
                 && e.key_len as usize == key.len()
-                && bytes(&g.arena, e.key, key.len()) == Some(key)
+                && g.arena.bytes(e.key, key.len()) == Some(key)
         })?;
         let mut at = slot.newest;
         while let Some(v) = version(&g.arena, at) {
@@ -255,7 +201,7 @@ impl HashIndex {
         for shard in self.shards.iter() {
             let g = shard.read();
             for slot in g.table.iter() {
-                let key = bytes(&g.arena, slot.key, slot.key_len as usize).unwrap_or_default();
+                let key = g.arena.bytes(slot.key, slot.key_len as usize).unwrap_or_default();
                 let mut at = slot.newest;
                 while let Some(v) = version(&g.arena, at) {
                     f(key, v.trailer, v.value)?;
@@ -269,6 +215,7 @@ impl HashIndex {
 
 #[cfg(test)]
 mod tests {
+    use super::super::arena::CHUNK;
     use super::*;
     use std::collections::BTreeMap;
 
