@@ -119,7 +119,9 @@ impl<'c, 'a> Worker<'c, 'a> {
             ctx,
             out: ThreadOutcome::default(),
             rng: Rng::new(ctx.seed, stream),
-            value_cursor: ctx.codec.value_cursor(&mut Rng::new(ctx.seed, stream ^ 0x5a17_0000)),
+            value_cursor: ctx
+                .codec
+                .value_cursor(&mut Rng::new(ctx.seed, stream ^ 0x5a17_0000)),
             key: Vec::with_capacity(ctx.codec.key_size),
             value: Vec::with_capacity(ctx.codec.value_size),
             read: Vec::with_capacity(ctx.codec.value_size),
@@ -182,7 +184,9 @@ impl<'c, 'a> Worker<'c, 'a> {
     /// concurrent workloads already tolerate (`Ctx::racy`).
     pub fn put(&mut self, i: u64) -> Result<(), EngineError> {
         self.ctx.codec.key(i, &mut self.key);
-        self.ctx.codec.value(i, &mut self.value_cursor, &mut self.value);
+        self.ctx
+            .codec
+            .value(i, &mut self.value_cursor, &mut self.value);
         self.ctx.engine.put(&self.key, &self.value)?;
         self.pending_present.push(i);
         let n = (self.key.len() + self.value.len()) as u64;

@@ -101,7 +101,9 @@ mod tests {
                 let n = 4 + (i % 700) as usize;
                 let got = a.bytes(l, n).expect("record");
                 assert_eq!(got.get(..4), Some(i.to_le_bytes().as_slice()));
-                assert!(got.get(4..).is_some_and(|b| b.iter().all(|&x| x == i as u8)));
+                assert!(got
+                    .get(4..)
+                    .is_some_and(|b| b.iter().all(|&x| x == i as u8)));
             }
         }
         assert_eq!(a.bytes(Loc::NONE, 1), None);

@@ -68,9 +68,13 @@ fn set_prev(arena: &mut Arena, at: Loc, prev: Loc) {
     let (c, f) = link.split_at_mut(4);
     c.copy_from_slice(&prev.chunk.to_le_bytes());
     f.copy_from_slice(&prev.off.to_le_bytes());
-    if let Some(h) = arena
-        .bytes_mut(Loc { chunk: at.chunk, off: at.off + 8 }, 8)
-    {
+    if let Some(h) = arena.bytes_mut(
+        Loc {
+            chunk: at.chunk,
+            off: at.off + 8,
+        },
+        8,
+    ) {
         h.copy_from_slice(&link);
     }
 }
@@ -201,7 +205,10 @@ impl HashIndex {
         for shard in self.shards.iter() {
             let g = shard.read();
             for slot in g.table.iter() {
-                let key = g.arena.bytes(slot.key, slot.key_len as usize).unwrap_or_default();
+                let key = g
+                    .arena
+                    .bytes(slot.key, slot.key_len as usize)
+                    .unwrap_or_default();
                 let mut at = slot.newest;
                 while let Some(v) = version(&g.arena, at) {
                     f(key, v.trailer, v.value)?;

@@ -391,7 +391,12 @@ mod tests {
         let m = Memtable::new(1, n as usize * ENTRY_OVERHEAD);
         assert!(!m.may_contain(b"k0"), "an empty memtable contains nothing");
         for i in 0..n {
-            m.insert(format!("k{i}").as_bytes(), u64::from(i) + 1, ValueKind::Put, b"v");
+            m.insert(
+                format!("k{i}").as_bytes(),
+                u64::from(i) + 1,
+                ValueKind::Put,
+                b"v",
+            );
         }
         assert!((0..n).all(|i| m.may_contain(format!("k{i}").as_bytes())));
         let fp = (0..n)
