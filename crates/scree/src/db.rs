@@ -915,8 +915,9 @@ impl DbInner {
         // flush or the next synced write) lets a power loss keep unsynced writes of the new log
         // while losing older unsynced writes of the old one: a hole in the history, undetected
         // when the old log is cut at a record boundary (tests/crash_consistency.rs,
-        // crash_while_the_retired_wal_is_unsynced). `old_logs` is then already durable.
-        if let Err(e) = wal.log.sync() {
+        // crash_while_the_retired_wal_is_unsynced). `old_logs` is then already durable. The
+        // log takes no more records, so it is finished: only its appended bytes are written.
+        if let Err(e) = wal.log.finish() {
             self.set_bg_error(&e);
             return Err(e);
         }

@@ -47,6 +47,12 @@ impl LogWriter {
     pub fn sync(&mut self) -> Result<()> {
         self.w.sync()
     }
+    /// Makes every record durable, for the last time: the log takes no more records (a log
+    /// being retired; a memory-mapped log drops its prepared window and preallocated tail
+    /// first, see `fs::mmap_log`).
+    pub fn finish(&mut self) -> Result<()> {
+        self.w.finish()
+    }
     /// Bytes written.
     pub fn len(&self) -> u64 {
         self.w.len()

@@ -23,6 +23,12 @@ pub trait WritableFile: Send {
     fn flush(&mut self) -> io::Result<()>;
     /// Makes every appended byte durable (flush + fdatasync).
     fn sync(&mut self) -> io::Result<()>;
+    /// Makes every appended byte durable for the last time: the caller appends nothing after
+    /// it (a memory-mapped log refuses). A writer that reserved space ahead releases it first,
+    /// so the sync writes back only appended bytes. Defaults to [`WritableFile::sync`].
+    fn finish(&mut self) -> io::Result<()> {
+        self.sync()
+    }
     /// Bytes appended so far.
     fn len(&self) -> u64;
     /// Whether appends are copies into a memory map rather than `write(2)` calls (they then do
@@ -207,6 +213,10 @@ impl CountedWriter {
     /// Makes the file durable.
     pub fn sync(&mut self) -> Result<()> {
         self.inner.sync().map_err(|e| Error::io(&self.path, e))
+    }
+    /// Syncs for the last time ([`WritableFile::finish`]).
+    pub fn finish(&mut self) -> Result<()> {
+        self.inner.finish().map_err(|e| Error::io(&self.path, e))
     }
     /// Bytes appended so far.
     pub fn len(&self) -> u64 {
