@@ -318,6 +318,20 @@ mod tests {
         (path, MmapLog::new(f).expect("mmap log"))
     }
 
+    /// Appends records `record(0), record(1), …` until at least `bytes` are in the log;
+    /// returns what was appended.
+    fn append_until(log: &mut MmapLog, bytes: u64, record: impl Fn(u32) -> Vec<u8>) -> Vec<u8> {
+        let mut want = Vec::new();
+        let mut i = 0u32;
+        while (want.len() as u64) < bytes {
+            let rec = record(i);
+            log.append(&rec).expect("append");
+            want.extend_from_slice(&rec);
+            i += 1;
+        }
+        want
+    }
+
     #[test]
     fn appends_across_windows_and_syncs_read_back_and_the_tail_is_cut_on_drop() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -353,14 +367,9 @@ mod tests {
     fn an_unsynced_log_gets_its_windows_prepared_ahead_and_reads_back_exactly() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (path, mut log) = fresh_log(dir.path());
-        let mut want = Vec::new();
-        let mut i = 0u32;
-        while (want.len() as u64) < 3 * WINDOW + WINDOW / 2 + 13 {
-            let rec: Vec<u8> = (0..(i % 3000) + 1).map(|j| (i ^ j ^ 0x5a) as u8).collect();
-            log.append(&rec).expect("append");
-            want.extend_from_slice(&rec);
-            i += 1;
-        }
+        let want = append_until(&mut log, 3 * WINDOW + WINDOW / 2 + 13, |i| {
+            (0..(i % 3000) + 1).map(|j| (i ^ j ^ 0x5a) as u8).collect()
+        });
         // Three window switches, each to a window prepared in the background (a window more
         // is being prepared now: the last one is past half full).
         assert_eq!(log.windows_prepared_ahead(), 3);
@@ -381,27 +390,29 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().expect("tempdir");
         let (path, mut log) = fresh_log(dir.path());
-        let mut want = Vec::new();
-        let mut i = 0u32;
         // Past half of the second window: the third is being prepared.
-        while (want.len() as u64) < WINDOW + WINDOW * 3 / 4 {
-            let rec = i.to_le_bytes().repeat(50);
-            log.append(&rec).expect("append");
-            want.extend_from_slice(&rec);
-            i += 1;
-        }
+        let want = append_until(&mut log, WINDOW + WINDOW * 3 / 4, |i| {
+            i.to_le_bytes().repeat(50)
+        });
         assert!(log.prepared.is_some(), "a window is being prepared ahead");
         log.finish().expect("finish");
         assert!(log.prepared.is_none() && log.map.is_none());
         let meta = std::fs::metadata(&path).expect("metadata");
-        assert_eq!(meta.len(), want.len() as u64, "the preallocated tail is cut");
+        assert_eq!(
+            meta.len(),
+            want.len() as u64,
+            "the preallocated tail is cut"
+        );
         assert!(
             meta.blocks() * 512 < want.len() as u64 + WINDOW / 2,
             "{} bytes allocated for {} appended",
             meta.blocks() * 512,
             want.len()
         );
-        assert!(log.append(b"more").is_err(), "a finished log takes no appends");
+        assert!(
+            log.append(b"more").is_err(),
+            "a finished log takes no appends"
+        );
         assert!(log.append(b"").is_ok());
         log.sync().expect("a sync after finish is harmless");
         drop(log);
