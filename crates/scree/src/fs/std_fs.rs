@@ -58,7 +58,13 @@ impl ReadableFile for StdReadable {
         if self.direct {
             // O_DIRECT needs an aligned window: read_at builds one.
             let data = self.read_at(offset, buf.len())?;
-            buf.copy_from_slice(data.get(..buf.len()).unwrap_or_default());
+            let Some(src) = data.get(..buf.len()) else {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "short direct read",
+                ));
+            };
+            buf.copy_from_slice(src);
             return Ok(());
         }
         self.file.read_exact_at(buf, offset)
