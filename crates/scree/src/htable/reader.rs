@@ -197,9 +197,15 @@ impl HTableReader {
     }
 
     /// Reads `len` bytes at `offset` as one counted block read. Every read of the table goes
-    /// through here, so a block cache can be inserted in one place.
+    /// through here or [`HTableReader::read_block_into`], so a block cache can be inserted in
+    /// one place.
     fn read_block(&self, offset: u64, len: usize, kind: ReadKind) -> Result<Vec<u8>> {
         self.file.read(offset, len, kind)
+    }
+
+    /// [`HTableReader::read_block`] into a caller's buffer (`buf.len()` bytes).
+    fn read_block_into(&self, offset: u64, buf: &mut [u8], kind: ReadKind) -> Result<()> {
+        self.file.read_into(offset, buf, kind)
     }
 
     /// Reads the filter block (one Metadata read), whether or not filters are held in memory.
@@ -346,7 +352,7 @@ impl HTableReader {
             Location::Bucket(b) => {
                 let offset = u64::from(b) * BUCKET_SIZE as u64;
                 let found = with_bucket_buffer(|buf| {
-                    self.file.read_into(offset, buf, ReadKind::Data)?;
+                    self.read_block_into(offset, buf, ReadKind::Data)?;
                     find_in_bucket(self.file.path(), offset, buf, user_key, snapshot_seq)
                 })?;
                 Ok((found, 1))
