@@ -211,7 +211,8 @@ impl MmapLog {
         }
     }
 
-    /// Unmaps the current window and the one prepared ahead, if any (waiting for it).
+    /// Unmaps the current window and the one prepared ahead, if any. Waits for a window in
+    /// preparation: it extends the file, so a cut of the tail must come after it.
     fn unmap_all(&mut self) {
         self.map = None;
         if let Some(p) = self.prepared.take() {
@@ -291,11 +292,7 @@ impl WritableFile for MmapLog {
 
 impl Drop for MmapLog {
     fn drop(&mut self) {
-        self.map = None;
-        // A window being prepared extends the file: wait for it before cutting the tail.
-        if let Some(p) = self.prepared.take() {
-            let _ = p.rx.recv();
-        }
+        self.unmap_all();
         // Best effort: a log left with its zero tail reads the same.
         let _ = self.file.set_len(self.len);
     }
