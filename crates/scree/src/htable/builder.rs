@@ -30,6 +30,9 @@ pub struct HTableOptions {
     /// A fixed bucket count (required for the tables of one BloomCluster); `None` chooses it
     /// from the item bytes with [`buckets_for_bytes`].
     pub n_buckets: Option<u32>,
+    /// Hash bits every item of the table shares (`3 × depth` for a trie container), so the
+    /// buckets follow the bits below them ([`bucket_of`]); recorded in the footer.
+    pub bucket_shift: u32,
 }
 
 impl Default for HTableOptions {
@@ -39,6 +42,7 @@ impl Default for HTableOptions {
             target_fill: 0.90,
             bucket_fill_cap: 0.95,
             n_buckets: None,
+            bucket_shift: 0,
         }
     }
 }
@@ -376,6 +380,11 @@ fn write_items(
             "bucket_fill_cap must be in (0, 1]".into(),
         ));
     }
+    if opts.bucket_shift > 127 {
+        return Err(Error::InvalidArgument(
+            "bucket_shift must be at most 127".into(),
+        ));
+    }
     if !(opts.target_fill > 0.0 && opts.target_fill <= 1.0) {
         return Err(Error::InvalidArgument(
             "target_fill must be in (0, 1]".into(),
@@ -438,7 +447,7 @@ fn write_items(
     // adjacent, newest first. Flat arrays: one allocation each, not one per bucket.
     let homes: Vec<u32> = items
         .iter()
-        .map(|it| bucket_of(it.hash, n_buckets))
+        .map(|it| bucket_of(it.hash, n_buckets, opts.bucket_shift))
         .collect();
     let home_start = csr_starts(n, homes.iter().copied());
     let mut by_home = vec![0u64; items.len()];
@@ -630,6 +639,7 @@ fn write_items(
     sink.put(&fblock)?;
     let footer = Footer {
         n_buckets,
+        bucket_shift: opts.bucket_shift,
         item_count: items.len() as u64,
         overflow_offset,
         overflow_len,

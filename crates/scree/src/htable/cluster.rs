@@ -29,8 +29,9 @@ pub const CLUSTER_BLOCK_SIZE: usize = 4096;
 /// Bytes of a cluster block taken by its header (masked CRC32C u32, first column u32, column
 /// count u16, sub-level count u16).
 pub const CLUSTER_HEADER: usize = 12;
-/// Format version of cluster files.
-pub const CLUSTER_FORMAT_VERSION: u32 = 2;
+/// Format version of cluster files (3: a key's column is `bucket_of(hash, n_columns, 3 ×
+/// depth)`, the hash-ordered bucket map of HTable version 2; the bytes are laid out as in 2).
+pub const CLUSTER_FORMAT_VERSION: u32 = 3;
 const CLUSTER_MAGIC: [u8; 8] = *b"SCREE-BC";
 /// Fixed end of the trailer: n_columns u64, S u32, B u32, version u32, block size u32,
 /// checksum u32, magic 8.
@@ -490,7 +491,7 @@ impl BloomClusterReader {
     }
 
     /// Reads column `c` (one Metadata read of the block holding it). The column of a key is
-    /// its bucket: `bucket_of(hash, n_columns)`.
+    /// its bucket: `bucket_of(hash, n_columns, bucket_shift_for_depth(container depth))`.
     pub fn column(&self, c: u32) -> Result<BloomColumn> {
         let i = self.block_of(c)?;
         let range = self.block_range(i);

@@ -507,6 +507,8 @@ pub(crate) fn decode_filters(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Footer {
     pub n_buckets: u32,
+    /// Hash bits above the bucket window (`bucket_of`).
+    pub bucket_shift: u32,
     pub item_count: u64,
     pub overflow_offset: u64,
     pub overflow_len: u64,
@@ -523,7 +525,8 @@ impl Footer {
         let mut b = Vec::with_capacity(FOOTER_SIZE);
         put_u32(&mut b, FORMAT_VERSION);
         put_u32(&mut b, BUCKET_SIZE as u32);
-        put_u64(&mut b, u64::from(self.n_buckets));
+        put_u32(&mut b, self.n_buckets);
+        put_u32(&mut b, self.bucket_shift);
         put_u64(&mut b, self.item_count);
         put_u64(&mut b, self.overflow_offset);
         put_u64(&mut b, self.overflow_len);
@@ -564,11 +567,16 @@ impl Footer {
         if get_u32(b, 4) != Some(BUCKET_SIZE as u32) {
             return Err(bad("unsupported bucket size"));
         }
-        let n_buckets = u32::try_from(u64_at(8)?).map_err(|_| bad("bucket count too large"))?;
+        let n_buckets = get_u32(b, 8).ok_or_else(|| bad("short footer"))?;
+        let bucket_shift = get_u32(b, 12).ok_or_else(|| bad("short footer"))?;
+        if bucket_shift > 127 {
+            return Err(bad("bucket shift above 127"));
+        }
         let mut hash_key = [0u8; 16];
         hash_key.copy_from_slice(b.get(72..88).ok_or_else(|| bad("short footer"))?);
         let f = Footer {
             n_buckets,
+            bucket_shift,
             item_count: u64_at(16)?,
             overflow_offset: u64_at(24)?,
             overflow_len: u64_at(32)?,

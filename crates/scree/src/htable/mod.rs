@@ -13,12 +13,16 @@
 //! | bits | use |
 //! |---|---|
 //! | 127-3d .. 125-3d | trie child of a node at depth `d` (root = depth 0), see [`trie_child`] |
-//! | 95 .. 64 | HashMark infix: ranks items inside an overloaded bucket, see [`rank_in_bucket`] |
-//! | 63 .. 0 | bucket inside an HTable: `(h as u64) % n_buckets`, see [`bucket_of`] |
+//! | 127-s .. 64-s | bucket window of a table with bucket shift `s` (`3d` for a depth-`d` container): bucket = `⌊window × n_buckets / 2^64⌋`, see [`bucket_of`] |
+//! | 31 .. 0 | HashMark infix: ranks items inside an overloaded bucket, see [`rank_in_bucket`] |
 //!
-//! Trie routing at depths 0..=9 (ten levels) uses bits 127..98 only, so it never overlaps the
-//! HashMark infix or the bucket bits; deeper tries start sharing bits with the infix, which only
-//! makes ranks within one container less random, never wrong.
+//! The bucket window starts right below the bits every item of the container shares, so the
+//! bucket is a monotone function of the hash inside a container: a table's buckets hold its
+//! items in hash order (migrated items aside), and the items a compaction sends to child `c`
+//! have their home buckets in one contiguous range. Only the top `log2(n_buckets)` bits of
+//! the window choose the bucket, so for `3d + log2(n_buckets) <= 96` (any bucket count up to
+//! depth 21) the bucket never depends on the infix bits; beyond that ranks within one bucket
+//! are only less random, never wrong.
 
 pub(crate) mod balance;
 pub mod builder;
@@ -47,9 +51,7 @@ pub const BUCKET_HEADER: usize = 6;
 /// Bytes of a bucket available to entries.
 pub const BUCKET_CAPACITY: usize = BUCKET_SIZE - BUCKET_HEADER;
 /// The HTable format version written in the footer.
-pub const FORMAT_VERSION: u32 = 1;
-/// Trie depths whose child bits never overlap the HashMark infix (bits 64..96).
-pub const MAX_DISJOINT_TRIE_DEPTH: u32 = 10;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The keyed 128-bit placement hash of a user key (SipHash-1-3, 128-bit output, the 16-byte
 /// key as given). The result is `u128::from_le_bytes(finish128().as_bytes())`, so it is the same
@@ -67,15 +69,23 @@ pub fn trie_child(hash: u128, depth: u32) -> Option<u8> {
     Some(((hash >> shift) & 7) as u8)
 }
 
-/// The bucket of `hash` in a table of `n_buckets` buckets: the low 64 bits modulo the count
-/// (`n_buckets == 0` is treated as 1).
-pub fn bucket_of(hash: u128, n_buckets: u32) -> u32 {
-    ((hash as u64) % u64::from(n_buckets.max(1))) as u32
+/// The bucket shift of the tables of a trie container at `depth`: the `3 × depth` hash bits
+/// every item of the container shares.
+pub fn bucket_shift_for_depth(depth: u32) -> u32 {
+    depth.saturating_mul(3).min(127)
 }
 
-/// The 32-bit HashMark infix of a hash: bits 64..96.
+/// The bucket of `hash` in a table of `n_buckets` buckets whose items share the top `shift`
+/// hash bits: the 64 bits below those, scaled to the bucket count (`⌊w × n / 2^64⌋`, a
+/// monotone map; `n_buckets == 0` is treated as 1, `shift` above 127 as 127).
+pub fn bucket_of(hash: u128, n_buckets: u32, shift: u32) -> u32 {
+    let window = ((hash << shift.min(127)) >> 64) as u64;
+    ((u128::from(window) * u128::from(n_buckets.max(1))) >> 64) as u32
+}
+
+/// The 32-bit HashMark infix of a hash: bits 0..32.
 pub fn hash_mark_infix(hash: u128) -> u32 {
-    (hash >> 64) as u32
+    hash as u32
 }
 
 /// The rank of `hash` inside home bucket `bucket`: the HashMark infix rotated left by

@@ -227,6 +227,10 @@ impl HTableReader {
     pub fn n_buckets(&self) -> u32 {
         self.footer.n_buckets
     }
+    /// The hash bits above this table's bucket window (see [`bucket_of`]).
+    pub fn bucket_shift(&self) -> u32 {
+        self.footer.bucket_shift
+    }
     /// Number of items (versions) in the table.
     pub fn item_count(&self) -> u64 {
         self.footer.item_count
@@ -249,7 +253,7 @@ impl HTableReader {
     }
     /// Home bucket (and BloomCluster column) of `hash`.
     pub fn bucket_of(&self, hash: u128) -> u32 {
-        bucket_of(hash, self.footer.n_buckets)
+        bucket_of(hash, self.footer.n_buckets, self.footer.bucket_shift)
     }
     /// The in-memory filter of bucket `i`, if filters were loaded at open (empty = no key).
     pub fn bucket_filter(&self, i: u32) -> Option<&[u8]> {

@@ -117,17 +117,74 @@ fn readers_are_shareable_across_threads() {
 
 #[test]
 fn hash_bit_layout() {
-    let h: u128 = 0b101 << 125 | (0b011 << 122) | (0xdead_beef_u128 << 64) | 12345;
+    let h: u128 = 0b101 << 125 | (0b011 << 122) | (1 << 121) | 0xdead_beef;
     assert_eq!(trie_child(h, 0), Some(0b101));
     assert_eq!(trie_child(h, 1), Some(0b011));
-    assert_eq!(trie_child(h, 41), Some(((12345u32 >> 2) & 7) as u8));
+    assert_eq!(trie_child(h, 2), Some(0b100));
+    assert_eq!(trie_child(h, 41), Some(((0xdead_beefu32 >> 2) & 7) as u8));
     assert_eq!(trie_child(h, 42), None);
     assert_eq!(hash_mark_infix(h), 0xdead_beef);
-    assert_eq!(bucket_of(h, 1000), 345);
     assert_eq!(rank_in_bucket(h, 4), 0xdead_beefu32.rotate_left(4));
+    // The bucket window is the 64 bits below the shift, scaled to the bucket count:
+    // 0b101_011_1 / 2^7 of 1000 buckets at shift 0, 0b011_1 / 2^4 at shift 3, 1/2 at shift 6.
+    assert_eq!(bucket_of(h, 1000, 0), 0b101_0111 * 1000 / 128);
+    assert_eq!(bucket_of(h, 1000, 3), 0b0111 * 1000 / 16);
+    assert_eq!(bucket_of(h, 1000, 6), 500);
+    assert_eq!(bucket_of(h, 0, 6), 0);
+    assert_eq!(bucket_of(u128::MAX, 7, 0), 6);
+    assert_eq!(bucket_of(u128::MAX, 7, 127), 3);
+    assert_eq!(bucket_shift_for_depth(2), 6);
     // The placement hash is keyed and stable.
     assert_ne!(placement_hash(&HK, b"a"), placement_hash(&[0; 16], b"a"));
     assert_eq!(placement_hash(&HK, b"a"), placement_hash(&HK, b"a"));
+}
+
+#[test]
+fn buckets_follow_hash_order_inside_a_container() {
+    // Keys of the depth-1 container under root child 5: they share the top 3 hash bits.
+    let shift = bucket_shift_for_depth(1);
+    let n = 1000u32;
+    let mut hashes: Vec<u128> = (0..40_000u64)
+        .map(|i| placement_hash(&HK, format!("k{i}").as_bytes()))
+        .filter(|&h| trie_child(h, 0) == Some(5))
+        .collect();
+    assert!(hashes.len() > 4000);
+    hashes.sort_unstable();
+    let buckets: Vec<u32> = hashes.iter().map(|&h| bucket_of(h, n, shift)).collect();
+    assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "not monotone");
+    assert_eq!(
+        (buckets[0] < 10, *buckets.last().unwrap() > n - 10),
+        (true, true)
+    );
+    // The items of child c (next three bits) have their homes in the c-th eighth of the table.
+    for (&h, &b) in hashes.iter().zip(&buckets) {
+        let c = u32::from(trie_child(h, 1).unwrap());
+        assert!(
+            b >= c * n / 8 && b < (c + 1) * n / 8,
+            "child {c} bucket {b}"
+        );
+    }
+}
+
+#[test]
+fn a_table_of_another_format_version_is_refused_as_unsupported() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = env();
+    let (mut bytes, _) = builder_for(&small_table_versions(), HTableOptions::default())
+        .finish_to_vec()
+        .unwrap();
+    // Rewrite the footer as format version 1 with a valid checksum: the version check, not
+    // the checksum, must refuse it (version 1 placed items by `hash mod n`).
+    let f = bytes.len() - 104;
+    bytes[f..f + 4].copy_from_slice(&1u32.to_le_bytes());
+    let crc = super::format::region_crc(f as u64, &bytes[f..f + 92]);
+    bytes[f + 92..f + 96].copy_from_slice(&crc.to_le_bytes());
+    let p = dir.path().join("v1");
+    std::fs::write(&p, &bytes).unwrap();
+    match open(&env, &p, true) {
+        Err(Error::Unsupported(m)) => assert!(m.contains("format version 1"), "{m}"),
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
 }
 
 #[test]
@@ -181,7 +238,7 @@ fn crafted_collisions_many_versions_and_large_values() {
     let mut i = 0u64;
     while versions.len() < 400 {
         let k = format!("crafted-{i}").into_bytes();
-        if bucket_of(placement_hash(&HK, &k), n) == 3 {
+        if bucket_of(placement_hash(&HK, &k), n, 0) == 3 {
             versions.push((k, i + 1, ValueKind::Put, value(100, i)));
         }
         i += 1;
@@ -254,11 +311,17 @@ proptest! {
         n_buckets in prop::option::of(1u32..12),
         cap in prop_oneof![Just(0.95f64), Just(1.0), Just(0.6)],
         load_filters in any::<bool>(),
+        bucket_shift in prop_oneof![Just(0u32), Just(3), Just(30), Just(127)],
     ) {
         let dir = tempfile::tempdir().unwrap();
         let env = env();
         let p = dir.path().join("t");
-        let opts = HTableOptions { n_buckets, bucket_fill_cap: cap, ..Default::default() };
+        let opts = HTableOptions {
+            n_buckets,
+            bucket_fill_cap: cap,
+            bucket_shift,
+            ..Default::default()
+        };
         let s = write_table(&env, &p, &versions, opts);
         prop_assert_eq!(s.items, versions.len() as u64);
         prop_assert!(s.max_fill <= cap + 1e-9);
@@ -321,6 +384,7 @@ fn every_byte_flip_is_detected_or_harmless() {
         &versions,
         HTableOptions {
             n_buckets: Some(2),
+            bucket_fill_cap: 0.9,
             ..Default::default()
         },
     )
@@ -530,7 +594,7 @@ fn bloom_cluster_round_trip_and_lookup() {
     for (lvl, versions) in all.iter().enumerate() {
         for (k, s, _, v) in versions {
             let h = placement_hash(&HK, k);
-            let col = c.column(bucket_of(h, n)).unwrap();
+            let col = c.column(bucket_of(h, n, 0)).unwrap();
             let cands = col.candidates(k);
             assert!(cands.contains(&lvl));
             false_candidates += cands.len() - 1;
@@ -550,7 +614,7 @@ fn bloom_cluster_round_trip_and_lookup() {
         "{false_candidates}"
     );
     let k = b"absent";
-    let col = c.column(bucket_of(placement_hash(&HK, k), n)).unwrap();
+    let col = c.column(bucket_of(placement_hash(&HK, k), n, 0)).unwrap();
     assert!(col.candidates(k).len() <= 1);
     assert!(matches!(c.column(n), Err(Error::InvalidArgument(_))));
 
@@ -657,7 +721,7 @@ fn bloom_cluster_packs_several_columns_per_block() {
     for (lvl, versions) in all.iter().enumerate() {
         for (k, _, _, _) in versions {
             let h = placement_hash(&HK, k);
-            let col = c.column(bucket_of(h, n)).unwrap();
+            let col = c.column(bucket_of(h, n, 0)).unwrap();
             assert!(col.candidates(k).contains(&lvl));
             lookups += 1;
         }

@@ -17,8 +17,9 @@ use crate::error::Result;
 use crate::filter::bloom::bloom_hash;
 use crate::fs::CountedWriter;
 use crate::htable::{
-    bucket_of, buckets_for_bytes, finish_borrowed, placement_hash, trie_child, BloomClusterBuilder,
-    FilterSet, HTableBuilder, HTableOptions, HTableReader, HTableSummary, ItemRef, TableScan,
+    bucket_of, bucket_shift_for_depth, buckets_for_bytes, finish_borrowed, placement_hash,
+    trie_child, BloomClusterBuilder, FilterSet, HTableBuilder, HTableOptions, HTableReader,
+    HTableSummary, ItemRef, TableScan,
 };
 use crate::key::{self, cmp_ikey, ValueKind};
 use crate::layout::JobCtx;
@@ -46,12 +47,14 @@ pub struct Written {
     pub column_filters: Option<FilterSet>,
 }
 
-fn htable_opts(o: &TrieOptions, n: Option<u32>) -> HTableOptions {
+/// Options of a table for a container at `depth`.
+fn htable_opts(o: &TrieOptions, depth: u32) -> HTableOptions {
     HTableOptions {
         bits_per_key: o.bloom_bits_per_key,
         target_fill: o.target_fill,
         bucket_fill_cap: o.bucket_fill_cap,
-        n_buckets: n,
+        n_buckets: None,
+        bucket_shift: bucket_shift_for_depth(depth),
     }
 }
 
@@ -65,13 +68,16 @@ fn item_bytes(ikey: &[u8], value: &[u8]) -> u64 {
 struct TableStats {
     /// For last-level tables: the cluster's column count and (column, Bloom hash) of each key.
     columns: Option<(u32, Vec<(u32, u64)>)>,
+    /// The bucket shift of the table's container (columns are its buckets).
+    shift: u32,
     bits: u32,
 }
 
 impl TableStats {
-    fn new(ctx: &JobCtx<'_>, columns: Option<u32>) -> Self {
+    fn new(ctx: &JobCtx<'_>, columns: Option<u32>, depth: u32) -> Self {
         TableStats {
             columns: columns.map(|c| (c.max(1), Vec::new())),
+            shift: bucket_shift_for_depth(depth),
             bits: ctx.opts.trie.bloom_bits_per_key,
         }
     }
@@ -80,7 +86,7 @@ impl TableStats {
     /// per key).
     fn note_key(&mut self, hash: u128, bloom: u64) {
         if let Some((c, keys)) = &mut self.columns {
-            keys.push((bucket_of(hash, *c), bloom));
+            keys.push((bucket_of(hash, *c, self.shift), bloom));
         }
     }
 
@@ -175,7 +181,10 @@ pub fn column_filters_of(reader: &HTableReader, c: u32, bits: u32) -> Result<Fil
         let Some((h, ik, _)) = scan.get(i) else { break };
         let uk = key::user_key(ik);
         if last != Some(uk) {
-            keys.push((bucket_of(h, c.max(1)), bloom_hash(uk)));
+            keys.push((
+                bucket_of(h, c.max(1), reader.bucket_shift()),
+                bloom_hash(uk),
+            ));
             last = Some(uk);
         }
     }
@@ -320,13 +329,14 @@ pub fn merge_tables(
     Ok(Merged { scans, refs })
 }
 
-/// Writes items `refs` of `m` as one table.
+/// Writes items `refs` of `m` as one table of a container at `depth`.
 #[allow(clippy::too_many_arguments)]
 fn write_refs(
     ctx: &JobCtx<'_>,
     shared: &Arc<Shared>,
     m: &Merged,
     refs: &[(u32, u32)],
+    depth: u32,
     columns: Option<u32>,
     order_key: u64,
     cause: WriteCause,
@@ -334,7 +344,7 @@ fn write_refs(
 ) -> Result<Option<Written>> {
     // The items stay in the inputs' buffers (read whole by the merge): copying each into a
     // builder's arena cost as much as encoding the buckets.
-    let mut stats = TableStats::new(ctx, columns);
+    let mut stats = TableStats::new(ctx, columns, depth);
     let mut items: Vec<ItemRef<'_>> = Vec::with_capacity(refs.len());
     // The scans kept each item's Bloom hash, so no key is read here but to tell apart two
     // items of equal hash.
@@ -354,7 +364,7 @@ fn write_refs(
     if items.is_empty() {
         return Ok(None);
     }
-    let opts = htable_opts(&ctx.opts.trie, None);
+    let opts = htable_opts(&ctx.opts.trie, depth);
     stats
         .finish(ctx, shared, order_key, cause, keep_filters, |w| {
             finish_borrowed(ctx.hash_key, opts, items, w)
@@ -521,7 +531,7 @@ pub fn sample_garbage(
                 let dead_tombstone =
                     p.kind == ValueKind::Delete as u8 && p.seq <= ctx.smallest_snapshot;
                 let hk = placement_hash(&ctx.hash_key, p.user_key);
-                let col = bucket_of(hk, c);
+                let col = bucket_of(hk, c, h.reader.bucket_shift());
                 let bh = bloom_hash(p.user_key);
                 let newer_version = newer.iter().any(|&s| b.may_contain(s, col, bh));
                 if hidden_here || dead_tombstone || newer_version {
@@ -551,7 +561,7 @@ pub fn flush(ctx: &JobCtx<'_>, shared: &Arc<Shared>, mem: &Memtable) -> Result<K
     let mut rule = DropRule::new(ctx.smallest_snapshot);
     // The memtable's internal keys are assembled in a scratch buffer, so the items are copied
     // into the builder (a compaction's are borrowed, `write_refs`).
-    let mut b = HTableBuilder::new(ctx.hash_key, htable_opts(&ctx.opts.trie, None));
+    let mut b = HTableBuilder::new(ctx.hash_key, htable_opts(&ctx.opts.trie, 0));
     b.reserve(
         mem.len(),
         mem.approximate_bytes().saturating_sub(mem.len() * 64),
@@ -580,7 +590,7 @@ pub fn flush(ctx: &JobCtx<'_>, shared: &Arc<Shared>, mem: &Memtable) -> Result<K
     })?;
     if !b.is_empty() {
         // A root table: no BloomCluster columns.
-        let stats = TableStats::new(ctx, None);
+        let stats = TableStats::new(ctx, None, 0);
         let w = stats.finish(ctx, shared, order_key, WriteCause::Flush, true, |out| {
             b.finish_with_filters(out)
         })?;
@@ -651,6 +661,7 @@ pub fn compact_container(
                 shared,
                 &m,
                 &group,
+                child_depth,
                 None,
                 order_key,
                 WriteCause::Compaction,
@@ -673,6 +684,7 @@ pub fn compact_container(
             shared,
             &m,
             &group,
+            child_depth,
             Some(c),
             order_key,
             WriteCause::Compaction,
@@ -735,6 +747,7 @@ pub fn gc_container(
         shared,
         &m,
         &m.refs,
+        depth_of(cid),
         Some(c),
         order_key,
         WriteCause::Gc,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::coding::{put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::filter::bloom::bloom_hash;
-use crate::htable::{bucket_of, placement_hash, trie_child};
+use crate::htable::{bucket_of, bucket_shift_for_depth, placement_hash, trie_child};
 use crate::iter::InternalIter;
 use crate::key::ValueKind;
 use crate::layout::LayoutVersion;
@@ -284,7 +284,7 @@ impl TrieVersion {
                 if column.is_none() {
                     column = Some(self.shared.cluster_column(
                         &cl.file,
-                        bucket_of(h, cl.n),
+                        bucket_of(h, cl.n, bucket_shift_for_depth(c.depth)),
                         meta,
                     )?);
                 }
