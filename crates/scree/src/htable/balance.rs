@@ -18,6 +18,12 @@
 //!
 //! Destinations never exceed the cap, so a destination is never a later source and every item
 //! is one hop from its home: a lookup with the records in memory reads exactly one block.
+//!
+//! *Segments.* The planner can run the greedy separately inside `segments` equal contiguous
+//! ranges of buckets (`segment_range`), so no item leaves its home's range. The `trie` layout
+//! uses eight, one per child of the table's container (its buckets follow the hash bits, and
+//! the next three bits pick the child): a compaction can then read and merge one child's
+//! eighth of each input at a time. One segment is the paper's global list.
 
 use std::collections::BTreeSet;
 
@@ -61,9 +67,17 @@ impl Groups {
     }
 }
 
+/// Bucket range `[floor(k·n/segments), floor((k+1)·n/segments))` of segment `k`.
+pub(crate) fn segment_range(n: usize, segments: usize, k: usize) -> std::ops::Range<usize> {
+    let s = segments.max(1) as u128;
+    let at = |k: usize| ((k as u128 * n as u128) / s) as usize;
+    at(k)..at(k + 1)
+}
+
 /// Where each rank group goes: `plan[g]` (parallel to `groups.rank_size`) is a bucket id (the
-/// group's own bucket = stays home) or [`OVERFLOW`].
-pub(crate) fn plan(groups: &Groups, cap: usize) -> Vec<u32> {
+/// group's own bucket = stays home) or [`OVERFLOW`]. Migrations stay inside each of
+/// `segments` bucket ranges ([`segment_range`]; `1` = one global list, as in the paper).
+pub(crate) fn plan(groups: &Groups, cap: usize, segments: usize) -> Vec<u32> {
     let n = groups.buckets();
     let mut dest: Vec<u32> = vec![OVERFLOW; groups.rank_size.len()];
     let mut load: Vec<usize> = vec![0; n];
@@ -82,12 +96,24 @@ pub(crate) fn plan(groups: &Groups, cap: usize) -> Vec<u32> {
             *x = l;
         }
     }
-    let mut list: BTreeSet<(usize, u32)> = load
-        .iter()
-        .enumerate()
-        .map(|(b, &l)| (l, b as u32))
-        .collect();
+    for k in 0..segments.max(1) {
+        let range = segment_range(n, segments, k);
+        let list: BTreeSet<(usize, u32)> = range
+            .map(|b| (load.get(b).copied().unwrap_or(0), b as u32))
+            .collect();
+        plan_segment(groups, cap, list, &mut load, &mut dest);
+    }
+    dest
+}
 
+/// The greedy of one segment whose buckets, by `(load, id)`, are `list`.
+fn plan_segment(
+    groups: &Groups,
+    cap: usize,
+    mut list: BTreeSet<(usize, u32)>,
+    load: &mut [usize],
+    dest: &mut [u32],
+) {
     while let Some(&(src_load, src)) = list.last() {
         if src_load <= cap {
             break;
@@ -120,7 +146,7 @@ pub(crate) fn plan(groups: &Groups, cap: usize) -> Vec<u32> {
             let load_of =
                 |b: u32, load: &[usize]| load.get(b as usize).copied().unwrap_or(usize::MAX);
             let target = match current {
-                Some(d) if load_of(d, &load).saturating_add(size) <= cap => Some(d),
+                Some(d) if load_of(d, load).saturating_add(size) <= cap => Some(d),
                 _ => match list.first() {
                     Some(&(l, d)) if l.saturating_add(size) <= cap => Some(d),
                     _ => None,
@@ -128,7 +154,7 @@ pub(crate) fn plan(groups: &Groups, cap: usize) -> Vec<u32> {
             };
             let to = match target {
                 Some(d) => {
-                    let old = load_of(d, &load);
+                    let old = load_of(d, load);
                     list.remove(&(old, d));
                     list.insert((old + size, d));
                     if let Some(l) = load.get_mut(d as usize) {
@@ -144,7 +170,6 @@ pub(crate) fn plan(groups: &Groups, cap: usize) -> Vec<u32> {
             }
         }
     }
-    dest
 }
 
 /// The migration records of a plan: for each bucket, one record wherever the destination
@@ -206,7 +231,7 @@ mod tests {
             vec![(7, 90)],
         ];
         let g = Groups::from_nested(&groups);
-        let flat = plan(&g, 100);
+        let flat = plan(&g, 100, 1);
         let dest = nested(&g, &flat);
         assert_eq!(dest[0], vec![0, 0, 0, 1, 1]);
         let recs = records(&g, &flat);
@@ -228,7 +253,7 @@ mod tests {
     fn oversize_group_and_leftovers_go_to_overflow() {
         let groups = vec![vec![(1, 50), (2, 500), (3, 60)], vec![(5, 90)]];
         let g = Groups::from_nested(&groups);
-        let flat = plan(&g, 100);
+        let flat = plan(&g, 100, 1);
         let dest = nested(&g, &flat);
         // 500 > cap: overflow; then 50 + 60 > 100: rank 3 migrates, but bucket 1 has only 10
         // bytes free, so it goes to the overflow region too.
@@ -253,7 +278,7 @@ mod tests {
             vec![(0, 60)],
         ];
         let g = Groups::from_nested(&groups);
-        let flat = plan(&g, 100);
+        let flat = plan(&g, 100, 1);
         let dest = nested(&g, &flat);
         let total: usize = groups.iter().flatten().map(|g| g.1).sum();
         assert_eq!(total, 310);

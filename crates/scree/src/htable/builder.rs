@@ -33,7 +33,15 @@ pub struct HTableOptions {
     /// Hash bits every item of the table shares (`3 × depth` for a trie container), so the
     /// buckets follow the bits below them ([`bucket_of`]); recorded in the footer.
     pub bucket_shift: u32,
+    /// Equal bucket ranges that balancing keeps migrations inside (1 = one global list, the
+    /// paper's; the `trie` layout uses 8, one per child of the container, so a compaction can
+    /// read one child's range of a table at a time). Tables of fewer than
+    /// [`MIN_BUCKETS_PER_SEGMENT`] buckets per segment balance globally.
+    pub balance_segments: u32,
 }
+
+/// The fewest buckets per balancing segment: below it a table balances over all its buckets.
+pub const MIN_BUCKETS_PER_SEGMENT: u32 = 64;
 
 impl Default for HTableOptions {
     fn default() -> Self {
@@ -43,6 +51,7 @@ impl Default for HTableOptions {
             bucket_fill_cap: 0.95,
             n_buckets: None,
             bucket_shift: 0,
+            balance_segments: 1,
         }
     }
 }
@@ -508,7 +517,11 @@ fn write_items(
                 > cap
         })
         .count() as u32;
-    let dest = balance::plan(&groups, cap);
+    let segments = match opts.balance_segments.max(1) {
+        s if n_buckets / s >= MIN_BUCKETS_PER_SEGMENT => s,
+        _ => 1,
+    };
+    let dest = balance::plan(&groups, cap, segments as usize);
     let migrations = balance::records(&groups, &dest);
 
     // Physical placement: each item's destination, then a counting sort by destination in

@@ -37,6 +37,7 @@ use std::hash::Hasher;
 
 pub use builder::{
     buckets_for_bytes, finish_borrowed, HTableBuilder, HTableOptions, HTableSummary, ItemRef,
+    MIN_BUCKETS_PER_SEGMENT,
 };
 pub use cluster::{
     BloomClusterBuilder, BloomClusterReader, BloomColumn, ClusterBlock, CLUSTER_BLOCK_SIZE,

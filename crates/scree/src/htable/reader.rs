@@ -416,28 +416,104 @@ impl HTableReader {
     /// that the item count matches the footer. Holds the whole table in memory; items refer to
     /// the read bytes (no allocation per item).
     pub fn scan(&self) -> Result<TableScan> {
+        let n = self.footer.n_buckets;
+        let scan = self.scan_part(0, n.saturating_sub(1), &|_| true)?;
+        if scan.items.len() as u64 != self.footer.item_count {
+            return Err(Error::corruption(
+                self.file.path(),
+                self.footer.overflow_offset,
+                format!(
+                    "table holds {} items, footer says {}",
+                    scan.items.len(),
+                    self.footer.item_count
+                ),
+            ));
+        }
+        Ok(scan)
+    }
+
+    /// The items of the table that a trie node at `depth` routes to `child` (see
+    /// [`super::trie_child`]), in (hash, internal key) order, checked as [`HTableReader::scan`]
+    /// checks them but for the item count (the caller adds up the children's counts and
+    /// compares the sum with [`HTableReader::item_count`]).
+    ///
+    /// When the table's bucket shift is `3 × depth` (a table of a depth-`depth` container) the
+    /// child's homes are one contiguous eighth of the buckets: this reads that range in one
+    /// Compaction read, each bucket outside it that a migration record of the range points to
+    /// (none when the table was balanced in eight segments, but at the range's edges), and the
+    /// overflow records of the child. Otherwise it reads the whole table and filters.
+    pub fn scan_child(&self, depth: u32, child: u8) -> Result<TableScan> {
+        let n = self.footer.n_buckets;
+        let of_child = move |h: u128| super::trie_child(h, depth) == Some(child);
+        let below = 125u32.checked_sub(depth.saturating_mul(3));
+        let (lo, hi) = match below {
+            Some(b) if self.footer.bucket_shift == depth.saturating_mul(3) => {
+                let first = u128::from(child & 7) << b;
+                let last = first | ((1u128 << b) - 1);
+                (self.bucket_of(first), self.bucket_of(last))
+            }
+            _ => (0, n.saturating_sub(1)),
+        };
+        self.scan_part(lo, hi, &of_child)
+    }
+
+    /// The items `keep(hash)` of home buckets `lo..=hi` (stored there, in buckets their
+    /// migration records point to, or in the overflow region), sorted.
+    fn scan_part(&self, lo: u32, hi: u32, keep: &dyn Fn(u128) -> bool) -> Result<TableScan> {
         let path = self.file.path();
         let n = self.footer.n_buckets;
-        let region_len = usize::try_from(u64::from(n) * BUCKET_SIZE as u64)
+        let hi = hi.min(n.saturating_sub(1));
+        let lo = lo.min(hi);
+        let range_len = usize::try_from(u64::from(hi - lo + 1) * BUCKET_SIZE as u64)
             .map_err(|_| Error::corruption(path, 0, "bucket region too large"))?;
-        let buckets = self.read_block(0, region_len, ReadKind::Compaction)?;
-        let overflow = if self.footer.overflow_len > 0 {
-            let len = usize::try_from(self.footer.overflow_len).map_err(|_| {
-                Error::corruption(
-                    path,
-                    self.footer.overflow_offset,
-                    "overflow region too large",
-                )
-            })?;
-            self.read_block(self.footer.overflow_offset, len, ReadKind::Compaction)?
-        } else {
-            Vec::new()
+        let mut buckets = self.read_block(
+            u64::from(lo) * BUCKET_SIZE as u64,
+            range_len,
+            ReadKind::Compaction,
+        )?;
+        // Buckets outside the range that hold items migrated from inside it.
+        let mut extra: Vec<u32> = self
+            .migrations
+            .iter()
+            .filter(|m| (lo..=hi).contains(&m.src) && m.dest < n && !(lo..=hi).contains(&m.dest))
+            .map(|m| m.dest)
+            .collect();
+        extra.sort_unstable();
+        extra.dedup();
+        let mut ids: Vec<u32> = (lo..=hi).collect();
+        for &b in &extra {
+            let block = self.read_block(
+                u64::from(b) * BUCKET_SIZE as u64,
+                BUCKET_SIZE,
+                ReadKind::Compaction,
+            )?;
+            buckets.extend_from_slice(&block);
+            ids.push(b);
+        }
+        // The overflow records of kept hashes (sorted by hash: one contiguous run for a child).
+        let wanted: Vec<&OverflowEntry> = self.overflow.iter().filter(|o| keep(o.hash)).collect();
+        let span = match (wanted.first(), wanted.last()) {
+            (Some(a), Some(z)) => Some((a.offset, z.offset.saturating_add(z.len))),
+            _ => None,
         };
-        let mut items: Vec<ScanItem> = Vec::with_capacity(
-            usize::try_from(self.footer.item_count)
-                .unwrap_or(0)
-                .min(1 << 26),
-        );
+        let (overflow, overflow_base) = match span {
+            Some((start, end)) => {
+                let len = usize::try_from(end.saturating_sub(start)).map_err(|_| {
+                    Error::corruption(
+                        path,
+                        self.footer.overflow_offset,
+                        "overflow region too large",
+                    )
+                })?;
+                let at = self.footer.overflow_offset.saturating_add(start);
+                (self.read_block(at, len, ReadKind::Compaction)?, start)
+            }
+            None => (Vec::new(), 0),
+        };
+        // About the share of the footer's items that the range holds.
+        let share = u64::from(hi - lo + 1) * self.footer.item_count / u64::from(n.max(1));
+        let mut items: Vec<ScanItem> =
+            Vec::with_capacity(usize::try_from(share).unwrap_or(0).min(1 << 26));
         let hash_key = self.footer.hash_key;
         let mut push = |e: &Entry<'_>,
                         at: Location,
@@ -466,8 +542,8 @@ impl HTableReader {
             });
             Ok(())
         };
-        for (id, block) in buckets.chunks(BUCKET_SIZE).enumerate() {
-            let off = (id * BUCKET_SIZE) as u64;
+        for (block, &id) in buckets.chunks(BUCKET_SIZE).zip(&ids) {
+            let off = u64::from(id) * BUCKET_SIZE as u64;
             // Versions of one key are adjacent (internal key order): hash each key once.
             let mut prev: Option<(&[u8], u128)> = None;
             for e in decode_bucket(path, off, block)? {
@@ -477,12 +553,14 @@ impl HTableReader {
                     _ => placement_hash(&hash_key, uk),
                 };
                 prev = Some((uk, h));
-                push(&e, Location::Bucket(id as u32), &buckets, false, off, h)?;
+                if keep(h) {
+                    push(&e, Location::Bucket(id), &buckets, false, off, h)?;
+                }
             }
         }
-        for o in &self.overflow {
+        for o in wanted {
             let offset = self.footer.overflow_offset + o.offset;
-            let rec = usize::try_from(o.offset)
+            let rec = usize::try_from(o.offset.saturating_sub(overflow_base))
                 .ok()
                 .zip(usize::try_from(o.len).ok())
                 .and_then(|(s, l)| overflow.get(s..s.checked_add(l)?))
@@ -498,25 +576,16 @@ impl HTableReader {
                 push(&e, Location::Overflow, &overflow, true, offset, o.hash)?;
             }
         }
-        if items.len() as u64 != self.footer.item_count {
-            return Err(Error::corruption(
-                path,
-                self.footer.overflow_offset,
-                format!(
-                    "table holds {} items, footer says {}",
-                    items.len(),
-                    self.footer.item_count
-                ),
-            ));
-        }
         let mut scan = TableScan {
             buckets,
             overflow,
             items,
         };
         let mut items = std::mem::take(&mut scan.items);
-        // Internal keys are unique in a table: (hash, internal key) is a total order.
-        items.sort_unstable_by(|a, b| {
+        // Internal keys are unique in a table: (hash, internal key) is a total order. The
+        // buckets hold their items in about this order already (hash-ordered bucket map), which
+        // the run-adaptive stable sort turns into a near-linear merge.
+        items.sort_by(|a, b| {
             a.hash
                 .cmp(&b.hash)
                 .then_with(|| key::cmp_ikey(scan.ikey(a), scan.ikey(b)))

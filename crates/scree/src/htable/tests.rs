@@ -188,6 +188,69 @@ fn a_table_of_another_format_version_is_refused_as_unsupported() {
 }
 
 #[test]
+fn child_scans_add_up_to_the_full_scan_and_read_each_bucket_about_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = env();
+    // Keys of the depth-1 container under root child 2, every 500th with a value too large
+    // for a bucket (overflow region).
+    let mut versions: Vec<Version> = Vec::new();
+    let mut i = 0u64;
+    while versions.len() < 30_000 {
+        let k = format!("key{i}").into_bytes();
+        if trie_child(placement_hash(&HK, &k), 0) == Some(2) {
+            let len = if versions.len() % 500 == 7 { 6000 } else { 100 };
+            versions.push((k, i + 1, ValueKind::Put, value(len, i)));
+        }
+        i += 1;
+    }
+    let depth = 1;
+    for (segments, shift) in [(8, 3), (1, 3), (8, 0)] {
+        let p = dir.path().join(format!("t{segments}-{shift}"));
+        let opts = HTableOptions {
+            bucket_shift: shift,
+            balance_segments: segments,
+            ..Default::default()
+        };
+        let s = write_table(&env, &p, &versions, opts);
+        assert!(s.n_buckets >= 8 * MIN_BUCKETS_PER_SEGMENT, "{s:?}");
+        assert!(s.migrated_items > 0 && s.overflow_items >= 60, "{s:?}");
+        let r = open(&env, &p, true).unwrap();
+        let full = r.items().unwrap();
+        let before = env.stats.snapshot();
+        let mut parts = Vec::new();
+        for c in 0..8u8 {
+            let scan = r.scan_child(depth, c).unwrap();
+            for i in 0..scan.len() {
+                let (hash, ikey, value) = scan.get(i).unwrap();
+                assert_eq!(trie_child(hash, depth), Some(c));
+                parts.push(HItem {
+                    hash,
+                    ikey: ikey.to_vec(),
+                    value: value.to_vec(),
+                });
+            }
+        }
+        let read = env.stats.snapshot().bytes_read - before.bytes_read;
+        assert_eq!(parts, full, "segments {segments} shift {shift}");
+        let table = u64::from(s.n_buckets) * BUCKET_SIZE as u64 + s.overflow_len;
+        let extra_buckets = (read as f64 - table as f64) / BUCKET_SIZE as f64;
+        println!("segments {segments} shift {shift}: {extra_buckets:.0} buckets read twice");
+        match (segments, shift) {
+            // Eight balancing segments: only the buckets shared by two children's ranges and
+            // their migrations are read twice.
+            (8, 3) => assert!(read <= table + 32 * BUCKET_SIZE as u64, "{read} vs {table}"),
+            // Global balancing: migrations cross the children's ranges.
+            (1, 3) => assert!(read > table + 100 * BUCKET_SIZE as u64, "{read} vs {table}"),
+            // Not a table of this depth: every child reads all the buckets.
+            _ => assert!(
+                read >= 8 * u64::from(s.n_buckets) * BUCKET_SIZE as u64,
+                "{read} vs {table}"
+            ),
+        }
+    }
+}
+
+#[test]
 fn empty_and_tiny_tables() {
     let dir = tempfile::tempdir().unwrap();
     let env = env();

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::filter::bloom::bloom_hash;
 use crate::fs::CountedWriter;
 use crate::htable::{
@@ -55,6 +55,7 @@ fn htable_opts(o: &TrieOptions, depth: u32) -> HTableOptions {
         bucket_fill_cap: o.bucket_fill_cap,
         n_buckets: None,
         bucket_shift: bucket_shift_for_depth(depth),
+        balance_segments: 8,
     }
 }
 
@@ -268,19 +269,20 @@ impl Merged {
     }
 }
 
-/// Reads every item of `tables` and merges them in (hash, internal key) order, dropping what
-/// no snapshot can see (tombstones too where `tombstones(hash)`).
+/// Reads the items `scan` returns of each of `tables` and merges them in (hash, internal key)
+/// order, dropping what no snapshot can see (tombstones too where `tombstones(hash)`).
 pub fn merge_tables(
     ctx: &JobCtx<'_>,
     shared: &Arc<Shared>,
     tables: &[Arc<TableFile>],
     tombstones: &dyn Fn(u128) -> bool,
+    scan: &dyn Fn(&HTableReader) -> Result<TableScan>,
 ) -> Result<Merged> {
     let mut scans: Vec<TableScan> = Vec::with_capacity(tables.len());
     for t in tables {
         let mut m = 0;
         let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
-        scans.push(h.reader.scan()?);
+        scans.push(scan(&h.reader)?);
     }
     let total: usize = scans.iter().map(TableScan::len).sum();
     let mut pos: Vec<usize> = vec![0; scans.len()];
@@ -635,21 +637,25 @@ pub fn compact_container(
         .map(|c| children.get(c as usize).is_some_and(|ch| ch.subtree_empty))
         .collect();
     let tombstones = |h: u128| empty_below.get(child_of(h) as usize) == Some(&true);
-    let m = merge_tables(ctx, shared, inputs, &tombstones)?;
     let mut e = KsEdit::default();
     for t in inputs {
         e.removed.push(t.meta.file_no);
     }
-    let mut groups: Vec<Vec<(u32, u32)>> = (0..8).map(|_| Vec::new()).collect();
-    for &r in &m.refs {
-        if let Some((h, _, _)) = m.get(r) {
-            if let Some(g) = groups.get_mut(child_of(h) as usize) {
-                g.push(r);
-            }
+    // One child at a time: only that child's eighth of each input is in memory (its buckets
+    // are one contiguous range, `HTableReader::scan_child`). The items read per input are
+    // added up and checked against each table's count at the end.
+    let mut counted = vec![0u64; inputs.len()];
+    for c in 0..8u8 {
+        let m = merge_tables(ctx, shared, inputs, &tombstones, &|r| {
+            r.scan_child(depth, c)
+        })?;
+        for (n, scan) in counted.iter_mut().zip(&m.scans) {
+            *n += scan.len() as u64;
         }
-    }
-    for (c, group) in groups.into_iter().enumerate() {
-        let Some(ch) = children.get(c) else { continue };
+        let group = &m.refs;
+        let Some(ch) = children.get(c as usize) else {
+            continue;
+        };
         if group.is_empty() {
             continue;
         }
@@ -660,7 +666,7 @@ pub fn compact_container(
                 ctx,
                 shared,
                 &m,
-                &group,
+                group,
                 child_depth,
                 None,
                 order_key,
@@ -677,13 +683,13 @@ pub fn compact_container(
             }
             continue;
         }
-        let bytes = m.bytes(&group);
+        let bytes = m.bytes(group);
         let c = container_columns(ctx, shared, &ch.pile, ch.cluster.as_deref(), bytes)?;
         let w = write_refs(
             ctx,
             shared,
             &m,
-            &group,
+            group,
             child_depth,
             Some(c),
             order_key,
@@ -722,6 +728,20 @@ pub fn compact_container(
             note_estimate(&mut e, ch.id, order_key, ratio);
         }
     }
+    for (t, &n) in inputs.iter().zip(&counted) {
+        let mut m = 0;
+        let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
+        if n != h.reader.item_count() {
+            return Err(Error::corruption(
+                h.reader.path(),
+                0,
+                format!(
+                    "the children of the table hold {n} items, its footer says {}",
+                    h.reader.item_count()
+                ),
+            ));
+        }
+    }
     Ok(e)
 }
 
@@ -736,7 +756,7 @@ pub fn gc_container(
     cluster: Option<&ClusterRef>,
 ) -> Result<KsEdit> {
     let order_key = pile.iter().map(|t| t.meta.max_seq).max().unwrap_or(0);
-    let m = merge_tables(ctx, shared, pile, &|_| true)?;
+    let m = merge_tables(ctx, shared, pile, &|_| true, &|r| r.scan())?;
     let c = container_columns(ctx, shared, pile, cluster, m.bytes(&m.refs))?;
     let mut e = KsEdit::default();
     for t in pile {
