@@ -306,30 +306,26 @@ impl Memtable {
         })
     }
 
-    /// Copies up to `n` entries nearest first: from `bound` on (`forward`), or up to `bound`
-    /// walking back. Sorted memtables; a hashed one has an empty tree, and [`crate::iterator`]
-    /// refuses to build a range iterator over it.
-    pub fn copy_run(
+    /// Visits up to `n` entries nearest first: from `bound` on (`forward`), or up to `bound`
+    /// walking back, as `f(internal key, value)` under the memtable's read lock. Sorted
+    /// memtables; a hashed one has an empty tree, and [`crate::iterator`] refuses to build a
+    /// range iterator over it.
+    pub fn visit_run(
         &self,
         bound: Bound<&InternalKey>,
         forward: bool,
         n: usize,
-    ) -> Vec<(InternalKey, Vec<u8>)> {
+        mut f: impl FnMut(&[u8], &[u8]),
+    ) {
         let g = self.map.read();
-        let copy = |(k, &v): (&InternalKey, &ValueRef)| (k.clone(), g.value(v).to_vec());
         if forward {
-            g.map
-                .range((bound, Bound::Unbounded))
-                .take(n)
-                .map(copy)
-                .collect()
+            for (k, &v) in g.map.range((bound, Bound::Unbounded)).take(n) {
+                f(&k.0, g.value(v));
+            }
         } else {
-            g.map
-                .range((Bound::Unbounded, bound))
-                .rev()
-                .take(n)
-                .map(copy)
-                .collect()
+            for (k, &v) in g.map.range((Bound::Unbounded, bound)).rev().take(n) {
+                f(&k.0, g.value(v));
+            }
         }
     }
 }
