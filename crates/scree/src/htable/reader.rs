@@ -3,10 +3,11 @@
 //! compaction consumes.
 //!
 //! Memory: the reader keeps every migration record (12 bytes each; about one per overloaded
-//! bucket, ~0.4 per bucket at the default fill) and the overflow index (32 bytes per overflowing
-//! hash) in memory. The paper keeps records only for the most overloaded 20% of buckets; here
-//! all of them cost ~8% of the table's 16-bit Bloom filters (16 KB per 100k 116-byte items), and
-//! buy exactly one bucket read per positive lookup, so all are kept.
+//! bucket, ~0.4 per bucket at the default fill), a 4-byte start index per bucket, and the
+//! overflow index (32 bytes per overflowing hash) in memory. The paper keeps records only for
+//! the most overloaded 20% of buckets; here all of them cost ~15% of the table's 16-bit Bloom
+//! filters (28 KB per 100k 116-byte items), and buy exactly one bucket read per positive
+//! lookup, so all are kept.
 
 use crate::error::{Error, Result};
 use crate::filter::bloom;
