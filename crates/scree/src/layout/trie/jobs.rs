@@ -344,8 +344,9 @@ fn write_refs(
     cause: WriteCause,
     keep_filters: bool,
 ) -> Result<Option<Written>> {
-    // The items stay in the inputs' buffers (one child's eighth of each, or a whole pile for a garbage collection): copying each into a
-    // builder's arena cost as much as encoding the buckets.
+    // The items stay in the inputs' buffers (one child's eighth of each, or a whole pile for
+    // a garbage collection): copying each into a builder's arena cost as much as encoding the
+    // buckets.
     let mut stats = TableStats::new(ctx, columns, depth);
     let mut items: Vec<ItemRef<'_>> = Vec::with_capacity(refs.len());
     // The scans kept each item's Bloom hash, so no key is read here but to tell apart two
