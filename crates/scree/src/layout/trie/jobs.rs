@@ -169,10 +169,16 @@ fn group_filters(c: u32, mut keys: Vec<(u32, u64)>, bits: u32) -> FilterSet {
     out
 }
 
-/// The filters of a table's keys grouped into `c` BloomCluster columns: its own per-bucket
-/// filters when it has `c` buckets, else computed from a scan (Compaction reads).
-pub fn column_filters_of(reader: &HTableReader, c: u32, bits: u32) -> Result<FilterSet> {
-    if reader.n_buckets() == c {
+/// The filters of a table's keys grouped into `c` BloomCluster columns of a container whose
+/// bucket shift is `shift`: its own per-bucket filters when it has `c` buckets placed with that
+/// shift, else computed from a scan (Compaction reads).
+pub fn column_filters_of(
+    reader: &HTableReader,
+    c: u32,
+    shift: u32,
+    bits: u32,
+) -> Result<FilterSet> {
+    if reader.n_buckets() == c && reader.bucket_shift() == shift {
         return reader.read_filters_kind(ReadKind::Compaction);
     }
     let scan = reader.scan()?;
@@ -182,10 +188,7 @@ pub fn column_filters_of(reader: &HTableReader, c: u32, bits: u32) -> Result<Fil
         let Some((h, ik, _)) = scan.get(i) else { break };
         let uk = key::user_key(ik);
         if last != Some(uk) {
-            keys.push((
-                bucket_of(h, c.max(1), reader.bucket_shift()),
-                bloom_hash(uk),
-            ));
+            keys.push((bucket_of(h, c.max(1), shift), bloom_hash(uk)));
             last = Some(uk);
         }
     }
@@ -412,6 +415,7 @@ pub fn rebuild_cluster(
     edit: &mut KsEdit,
 ) -> Result<Option<BloomClusterBuilder>> {
     let bits = ctx.opts.trie.bloom_bits_per_key;
+    let shift = bucket_shift_for_depth(depth_of(cid));
     let mut b = match old {
         Some(o) if o.n == c => {
             let mut m = 0;
@@ -428,7 +432,10 @@ pub fn rebuild_cluster(
         }
         let mut m = 0;
         let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
-        b.add_sublevel(t.meta.file_no, column_filters_of(&h.reader, c, bits)?)?;
+        b.add_sublevel(
+            t.meta.file_no,
+            column_filters_of(&h.reader, c, shift, bits)?,
+        )?;
     }
     for w in new {
         let f = match &w.column_filters {
@@ -440,7 +447,7 @@ pub fn rebuild_cluster(
                     let _ = f.aux.set(h.clone());
                 }
                 let h = table_handle(&f, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
-                column_filters_of(&h.reader, c, bits)?
+                column_filters_of(&h.reader, c, shift, bits)?
             }
         };
         b.add_sublevel(w.meta.file_no, f)?;
@@ -477,7 +484,7 @@ pub fn rebuild_cluster(
     Ok(Some(b))
 }
 
-/// Estimates the garbage fraction of a last-level container from its new BloomCluster `b`
+/// Estimates the garbage fraction of last-level container `cid` from its new BloomCluster `b`
 /// (covering `pile`, newest first): reads `gc_sample_columns` buckets of every sub-level but
 /// the newest and counts the bytes of versions that a newer version in the same sub-level hides
 /// from every snapshot, that a newer sub-level's filter says it holds a version of, and of
@@ -486,6 +493,7 @@ pub fn rebuild_cluster(
 pub fn sample_garbage(
     ctx: &JobCtx<'_>,
     shared: &Arc<Shared>,
+    cid: u64,
     pile: &[Arc<TableFile>],
     b: &BloomClusterBuilder,
     seed: u64,
@@ -494,6 +502,7 @@ pub fn sample_garbage(
         return Ok(0.0);
     }
     let c = b.n_columns();
+    let shift = bucket_shift_for_depth(depth_of(cid));
     let index_of = |id: u64| b.table_ids().iter().position(|&x| x == id);
     let (mut total, mut garbage) = (0f64, 0f64);
     for (age, t) in pile.iter().enumerate() {
@@ -534,7 +543,7 @@ pub fn sample_garbage(
                 let dead_tombstone =
                     p.kind == ValueKind::Delete as u8 && p.seq <= ctx.smallest_snapshot;
                 let hk = placement_hash(&ctx.hash_key, p.user_key);
-                let col = bucket_of(hk, c, h.reader.bucket_shift());
+                let col = bucket_of(hk, c, shift);
                 let bh = bloom_hash(p.user_key);
                 let newer_version = newer.iter().any(|&s| b.may_contain(s, col, bh));
                 if hidden_here || dead_tombstone || newer_version {
@@ -725,7 +734,7 @@ pub fn compact_container(
             }
             let mut pile = vec![f];
             pile.extend(ch.pile.iter().cloned());
-            let ratio = sample_garbage(ctx, shared, &pile, &b, order_key)?;
+            let ratio = sample_garbage(ctx, shared, ch.id, &pile, &b, order_key)?;
             note_estimate(&mut e, ch.id, order_key, ratio);
         }
     }
