@@ -240,6 +240,11 @@ impl HHandle {
         Ok(self.filters.get().and_then(Option::as_ref))
     }
 
+    /// The filter of bucket `b` if the filters are held in memory (no I/O).
+    pub fn filter_in_memory(&self, b: u32) -> Option<&[u8]> {
+        self.filters.get()?.as_ref()?.get(b as usize)
+    }
+
     /// Whether the filters are held in memory.
     pub fn filters_in_memory(&self) -> bool {
         self.filters.get().is_some_and(Option::is_some)
@@ -253,6 +258,11 @@ impl Drop for HHandle {
             self.shared.filter_used.fetch_sub(c, Ordering::Relaxed);
         }
     }
+}
+
+/// The handle of a table file of the trie if it is open already (no I/O).
+pub fn open_handle(f: &TableFile) -> Option<&HHandle> {
+    f.aux.get().and_then(|a| a.downcast_ref::<HHandle>())
 }
 
 /// The handle of a table file of the trie, opening the table on first use (its two Metadata

@@ -26,7 +26,7 @@ use crate::memtable::Lookup;
 use crate::stats::{LevelReads, LevelStats, ReadKind};
 use crate::table::{TableCtx, TableFile, TableMeta};
 
-use super::handle::{table_handle, Shared, MAX_DEPTH};
+use super::handle::{open_handle, table_handle, Shared, MAX_DEPTH};
 
 /// File format code of HTables in `AddedTable::format`.
 pub const FORMAT_HTABLE: u8 = 1;
@@ -271,9 +271,27 @@ impl TrieVersion {
         meta: &mut u64,
     ) -> Result<Option<Lookup>> {
         let mut column = None;
-        for t in &c.pile {
+        // The in-memory filters of the pile's open tables, looked up (and their first byte
+        // loaded) before any is tested: one cache miss or two per table, independent of each
+        // other, so the processor overlaps them instead of taking them one table at a time.
+        let mut early: smallvec::SmallVec<[Option<&[u8]>; 16]> = smallvec::SmallVec::new();
+        if c.cluster.is_none() {
+            for t in &c.pile {
+                let f = open_handle(t).and_then(|hd| hd.filter_in_memory(hd.reader.bucket_of(h)));
+                std::hint::black_box(f.and_then(|f| f.first()));
+                early.push(f);
+            }
+        }
+        for (i, t) in c.pile.iter().enumerate() {
             if t.meta.min_seq > seq {
                 continue;
+            }
+            let pre = early.get(i).copied().flatten();
+            if let Some(f) = pre {
+                // An empty filter holds no key.
+                if f.is_empty() || !crate::filter::bloom::may_contain(f, bh) {
+                    continue;
+                }
             }
             let handle = table_handle(t, &self.shared, &self.hash_key, ReadKind::Metadata, meta)?;
             let covered = c
@@ -291,6 +309,8 @@ impl TrieVersion {
                 if !column.as_ref().is_some_and(|col| col.may_contain(idx, bh)) {
                     continue;
                 }
+            } else if pre.is_some() {
+                // Its filter passed above.
             } else if let Some(fs) = handle.filters(meta)? {
                 if !fs.may_contain(handle.reader.bucket_of(h) as usize, bh) {
                     continue;
