@@ -167,7 +167,7 @@ fn buckets_follow_hash_order_inside_a_container() {
 }
 
 #[test]
-fn a_table_of_another_format_version_is_refused_as_unsupported() {
+fn a_footer_of_another_version_or_a_bad_shift_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let env = env();
     let (mut bytes, _) = builder_for(&small_table_versions(), HTableOptions::default())
@@ -184,6 +184,16 @@ fn a_table_of_another_format_version_is_refused_as_unsupported() {
     match open(&env, &p, true) {
         Err(Error::Unsupported(m)) => assert!(m.contains("format version 1"), "{m}"),
         other => panic!("expected Unsupported, got {other:?}"),
+    }
+    // A bucket shift above 127 under a valid checksum is corruption, not a panic.
+    bytes[f..f + 4].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    bytes[f + 12..f + 16].copy_from_slice(&200u32.to_le_bytes());
+    let crc = super::format::region_crc(f as u64, &bytes[f..f + 92]);
+    bytes[f + 92..f + 96].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&p, &bytes).unwrap();
+    match open(&env, &p, true) {
+        Err(e @ Error::Corruption { .. }) => assert!(e.to_string().contains("shift"), "{e}"),
+        other => panic!("expected Corruption, got {other:?}"),
     }
 }
 
