@@ -42,6 +42,7 @@ pub use builder::{
 pub use cluster::{
     BloomClusterBuilder, BloomClusterReader, BloomColumn, ClusterBlock, CLUSTER_BLOCK_SIZE,
 };
+pub(crate) use format::filter_may_contain;
 pub use format::FilterSet;
 pub use reader::{HItem, HTableReader, TableScan};
 

@@ -290,10 +290,7 @@ pub fn table_handle<'a>(
             .aux
             .set(Arc::new(HHandle::new(reader, None, shared.clone())));
     }
-    f.aux
-        .get()
-        .and_then(|a| a.downcast_ref::<HHandle>())
-        .ok_or_else(|| Error::corruption(f.path(), 0, "not an HTable handle"))
+    open_handle(f).ok_or_else(|| Error::corruption(f.path(), 0, "not an HTable handle"))
 }
 
 /// The reader of a BloomCluster file, opened on first use (two Metadata reads).

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use crate::coding::{put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::filter::bloom::bloom_hash;
-use crate::htable::{bucket_of, bucket_shift_for_depth, placement_hash, trie_child};
+use crate::htable::{
+    bucket_of, bucket_shift_for_depth, filter_may_contain, placement_hash, trie_child,
+};
 use crate::iter::InternalIter;
 use crate::key::ValueKind;
 use crate::layout::LayoutVersion;
@@ -288,8 +290,7 @@ impl TrieVersion {
             }
             let pre = early.get(i).copied().flatten();
             if let Some(f) = pre {
-                // An empty filter holds no key.
-                if f.is_empty() || !crate::filter::bloom::may_contain(f, bh) {
+                if !filter_may_contain(f, bh) {
                     continue;
                 }
             }
