@@ -511,12 +511,11 @@ impl HTableReader {
         extra.dedup();
         let mut ids: Vec<u32> = (lo..=hi).collect();
         for &b in &extra {
-            let block = self.read_block(
-                u64::from(b) * BUCKET_SIZE as u64,
-                BUCKET_SIZE,
-                ReadKind::Compaction,
-            )?;
-            buckets.extend_from_slice(&block);
+            let at = buckets.len();
+            buckets.resize(at + BUCKET_SIZE, 0);
+            if let Some(dst) = buckets.get_mut(at..) {
+                self.read_block_into(u64::from(b) * BUCKET_SIZE as u64, dst, ReadKind::Compaction)?;
+            }
             ids.push(b);
         }
         // The overflow records of kept hashes (sorted by hash: one contiguous run for a child).
