@@ -45,15 +45,20 @@ pub trait ReadableFile: Send + Sync {
     /// Reads exactly `buf.len()` bytes at `offset` into `buf` (a reader that reuses its
     /// buffer saves an allocation per block); a short file is an `UnexpectedEof` error.
     fn read_into(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        let data = self.read_at(offset, buf.len())?;
-        if data.len() != buf.len() {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read"));
-        }
-        buf.copy_from_slice(&data);
-        Ok(())
+        copy_read(&self.read_at(offset, buf.len())?, buf)
     }
     /// The file's length in bytes.
     fn len(&self) -> u64;
+}
+
+/// Copies the bytes of a read into `buf`; a read shorter than `buf` is an `UnexpectedEof`
+/// error (never a length-mismatch panic).
+pub(crate) fn copy_read(data: &[u8], buf: &mut [u8]) -> io::Result<()> {
+    let src = data
+        .get(..buf.len())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "short read"))?;
+    buf.copy_from_slice(src);
+    Ok(())
 }
 
 /// A held exclusive lock on a database directory; released on drop.

@@ -57,15 +57,7 @@ impl ReadableFile for StdReadable {
     fn read_into(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         if self.direct {
             // O_DIRECT needs an aligned window: read_at builds one.
-            let data = self.read_at(offset, buf.len())?;
-            let Some(src) = data.get(..buf.len()) else {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "short direct read",
-                ));
-            };
-            buf.copy_from_slice(src);
-            return Ok(());
+            return super::copy_read(&self.read_at(offset, buf.len())?, buf);
         }
         self.file.read_exact_at(buf, offset)
     }

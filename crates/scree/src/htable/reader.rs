@@ -317,15 +317,17 @@ impl HTableReader {
         }
     }
 
+    /// The migration records of home buckets `lo..=hi` (through the per-bucket index).
+    fn records_of(&self, lo: u32, hi: u32) -> &[Migration] {
+        let at = |b: u32| self.record_start.get(b as usize).copied().unwrap_or(0) as usize;
+        self.migrations
+            .get(at(lo)..at(hi.saturating_add(1)))
+            .unwrap_or_default()
+    }
+
     fn locate(&self, hash: u128) -> Location {
         let home = self.bucket_of(hash);
-        let s = self.record_start.get(home as usize).copied().unwrap_or(0) as usize;
-        let e = self
-            .record_start
-            .get(home as usize + 1)
-            .copied()
-            .unwrap_or(0) as usize;
-        let records = self.migrations.get(s..e).unwrap_or_default();
+        let records = self.records_of(home, home);
         let d = balance::locate(records, home, rank_in_bucket(hash, home));
         if d >= self.footer.n_buckets {
             Location::Overflow
@@ -502,9 +504,9 @@ impl HTableReader {
         )?;
         // Buckets outside the range that hold items migrated from inside it.
         let mut extra: Vec<u32> = self
-            .migrations
+            .records_of(lo, hi)
             .iter()
-            .filter(|m| (lo..=hi).contains(&m.src) && m.dest < n && !(lo..=hi).contains(&m.dest))
+            .filter(|m| m.dest < n && !(lo..=hi).contains(&m.dest))
             .map(|m| m.dest)
             .collect();
         extra.sort_unstable();
