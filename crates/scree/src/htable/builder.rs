@@ -11,8 +11,8 @@ use crate::key;
 
 use super::balance::{self, OVERFLOW};
 use super::format::{
-    encode_bucket_into, encode_filters, encode_meta, encode_overflow_record, entry_size, FilterSet,
-    Footer, OverflowEntry, FOOTER_SIZE,
+    encode_bucket_into, encode_filters, encode_meta, encode_overflow_record, entry_size, entry_tag,
+    EncEntry, FilterSet, Footer, OverflowEntry, FOOTER_SIZE,
 };
 use super::{bucket_of, placement_hash, rank_in_bucket, BUCKET_CAPACITY, BUCKET_SIZE};
 
@@ -103,43 +103,47 @@ pub struct HTableSummary {
     pub min_seq: u64,
 }
 
-/// The internal-key range and oldest sequence number of the items written.
-struct KeyRange<'a> {
-    smallest: Option<&'a [u8]>,
-    largest: Option<&'a [u8]>,
-    min_seq: u64,
+/// Internal-key order of `(user key, trailer)` pairs: user key ascending, then trailer
+/// (sequence number) descending.
+fn cmp_key(a: (&[u8], u64), b: (&[u8], u64)) -> Ordering {
+    a.0.cmp(b.0).then_with(|| b.1.cmp(&a.1))
 }
 
-impl Default for KeyRange<'_> {
-    fn default() -> Self {
-        KeyRange {
-            smallest: None,
-            largest: None,
-            min_seq: u64::MAX,
-        }
-    }
+/// The internal key `ukey ‖ trailer`.
+fn ikey_of((ukey, trailer): (&[u8], u64)) -> Vec<u8> {
+    let mut k = Vec::with_capacity(ukey.len() + 8);
+    k.extend_from_slice(ukey);
+    k.extend_from_slice(&trailer.to_le_bytes());
+    k
+}
+
+/// The internal-key range of the items written, as `(user key, trailer)`.
+#[derive(Default)]
+struct KeyRange<'a> {
+    smallest: Option<(&'a [u8], u64)>,
+    largest: Option<(&'a [u8], u64)>,
 }
 
 impl<'a> KeyRange<'a> {
-    fn note(&mut self, ikey: &'a [u8]) {
-        self.min_seq = self.min_seq.min(key::parse(ikey).seq);
-        if self.smallest.is_none_or(|s| key::cmp_ikey(ikey, s).is_lt()) {
-            self.smallest = Some(ikey);
+    fn note(&mut self, k: (&'a [u8], u64)) {
+        if self.smallest.is_none_or(|s| cmp_key(k, s).is_lt()) {
+            self.smallest = Some(k);
         }
-        if self.largest.is_none_or(|l| key::cmp_ikey(ikey, l).is_gt()) {
-            self.largest = Some(ikey);
+        if self.largest.is_none_or(|l| cmp_key(k, l).is_gt()) {
+            self.largest = Some(k);
         }
     }
 }
 
-/// An item: its hash, where its internal key and value are in the builder's arena, and the
-/// Bloom hash of its user key (computed while the key is in cache: the filters are built in
-/// bucket order, which visits the arena at random).
+/// An item: its hash, where its user key and value are in the builder's arena, its internal
+/// key's trailer, and the Bloom hash of its user key (computed while the key is in cache: the
+/// filters are built in bucket order, which visits the arena at random).
 struct Item {
     hash: u128,
     off: usize,
     klen: u32,
     vlen: u32,
+    trailer: u64,
     bloom: u64,
 }
 
@@ -149,8 +153,10 @@ struct Item {
 pub struct ItemRef<'a> {
     /// Placement hash of the user key (`placement_hash` with the table's key).
     pub hash: u128,
-    /// Internal key (well formed).
-    pub ikey: &'a [u8],
+    /// User key.
+    pub ukey: &'a [u8],
+    /// The internal key's trailer `(seq << 8) | kind`, kind 0 (delete) or 1 (put).
+    pub trailer: u64,
     /// Value.
     pub value: &'a [u8],
     /// `bloom::bloom_hash` of the user key.
@@ -162,7 +168,8 @@ fn ent<'a>(data: &'a [u8], it: &Item) -> ItemRef<'a> {
     let v = k + it.vlen as usize;
     ItemRef {
         hash: it.hash,
-        ikey: data.get(it.off..k).unwrap_or_default(),
+        ukey: data.get(it.off..k).unwrap_or_default(),
+        trailer: it.trailer,
         value: data.get(k..v).unwrap_or_default(),
         bloom: it.bloom,
     }
@@ -173,7 +180,7 @@ fn ent<'a>(data: &'a [u8], it: &Item) -> ItemRef<'a> {
 pub struct HTableBuilder {
     hash_key: [u8; 16],
     opts: HTableOptions,
-    /// Internal keys and values, back to back (one allocation for the whole table).
+    /// User keys and values, back to back (one allocation for the whole table).
     data: Vec<u8>,
     items: Vec<Item>,
     entry_bytes: u64,
@@ -254,7 +261,7 @@ fn csr_starts(n: usize, keys: impl Iterator<Item = u32>) -> Vec<usize> {
 fn cmp_ent(a: &ItemRef<'_>, b: &ItemRef<'_>) -> Ordering {
     a.hash
         .cmp(&b.hash)
-        .then_with(|| key::cmp_ikey(a.ikey, b.ikey))
+        .then_with(|| cmp_key((a.ukey, a.trailer), (b.ukey, b.trailer)))
 }
 
 impl HTableBuilder {
@@ -288,18 +295,24 @@ impl HTableBuilder {
     }
 
     fn push(&mut self, hash: u128, ikey: &[u8], value: &[u8]) -> u64 {
-        self.entry_bytes = self
-            .entry_bytes
-            .saturating_add(entry_size(ikey.len(), value.len()) as u64);
+        let p = key::parse(ikey);
+        // About the entry's encoded size: its tag is not known before the table's oldest
+        // sequence number, so count it at its largest for this sequence number.
+        self.entry_bytes = self.entry_bytes.saturating_add(entry_size(
+            p.user_key.len(),
+            value.len(),
+            p.trailer() >> 7,
+        ) as u64);
         let off = self.data.len();
-        self.data.extend_from_slice(ikey);
+        self.data.extend_from_slice(p.user_key);
         self.data.extend_from_slice(value);
-        let bloom = bloom::bloom_hash(key::user_key(ikey));
+        let bloom = bloom::bloom_hash(p.user_key);
         self.items.push(Item {
             hash,
             off,
-            klen: ikey.len() as u32,
+            klen: p.user_key.len() as u32,
             vlen: value.len() as u32,
+            trailer: p.trailer(),
             bloom,
         });
         bloom
@@ -371,9 +384,10 @@ pub fn finish_borrowed(
     items: Vec<ItemRef<'_>>,
     w: &mut CountedWriter,
 ) -> Result<(HTableSummary, FilterSet)> {
-    debug_assert!(items.iter().all(|it| key::valid_ikey(it.ikey)
-        && placement_hash(&hash_key, key::user_key(it.ikey)) == it.hash
-        && bloom::bloom_hash(key::user_key(it.ikey)) == it.bloom));
+    debug_assert!(items
+        .iter()
+        .all(|it| placement_hash(&hash_key, it.ukey) == it.hash
+            && bloom::bloom_hash(it.ukey) == it.bloom));
     BufferedWriter::run(w, |sink| write_items(hash_key, opts, items, sink))
 }
 
@@ -404,10 +418,14 @@ fn write_items(
     if !items.is_sorted_by(|a, b| cmp_ent(a, b).is_le()) {
         items.sort_by(cmp_ent);
     }
-    if items
-        .windows(2)
-        .any(|w| matches!(w, [a, b] if a.hash == b.hash && a.ikey == b.ikey))
-    {
+    if items.iter().any(|it| it.trailer & 0xff > 1) {
+        return Err(Error::InvalidArgument(
+            "HTable item with a kind other than put or delete".into(),
+        ));
+    }
+    if items.windows(2).any(
+        |w| matches!(w, [a, b] if a.hash == b.hash && a.ukey == b.ukey && a.trailer == b.trailer),
+    ) {
         return Err(Error::InvalidArgument(
             "HTable items contain the same internal key twice".into(),
         ));
@@ -417,10 +435,16 @@ fn write_items(
             "too many items for one HTable".into(),
         ));
     }
+    // Entry tags count sequence numbers from the table's oldest (docs/format-htable.md).
+    let base_seq = items.iter().map(|it| it.trailer >> 8).min().unwrap_or(0);
     let size_of = |i: usize| {
-        items
-            .get(i)
-            .map_or(0, |it| entry_size(it.ikey.len(), it.value.len()))
+        items.get(i).map_or(0, |it| {
+            entry_size(
+                it.ukey.len(),
+                it.value.len(),
+                entry_tag(it.trailer, base_seq),
+            )
+        })
     };
 
     // Bucket count from the bytes that can live in buckets (hash groups up to the cap).
@@ -593,15 +617,15 @@ fn write_items(
     // per item.
     let mut range_of = KeyRange::default();
     let mut max_fill = 0usize;
-    let mut entries: Vec<(&[u8], &[u8])> = Vec::new();
+    let mut entries: Vec<EncEntry<'_>> = Vec::new();
     for b in 0..n {
         let members = physical.get(range(&phys_start, b)).unwrap_or_default();
         max_fill = max_fill.max(members.iter().map(|&i| size_of(i as usize)).sum());
         entries.clear();
         entries.extend(members.iter().filter_map(|&i| {
             items.get(i as usize).map(|it| {
-                range_of.note(it.ikey);
-                (it.ikey, it.value)
+                range_of.note((it.ukey, it.trailer));
+                (it.ukey, entry_tag(it.trailer, base_seq), it.value)
             })
         }));
         encode_bucket_into(
@@ -623,14 +647,14 @@ fn write_items(
             .get(k)
             .and_then(|&i| items.get(i))
             .map_or(0, |it| it.hash);
-        let mut entries: Vec<(&[u8], &[u8])> = Vec::new();
+        let mut entries: Vec<EncEntry<'_>> = Vec::new();
         while let Some(it) = overflow_items
             .get(k)
             .and_then(|&i| items.get(i))
             .filter(|it| it.hash == h)
         {
-            range_of.note(it.ikey);
-            entries.push((it.ikey, it.value));
+            range_of.note((it.ukey, it.trailer));
+            entries.push((it.ukey, entry_tag(it.trailer, base_seq), it.value));
             k += 1;
         }
         let rec = encode_overflow_record(overflow_offset + pos, &entries);
@@ -662,6 +686,7 @@ fn write_items(
         filter_len: fblock.len() as u64,
         hash_key,
         bits_per_key: opts.bits_per_key,
+        base_seq,
     };
     let fb = footer.encode();
     debug_assert_eq!(fb.len(), FOOTER_SIZE);
@@ -679,9 +704,9 @@ fn write_items(
         filter_len: fblock.len() as u64,
         overflow_len,
         max_fill: max_fill as f64 / BUCKET_CAPACITY as f64,
-        smallest: range_of.smallest.map(<[u8]>::to_vec).unwrap_or_default(),
-        largest: range_of.largest.map(<[u8]>::to_vec).unwrap_or_default(),
-        min_seq: range_of.min_seq,
+        smallest: range_of.smallest.map(ikey_of).unwrap_or_default(),
+        largest: range_of.largest.map(ikey_of).unwrap_or_default(),
+        min_seq: if items.is_empty() { u64::MAX } else { base_seq },
     };
     Ok((summary, filters))
 }

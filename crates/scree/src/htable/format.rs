@@ -12,7 +12,9 @@ use super::{BUCKET_CAPACITY, BUCKET_HEADER, BUCKET_SIZE, FORMAT_VERSION};
 /// Trailing magic of an HTable file.
 pub(crate) const MAGIC: [u8; 8] = *b"SCREE-HT";
 /// Size of the fixed footer at the end of the file.
-pub(crate) const FOOTER_SIZE: usize = 104;
+pub(crate) const FOOTER_SIZE: usize = 112;
+/// Size of the footer of format version 2 (no `base_seq`), recognized to refuse it by name.
+const V2_FOOTER_SIZE: usize = 104;
 
 /// Checksum of a region: masked CRC32C over the region's absolute file offset (8 bytes LE)
 /// followed by its bytes, so a block copied to the wrong place fails too.
@@ -30,55 +32,89 @@ pub(crate) fn varint_len(mut v: u64) -> usize {
     n
 }
 
-/// Encoded size of one entry: `varint klen | varint vlen | ikey | value`.
-pub(crate) fn entry_size(klen: usize, vlen: usize) -> usize {
-    varint_len(klen as u64)
+/// The tag of an entry with internal-key trailer `trailer` (`(seq << 8) | kind`, kind 0 or 1)
+/// in a table whose oldest sequence number is `base_seq`: `((seq - base_seq) << 1) | kind`.
+/// A tag takes 3 bytes for a table spanning fewer than 2^20 sequence numbers, where the
+/// internal key's fixed trailer took 8.
+pub(crate) fn entry_tag(trailer: u64, base_seq: u64) -> u64 {
+    ((trailer >> 8).saturating_sub(base_seq) << 1) | (trailer & 1)
+}
+
+/// Encoded size of one entry: `varint ulen | varint vlen | varint tag | ukey | value`.
+pub(crate) fn entry_size(ulen: usize, vlen: usize, tag: u64) -> usize {
+    varint_len(ulen as u64)
         .saturating_add(varint_len(vlen as u64))
-        .saturating_add(klen)
+        .saturating_add(varint_len(tag))
+        .saturating_add(ulen)
         .saturating_add(vlen)
 }
 
-/// Appends one entry.
-pub(crate) fn put_entry(out: &mut Vec<u8>, ikey: &[u8], value: &[u8]) {
-    put_varint(out, ikey.len() as u64);
+/// Appends one entry (see [`entry_size`]).
+pub(crate) fn put_entry(out: &mut Vec<u8>, ukey: &[u8], tag: u64, value: &[u8]) {
+    put_varint(out, ukey.len() as u64);
     put_varint(out, value.len() as u64);
-    out.extend_from_slice(ikey);
+    put_varint(out, tag);
+    out.extend_from_slice(ukey);
     out.extend_from_slice(value);
 }
+
+/// One entry to encode: user key, tag ([`entry_tag`]) and value.
+pub(crate) type EncEntry<'a> = (&'a [u8], u64, &'a [u8]);
 
 /// One decoded entry, borrowing the block it came from.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Entry<'a> {
-    pub ikey: &'a [u8],
+    pub ukey: &'a [u8],
+    /// `(seq << 8) | kind` of the version, as an internal key's trailer.
+    pub trailer: u64,
     pub value: &'a [u8],
+}
+
+impl Entry<'_> {
+    /// The internal key (user key ‖ trailer), assembled.
+    pub(crate) fn ikey(&self) -> Vec<u8> {
+        let mut k = Vec::with_capacity(self.ukey.len() + 8);
+        k.extend_from_slice(self.ukey);
+        k.extend_from_slice(&self.trailer.to_le_bytes());
+        k
+    }
 }
 
 fn corrupt(file: &Path, offset: u64, detail: impl Into<String>) -> Error {
     Error::corruption(file, offset, detail)
 }
 
-/// Visits `count` entries in order; every internal key must be well formed.
+/// Visits `count` entries in order, decoding each tag against the table's `base_seq`.
 fn visit_entries<'a>(
     r: &mut Reader<'a>,
     count: usize,
+    base_seq: u64,
     file: &Path,
     offset: u64,
     mut f: impl FnMut(Entry<'a>),
 ) -> Result<()> {
     for i in 0..count {
         let bad = || corrupt(file, offset, format!("truncated entry {i} of {count}"));
-        let klen = r.len().ok_or_else(bad)?;
+        let ulen = r.len().ok_or_else(bad)?;
         let vlen = r.len().ok_or_else(bad)?;
-        let ikey = r.bytes(klen).ok_or_else(bad)?;
+        let tag = r.varint().ok_or_else(bad)?;
+        let ukey = r.bytes(ulen).ok_or_else(bad)?;
         let value = r.bytes(vlen).ok_or_else(bad)?;
-        if !key::valid_ikey(ikey) {
-            return Err(corrupt(
-                file,
-                offset,
-                format!("malformed internal key in entry {i}"),
-            ));
-        }
-        f(Entry { ikey, value });
+        let seq = base_seq
+            .checked_add(tag >> 1)
+            .filter(|&s| s <= key::MAX_SEQ)
+            .ok_or_else(|| {
+                corrupt(
+                    file,
+                    offset,
+                    format!("sequence number of entry {i} out of range"),
+                )
+            })?;
+        f(Entry {
+            ukey,
+            trailer: (seq << 8) | (tag & 1),
+            value,
+        });
     }
     Ok(())
 }
@@ -87,11 +123,12 @@ fn visit_entries<'a>(
 fn read_entries<'a>(
     r: &mut Reader<'a>,
     count: usize,
+    base_seq: u64,
     file: &Path,
     offset: u64,
 ) -> Result<Vec<Entry<'a>>> {
     let mut out = Vec::with_capacity(count.min(BUCKET_SIZE));
-    visit_entries(r, count, file, offset, |e| out.push(e))?;
+    visit_entries(r, count, base_seq, file, offset, |e| out.push(e))?;
     Ok(out)
 }
 
@@ -101,7 +138,7 @@ fn read_entries<'a>(
 pub(crate) fn encode_bucket_into<'e>(
     out: &mut Vec<u8>,
     offset: u64,
-    entries: impl ExactSizeIterator<Item = (&'e [u8], &'e [u8])>,
+    entries: impl ExactSizeIterator<Item = EncEntry<'e>>,
 ) -> Result<()> {
     let count = u16::try_from(entries.len())
         .map_err(|_| Error::InvalidArgument("too many entries for one bucket".into()))?;
@@ -109,8 +146,8 @@ pub(crate) fn encode_bucket_into<'e>(
     out.reserve(BUCKET_SIZE);
     out.extend_from_slice(&[0u8; 4]);
     out.extend_from_slice(&count.to_le_bytes());
-    for (k, v) in entries {
-        put_entry(out, k, v);
+    for (k, t, v) in entries {
+        put_entry(out, k, t, v);
     }
     let used = out.len() - start;
     if used > BUCKET_SIZE {
@@ -153,9 +190,10 @@ pub(crate) fn decode_bucket<'a>(
     file: &Path,
     offset: u64,
     block: &'a [u8],
+    base_seq: u64,
 ) -> Result<Vec<Entry<'a>>> {
     let (mut r, count) = bucket_body(file, offset, block)?;
-    read_entries(&mut r, count, file, offset)
+    read_entries(&mut r, count, base_seq, file, offset)
 }
 
 /// The newest version of `user_key` with `seq <= snapshot_seq` in the bucket read from file
@@ -165,23 +203,24 @@ pub(crate) fn find_in_bucket(
     file: &Path,
     offset: u64,
     block: &[u8],
+    base_seq: u64,
     user_key: &[u8],
     snapshot_seq: u64,
 ) -> Result<Option<(u64, ValueKind, Vec<u8>)>> {
     let (mut r, count) = bucket_body(file, offset, block)?;
     let mut best = Visible::default();
-    visit_entries(&mut r, count, file, offset, |e| {
+    visit_entries(&mut r, count, base_seq, file, offset, |e| {
         best.offer(e, user_key, snapshot_seq)
     })?;
     Ok(best.found())
 }
 
 /// Encodes an overflow record at file offset `offset`: `crc u32 | varint count | entries`.
-pub(crate) fn encode_overflow_record(offset: u64, entries: &[(&[u8], &[u8])]) -> Vec<u8> {
+pub(crate) fn encode_overflow_record(offset: u64, entries: &[EncEntry<'_>]) -> Vec<u8> {
     let mut b = vec![0u8; 4];
     put_varint(&mut b, entries.len() as u64);
-    for (k, v) in entries {
-        put_entry(&mut b, k, v);
+    for &(k, t, v) in entries {
+        put_entry(&mut b, k, t, v);
     }
     let c = region_crc(offset, b.get(4..).unwrap_or_default());
     if let Some(h) = b.get_mut(0..4) {
@@ -195,6 +234,7 @@ pub(crate) fn decode_overflow_record<'a>(
     file: &Path,
     offset: u64,
     rec: &'a [u8],
+    base_seq: u64,
 ) -> Result<Vec<Entry<'a>>> {
     let stored = get_u32(rec, 0).ok_or_else(|| corrupt(file, offset, "short overflow record"))?;
     let body = rec.get(4..).unwrap_or_default();
@@ -208,7 +248,7 @@ pub(crate) fn decode_overflow_record<'a>(
     if count > body.len() {
         return Err(corrupt(file, offset, "overflow record count too large"));
     }
-    let entries = read_entries(&mut r, count, file, offset)?;
+    let entries = read_entries(&mut r, count, base_seq, file, offset)?;
     if !r.is_empty() {
         return Err(corrupt(file, offset, "trailing bytes in overflow record"));
     }
@@ -236,15 +276,15 @@ struct Visible<'a> {
 
 impl<'a> Visible<'a> {
     fn offer(&mut self, e: Entry<'a>, user_key: &[u8], snapshot_seq: u64) {
-        let p = key::parse(e.ikey);
-        if p.user_key != user_key || p.seq > snapshot_seq {
+        let seq = e.trailer >> 8;
+        if e.ukey != user_key || seq > snapshot_seq {
             return;
         }
-        let Some(kind) = ValueKind::from_u8(p.kind) else {
+        let Some(kind) = ValueKind::from_u8((e.trailer & 0xff) as u8) else {
             return;
         };
-        if self.best.is_none_or(|(s, _, _)| p.seq > s) {
-            self.best = Some((p.seq, kind, e.value));
+        if self.best.is_none_or(|(s, _, _)| seq > s) {
+            self.best = Some((seq, kind, e.value));
         }
     }
 
@@ -518,6 +558,8 @@ pub(crate) struct Footer {
     pub filter_len: u64,
     pub hash_key: [u8; 16],
     pub bits_per_key: u32,
+    /// The oldest sequence number in the table (0 for an empty one): entry tags count from it.
+    pub base_seq: u64,
 }
 
 impl Footer {
@@ -536,6 +578,7 @@ impl Footer {
         put_u64(&mut b, self.filter_len);
         b.extend_from_slice(&self.hash_key);
         put_u32(&mut b, self.bits_per_key);
+        put_u64(&mut b, self.base_seq);
         let c = region_crc(self.filter_offset.saturating_add(self.filter_len), &b);
         put_u32(&mut b, c);
         b.extend_from_slice(&MAGIC);
@@ -549,11 +592,26 @@ impl Footer {
         if b.len() != FOOTER_SIZE {
             return Err(bad("short footer"));
         }
-        if b.get(96..104) != Some(&MAGIC[..]) {
+        if b.get(104..112) != Some(&MAGIC[..]) {
             return Err(bad("bad magic (not an HTable file)"));
         }
-        let body = b.get(..92).unwrap_or_default();
-        if get_u32(b, 92) != Some(region_crc(off, body)) {
+        let body = b.get(..100).unwrap_or_default();
+        if get_u32(b, 100) != Some(region_crc(off, body)) {
+            // A footer of format version 2 is 8 bytes shorter (no base_seq): refuse such a
+            // table by its version rather than as a checksum mismatch.
+            let v2_at = FOOTER_SIZE - V2_FOOTER_SIZE;
+            let v2 = b.get(v2_at..).unwrap_or_default();
+            let v2_off = file_len.saturating_sub(V2_FOOTER_SIZE as u64);
+            if let (Some(version), Some(crc)) = (get_u32(v2, 0), get_u32(v2, 92)) {
+                if version != FORMAT_VERSION
+                    && crc == region_crc(v2_off, v2.get(..92).unwrap_or_default())
+                {
+                    return Err(Error::Unsupported(format!(
+                        "HTable format version {version} in {} (this build reads {FORMAT_VERSION})",
+                        file.display()
+                    )));
+                }
+            }
             return Err(bad("checksum mismatch"));
         }
         let u64_at = |p: usize| get_u64(b, p).ok_or_else(|| bad("short footer"));
@@ -586,7 +644,11 @@ impl Footer {
             filter_len: u64_at(64)?,
             hash_key,
             bits_per_key: get_u32(b, 88).ok_or_else(|| bad("short footer"))?,
+            base_seq: u64_at(92)?,
         };
+        if f.base_seq > key::MAX_SEQ {
+            return Err(bad("base sequence number out of range"));
+        }
         // The regions must tile the file exactly: buckets, overflow, metadata, filters, footer.
         let data_len = u64::from(n_buckets).checked_mul(BUCKET_SIZE as u64);
         let ok = n_buckets >= 1

@@ -53,7 +53,7 @@ pub const BUCKET_HEADER: usize = 6;
 /// Bytes of a bucket available to entries.
 pub const BUCKET_CAPACITY: usize = BUCKET_SIZE - BUCKET_HEADER;
 /// The HTable format version written in the footer.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The keyed 128-bit placement hash of a user key (SipHash-1-3, 128-bit output, the 16-byte
 /// key as given). The result is `u128::from_le_bytes(finish128().as_bytes())`, so it is the same

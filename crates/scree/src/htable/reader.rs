@@ -12,7 +12,7 @@
 use crate::error::{Error, Result};
 use crate::filter::bloom;
 use crate::fs::CountedReader;
-use crate::key::{self, ValueKind};
+use crate::key::ValueKind;
 use crate::stats::ReadKind;
 
 use super::balance;
@@ -54,12 +54,12 @@ pub type Found = (u64, ValueKind, Vec<u8>);
 #[derive(Debug, Clone, Copy)]
 struct ScanItem {
     hash: u128,
-    /// Offset of the internal key in its region (the value follows it); [`IN_OVERFLOW`] set:
+    /// Offset of the user key in its region (the value follows it); [`IN_OVERFLOW`] set:
     /// the overflow region, else the bucket region.
     at: u64,
     klen: u32,
     vlen: u32,
-    /// The internal key's trailer `(seq << 8) | kind` and the user key's Bloom hash, read
+    /// The version's trailer `(seq << 8) | kind` and the user key's Bloom hash, read
     /// while the bytes are scanned in order: a merge in hash order visits the items at random
     /// places in the table's bytes, and with these it touches a key only to tell apart two
     /// items of equal hash, and an output table's filters need no key either.
@@ -70,7 +70,8 @@ struct ScanItem {
 /// The bit of [`ScanItem::at`] that says "in the overflow region".
 const IN_OVERFLOW: u64 = 1 << 63;
 
-/// All items of a table in (hash, internal key) order, referring to the table's bytes.
+/// All items of a table in (hash, internal key) order, referring to the table's bytes (user
+/// keys and values; each item's trailer is kept beside them).
 pub struct TableScan {
     buckets: Vec<u8>,
     overflow: Vec<u8>,
@@ -87,7 +88,7 @@ impl TableScan {
             (&self.overflow, off)
         }
     }
-    fn ikey(&self, it: &ScanItem) -> &[u8] {
+    fn ukey(&self, it: &ScanItem) -> &[u8] {
         let (r, off) = self.region(it);
         r.get(off..off.saturating_add(it.klen as usize))
             .unwrap_or_default()
@@ -100,13 +101,13 @@ impl TableScan {
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
-    /// Item `i`: `(hash, internal key, value)`.
-    pub fn get(&self, i: usize) -> Option<(u128, &[u8], &[u8])> {
+    /// Item `i`: `(hash, user key, trailer, value)`, the trailer being `(seq << 8) | kind`.
+    pub fn get(&self, i: usize) -> Option<(u128, &[u8], u64, &[u8])> {
         let it = self.items.get(i)?;
         let (r, off) = self.region(it);
         let k = off.checked_add(it.klen as usize)?;
         let v = k.checked_add(it.vlen as usize)?;
-        Some((it.hash, r.get(off..k)?, r.get(k..v)?))
+        Some((it.hash, r.get(off..k)?, it.trailer, r.get(k..v)?))
     }
     /// The Bloom hash (`bloom::bloom_hash`) of item `i`'s user key.
     pub fn bloom(&self, i: usize) -> Option<u64> {
@@ -116,13 +117,13 @@ impl TableScan {
     pub fn hash(&self, i: usize) -> Option<u128> {
         self.items.get(i).map(|it| it.hash)
     }
-    /// The trailer `(seq << 8) | kind` of item `i`'s internal key.
+    /// The trailer `(seq << 8) | kind` of item `i`.
     pub fn trailer(&self, i: usize) -> Option<u64> {
         self.items.get(i).map(|it| it.trailer)
     }
-    /// Item `i`'s internal key.
-    pub fn ikey_at(&self, i: usize) -> Option<&[u8]> {
-        self.items.get(i).map(|it| self.ikey(it))
+    /// Item `i`'s user key.
+    pub fn ukey_at(&self, i: usize) -> Option<&[u8]> {
+        self.items.get(i).map(|it| self.ukey(it))
     }
 }
 
@@ -388,7 +389,14 @@ impl HTableReader {
                 let offset = u64::from(b) * BUCKET_SIZE as u64;
                 let found = with_bucket_buffer(|buf| {
                     self.read_block_into(offset, buf, ReadKind::Data)?;
-                    find_in_bucket(self.file.path(), offset, buf, user_key, snapshot_seq)
+                    find_in_bucket(
+                        self.file.path(),
+                        offset,
+                        buf,
+                        self.footer.base_seq,
+                        user_key,
+                        snapshot_seq,
+                    )
                 })?;
                 Ok((found, 1))
             }
@@ -404,7 +412,8 @@ impl HTableReader {
                     Error::corruption(self.file.path(), offset, "overflow record too large")
                 })?;
                 let rec = self.read_block(offset, len, ReadKind::Data)?;
-                let entries = decode_overflow_record(self.file.path(), offset, &rec)?;
+                let entries =
+                    decode_overflow_record(self.file.path(), offset, &rec, self.footer.base_seq)?;
                 Ok((find_visible(&entries, user_key, snapshot_seq), 1))
             }
         }
@@ -421,10 +430,12 @@ impl HTableReader {
         }
         let offset = u64::from(b) * BUCKET_SIZE as u64;
         let block = self.read_block(offset, BUCKET_SIZE, kind)?;
-        Ok(decode_bucket(self.file.path(), offset, &block)?
-            .iter()
-            .map(|e| (e.ikey.to_vec(), e.value.to_vec()))
-            .collect())
+        Ok(
+            decode_bucket(self.file.path(), offset, &block, self.footer.base_seq)?
+                .iter()
+                .map(|e| (e.ikey(), e.value.to_vec()))
+                .collect(),
+        )
     }
 
     /// Every item of the table in (hash, internal key) order, for compaction and GC (see
@@ -433,9 +444,14 @@ impl HTableReader {
         let scan = self.scan()?;
         Ok((0..scan.len())
             .filter_map(|i| scan.get(i))
-            .map(|(hash, ikey, value)| HItem {
+            .map(|(hash, ukey, trailer, value)| HItem {
                 hash,
-                ikey: ikey.to_vec(),
+                ikey: Entry {
+                    ukey,
+                    trailer,
+                    value,
+                }
+                .ikey(),
                 value: value.to_vec(),
             })
             .collect())
@@ -552,8 +568,7 @@ impl HTableReader {
                         offset: u64,
                         hash: u128|
          -> Result<()> {
-            let uk = key::user_key(e.ikey);
-            let bloom = bloom::bloom_hash(uk);
+            let bloom = bloom::bloom_hash(e.ukey);
             if self.locate(hash) != at || !self.may_contain_hashed(hash, bloom) {
                 return Err(Error::corruption(
                     path,
@@ -561,13 +576,13 @@ impl HTableReader {
                     "item stored where lookups would not find it",
                 ));
             }
-            let off = (e.ikey.as_ptr() as usize).wrapping_sub(base.as_ptr() as usize) as u64;
+            let off = (e.ukey.as_ptr() as usize).wrapping_sub(base.as_ptr() as usize) as u64;
             items.push(ScanItem {
                 hash,
                 at: if in_overflow { off | IN_OVERFLOW } else { off },
-                klen: e.ikey.len() as u32,
+                klen: e.ukey.len() as u32,
                 vlen: e.value.len() as u32,
-                trailer: key::parse(e.ikey).trailer(),
+                trailer: e.trailer,
                 bloom,
             });
             Ok(())
@@ -576,8 +591,8 @@ impl HTableReader {
             let off = u64::from(id) * BUCKET_SIZE as u64;
             // Versions of one key are adjacent (internal key order): hash each key once.
             let mut prev: Option<(&[u8], u128)> = None;
-            for e in decode_bucket(path, off, block)? {
-                let uk = key::user_key(e.ikey);
+            for e in decode_bucket(path, off, block, self.footer.base_seq)? {
+                let uk = e.ukey;
                 let h = match prev {
                     Some((k, h)) if k == uk => h,
                     _ => placement_hash(&hash_key, uk),
@@ -595,8 +610,8 @@ impl HTableReader {
                 .zip(usize::try_from(o.len).ok())
                 .and_then(|(s, l)| overflow.get(s..s.checked_add(l)?))
                 .ok_or_else(|| Error::corruption(path, offset, "overflow record out of range"))?;
-            for e in decode_overflow_record(path, offset, rec)? {
-                if placement_hash(&hash_key, key::user_key(e.ikey)) != o.hash {
+            for e in decode_overflow_record(path, offset, rec, self.footer.base_seq)? {
+                if placement_hash(&hash_key, e.ukey) != o.hash {
                     return Err(Error::corruption(
                         path,
                         offset,
@@ -616,9 +631,11 @@ impl HTableReader {
         // buckets hold their items in about this order already (hash-ordered bucket map), which
         // the run-adaptive stable sort turns into a near-linear merge.
         items.sort_by(|a, b| {
-            a.hash
-                .cmp(&b.hash)
-                .then_with(|| key::cmp_ikey(scan.ikey(a), scan.ikey(b)))
+            a.hash.cmp(&b.hash).then_with(|| {
+                scan.ukey(a)
+                    .cmp(scan.ukey(b))
+                    .then_with(|| b.trailer.cmp(&a.trailer))
+            })
         });
         scan.items = items;
         Ok(scan)

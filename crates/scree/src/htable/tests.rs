@@ -175,24 +175,52 @@ fn a_footer_of_another_version_or_a_bad_shift_is_refused() {
         .unwrap();
     // Rewrite the footer as format version 1 with a valid checksum: the version check, not
     // the checksum, must refuse it (version 1 placed items by `hash mod n`).
-    let f = bytes.len() - 104;
+    let f = bytes.len() - 112;
+    let reseal = |bytes: &mut Vec<u8>| {
+        let crc = super::format::region_crc(f as u64, &bytes[f..f + 100]);
+        bytes[f + 100..f + 104].copy_from_slice(&crc.to_le_bytes());
+    };
+    let original = bytes.clone();
     bytes[f..f + 4].copy_from_slice(&1u32.to_le_bytes());
-    let crc = super::format::region_crc(f as u64, &bytes[f..f + 92]);
-    bytes[f + 92..f + 96].copy_from_slice(&crc.to_le_bytes());
+    reseal(&mut bytes);
     let p = dir.path().join("v1");
     std::fs::write(&p, &bytes).unwrap();
     match open(&env, &p, true) {
         Err(Error::Unsupported(m)) => assert!(m.contains("format version 1"), "{m}"),
         other => panic!("expected Unsupported, got {other:?}"),
     }
+    // A table of format version 2 (a 104-byte footer without base_seq) is refused by its
+    // version too, not reported as a checksum mismatch.
+    let mut v2 = original[..f].to_vec();
+    let g = v2.len();
+    v2.extend_from_slice(&2u32.to_le_bytes());
+    v2.extend_from_slice(&original[f + 4..f + 92]);
+    let crc = super::format::region_crc(g as u64, &v2[g..g + 92]);
+    v2.extend_from_slice(&crc.to_le_bytes());
+    v2.extend_from_slice(&original[f + 104..]);
+    assert_eq!(v2.len(), g + 104);
+    let p2 = dir.path().join("v2");
+    std::fs::write(&p2, &v2).unwrap();
+    match open(&env, &p2, true) {
+        Err(Error::Unsupported(m)) => assert!(m.contains("format version 2"), "{m}"),
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
     // A bucket shift above 127 under a valid checksum is corruption, not a panic.
-    bytes[f..f + 4].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    bytes.copy_from_slice(&original);
     bytes[f + 12..f + 16].copy_from_slice(&200u32.to_le_bytes());
-    let crc = super::format::region_crc(f as u64, &bytes[f..f + 92]);
-    bytes[f + 92..f + 96].copy_from_slice(&crc.to_le_bytes());
+    reseal(&mut bytes);
     std::fs::write(&p, &bytes).unwrap();
     match open(&env, &p, true) {
         Err(e @ Error::Corruption { .. }) => assert!(e.to_string().contains("shift"), "{e}"),
+        other => panic!("expected Corruption, got {other:?}"),
+    }
+    // So is a base sequence number above the largest sequence number.
+    bytes.copy_from_slice(&original);
+    bytes[f + 92..f + 100].copy_from_slice(&u64::MAX.to_le_bytes());
+    reseal(&mut bytes);
+    std::fs::write(&p, &bytes).unwrap();
+    match open(&env, &p, true) {
+        Err(e @ Error::Corruption { .. }) => assert!(e.to_string().contains("base"), "{e}"),
         other => panic!("expected Corruption, got {other:?}"),
     }
 }
@@ -231,11 +259,13 @@ fn child_scans_add_up_to_the_full_scan_and_read_each_bucket_about_once() {
         for c in 0..8u8 {
             let scan = r.scan_child(depth, c).unwrap();
             for i in 0..scan.len() {
-                let (hash, ikey, value) = scan.get(i).unwrap();
+                let (hash, ukey, trailer, value) = scan.get(i).unwrap();
                 assert_eq!(trie_child(hash, depth), Some(c));
+                let mut ikey = ukey.to_vec();
+                ikey.extend_from_slice(&trailer.to_le_bytes());
                 parts.push(HItem {
                     hash,
-                    ikey: ikey.to_vec(),
+                    ikey,
                     value: value.to_vec(),
                 });
             }
@@ -257,6 +287,40 @@ fn child_scans_add_up_to_the_full_scan_and_read_each_bucket_about_once() {
                 "{read} vs {table}"
             ),
         }
+    }
+}
+
+#[test]
+fn sequence_numbers_round_trip_through_entry_tags() {
+    // Entry tags count from the table's oldest sequence number: seqs from 1 to the largest
+    // one, deletes among them, tags of 1 to 9 bytes.
+    let dir = tempfile::tempdir().unwrap();
+    let env = env();
+    let mut versions: Vec<Version> = Vec::new();
+    for (i, seq) in [1u64, 2, 127, 128, 1 << 20, 1 << 40, MAX_SEQ - 1, MAX_SEQ]
+        .into_iter()
+        .enumerate()
+    {
+        let kind = if i % 3 == 2 {
+            ValueKind::Delete
+        } else {
+            ValueKind::Put
+        };
+        let v = if kind == ValueKind::Put {
+            value(40, i as u64)
+        } else {
+            vec![]
+        };
+        versions.push((b"one key".to_vec(), seq, kind, v.clone()));
+        versions.push((format!("key{i}").into_bytes(), seq, kind, v));
+    }
+    for base in [0usize, 4] {
+        let vs = versions[base..].to_vec();
+        let p = dir.path().join(format!("t{base}"));
+        let s = write_table(&env, &p, &vs, HTableOptions::default());
+        assert_eq!(s.min_seq, vs.iter().map(|v| v.1).min().unwrap());
+        let r = open(&env, &p, true).unwrap();
+        check_all(&r, &vs);
     }
 }
 
@@ -457,7 +521,7 @@ fn every_byte_flip_is_detected_or_harmless() {
         &versions,
         HTableOptions {
             n_buckets: Some(2),
-            bucket_fill_cap: 0.9,
+            bucket_fill_cap: 0.8,
             ..Default::default()
         },
     )

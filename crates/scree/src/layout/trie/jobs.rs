@@ -21,7 +21,7 @@ use crate::htable::{
     trie_child, BloomClusterBuilder, FilterSet, HTableBuilder, HTableOptions, HTableReader,
     HTableSummary, ItemRef, TableScan,
 };
-use crate::key::{self, cmp_ikey, ValueKind};
+use crate::key::{self, ValueKind};
 use crate::layout::JobCtx;
 use crate::manifest::edit::{AddedTable, KsEdit};
 use crate::memtable::Memtable;
@@ -60,8 +60,8 @@ fn htable_opts(o: &TrieOptions, depth: u32) -> HTableOptions {
 }
 
 /// Encoded size of an item in a bucket (about: the two length varints take 2 bytes here).
-fn item_bytes(ikey: &[u8], value: &[u8]) -> u64 {
-    (ikey.len() + value.len() + 2) as u64
+fn item_bytes(ukey: &[u8], value: &[u8]) -> u64 {
+    (ukey.len() + value.len() + 5) as u64
 }
 
 /// What a BloomCluster needs of a table being written, noted key by key (the manifest's key
@@ -185,8 +185,9 @@ pub fn column_filters_of(
     let mut keys = Vec::with_capacity(scan.len());
     let mut last: Option<&[u8]> = None;
     for i in 0..scan.len() {
-        let Some((h, ik, _)) = scan.get(i) else { break };
-        let uk = key::user_key(ik);
+        let Some((h, uk, _, _)) = scan.get(i) else {
+            break;
+        };
         if last != Some(uk) {
             keys.push((bucket_of(h, c.max(1), shift), bloom_hash(uk)));
             last = Some(uk);
@@ -248,26 +249,27 @@ pub struct Merged {
 }
 
 impl Merged {
-    /// Item `r`: `(hash, internal key, value)`.
-    pub fn get(&self, r: (u32, u32)) -> Option<(u128, &[u8], &[u8])> {
+    /// Item `r`: `(hash, user key, trailer, value)`.
+    pub fn get(&self, r: (u32, u32)) -> Option<(u128, &[u8], u64, &[u8])> {
         self.scans.get(r.0 as usize)?.get(r.1 as usize)
     }
     /// Item `r` with its Bloom hash.
     pub fn item(&self, r: (u32, u32)) -> Option<ItemRef<'_>> {
         let scan = self.scans.get(r.0 as usize)?;
-        let (hash, ikey, value) = scan.get(r.1 as usize)?;
+        let (hash, ukey, trailer, value) = scan.get(r.1 as usize)?;
         Some(ItemRef {
             hash,
-            ikey,
+            ukey,
+            trailer,
             value,
             bloom: scan.bloom(r.1 as usize)?,
         })
     }
-    /// Encoded bytes of items `refs`.
+    /// About the encoded bytes of items `refs`.
     pub fn bytes(&self, refs: &[(u32, u32)]) -> u64 {
         refs.iter()
             .filter_map(|&r| self.get(r))
-            .map(|(_, k, v)| item_bytes(k, v))
+            .map(|(_, k, _, v)| item_bytes(k, v))
             .sum()
     }
 }
@@ -294,22 +296,26 @@ pub fn merge_tables(
     // so reading every key cost a cache miss per item (the key's trailer, all the drop rule
     // needs, was kept by the scan).
     let mut heads: Vec<Option<u128>> = scans.iter().map(|s| s.hash(0)).collect();
-    let ikey_at = |i: usize, p: usize| -> &[u8] {
-        scans.get(i).and_then(|s| s.ikey_at(p)).unwrap_or_default()
+    // Item `p` of input `i` as (user key, trailer), compared in internal-key order.
+    let key_at = |i: usize, p: usize| -> (&[u8], u64) {
+        scans.get(i).map_or((&[][..], 0), |s| {
+            (s.ukey_at(p).unwrap_or_default(), s.trailer(p).unwrap_or(0))
+        })
     };
+    let cmp_key = |a: (&[u8], u64), b: (&[u8], u64)| a.0.cmp(b.0).then_with(|| b.1.cmp(&a.1));
     let mut rule = DropRule::new(ctx.smallest_snapshot);
     let mut refs = Vec::with_capacity(total);
     // The previous item: (input, position, hash).
     let mut prev: Option<(usize, usize, u128)> = None;
     loop {
         // The internal key of input `i`'s next item (read only to break a tie of hashes).
-        let head = |i: usize| ikey_at(i, pos.get(i).copied().unwrap_or(0));
+        let head = |i: usize| key_at(i, pos.get(i).copied().unwrap_or(0));
         let mut best: Option<(usize, u128)> = None;
         for (i, h) in heads.iter().enumerate() {
             let Some(h) = *h else { continue };
             let better = match best {
                 None => true,
-                Some((b, bh)) => h < bh || (h == bh && cmp_ikey(head(i), head(b)).is_lt()),
+                Some((b, bh)) => h < bh || (h == bh && cmp_key(head(i), head(b)).is_lt()),
             };
             if better {
                 best = Some((i, h));
@@ -318,9 +324,8 @@ pub fn merge_tables(
         let Some((i, h)) = best else { break };
         let Some(p) = pos.get_mut(i) else { break };
         let at = *p;
-        let same_key = prev.is_some_and(|(pi, pp, ph)| {
-            ph == h && key::user_key(ikey_at(pi, pp)) == key::user_key(ikey_at(i, at))
-        });
+        let same_key =
+            prev.is_some_and(|(pi, pp, ph)| ph == h && key_at(pi, pp).0 == key_at(i, at).0);
         let trailer = scans.get(i).and_then(|s| s.trailer(at)).unwrap_or(0);
         if !rule.next(trailer, same_key, tombstones(h)) {
             refs.push((i as u32, at as u32));
@@ -361,7 +366,7 @@ fn write_refs(
         // Versions of a key arrive together, newest first.
         let new_key = items
             .last()
-            .is_none_or(|p| p.hash != it.hash || key::user_key(p.ikey) != key::user_key(it.ikey));
+            .is_none_or(|p| p.hash != it.hash || p.ukey != it.ukey);
         if new_key {
             stats.note_key(it.hash, it.bloom);
         }
