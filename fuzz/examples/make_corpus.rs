@@ -59,8 +59,8 @@ fn main() {
             match p.extension().and_then(|e| e.to_str()) {
                 Some("log") if !data.is_empty() => {
                     write("wal_records", &seed, &data);
-                    let (recs, _) = scree::log::read_records(&data);
-                    for (i, r) in recs.iter().enumerate().take(4) {
+                    let (recs, _) = scree::log::read_wal_records(&data);
+                    for (i, (_, r)) in recs.iter().enumerate().take(4) {
                         write("batch_decode", &format!("{seed}-{i}"), r);
                     }
                 }

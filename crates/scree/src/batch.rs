@@ -1,11 +1,15 @@
-//! Write batches: puts and deletes across keyspaces applied atomically, and their WAL encoding
-//! (`seq: u64 | count: u32 | entries`, see docs/format.md).
+//! Write batches: puts and deletes across keyspaces applied atomically, and their WAL payloads:
+//! the compact one written now (record type 2: `varint seq | varint count | entries`, an entry
+//! being `varint tag | key | value` with `tag = keyspace << 1 | is_put`) and the fixed-header one
+//! of older WALs (record type 1: `seq: u64 | count: u32 | entries`), still replayed. See
+//! docs/format.md.
 
 use smallvec::SmallVec;
 
 use crate::coding::{put_slice, put_varint, Reader};
 use crate::error::{Error, Result};
-use crate::key::ValueKind;
+use crate::key::{ValueKind, MAX_SEQ};
+use crate::log;
 use crate::options::{MAX_BATCH_BYTES, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 /// Options of one write.
@@ -19,11 +23,14 @@ pub struct WriteOptions {
 /// The keyspaces a batch writes to (one or two almost always: no allocation).
 pub(crate) type KsIds = SmallVec<[u32; 2]>;
 
-/// Bytes of the batch header (`seq: u64 | count: u32`) before the entries.
-pub(crate) const BATCH_HEADER: usize = 12;
+/// Bytes of the fixed batch header of a type-1 WAL record (`seq: u64 | count: u32`).
+const FIXED_HEADER: usize = 12;
+
+/// Most bytes of a compact batch header (`varint seq | varint count`).
+const MAX_COMPACT_HEADER: usize = 10 + 5;
 
 /// One decoded operation (recovery, tools).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BatchEntry {
     pub ks: u32,
     pub kind: ValueKind,
@@ -42,11 +49,12 @@ pub(crate) struct EntryRef<'a> {
 
 /// Puts and deletes, possibly in several keyspaces, applied all or nothing by `Db::write`.
 ///
-/// Held encoded, in the WAL payload format (docs/format.md) with a zero sequence number that
-/// the write path fills in: a write appends the bytes to the WAL as they are.
+/// Held encoded as the entries of a compact WAL payload (docs/format.md): a write appends the
+/// bytes to the WAL as they are, after a header of a few bytes built on the stack.
 #[derive(Debug, Clone, Default)]
 pub struct WriteBatch {
-    /// `seq: u64 (0 until written) | count: u32 | entries`, or empty while the batch is empty.
+    /// The entries in the compact encoding, without a header (`count` is kept beside them and
+    /// the sequence number is assigned by the write path).
     pub(crate) rep: Vec<u8>,
     pub(crate) count: u32,
     /// Keyspaces named by the entries, each once (the write path needs them before it logs).
@@ -56,30 +64,64 @@ pub struct WriteBatch {
     pub(crate) error: Option<String>,
 }
 
-/// Appends one entry in the batch encoding.
+/// The tag of a compact entry: keyspace id and kind in one varint (one byte for ids < 64).
+fn tag(ks: u32, kind: ValueKind) -> u64 {
+    (u64::from(ks) << 1) | u64::from(kind == ValueKind::Put)
+}
+
+/// Appends one entry in the compact encoding.
 fn put_entry(out: &mut Vec<u8>, ks: u32, kind: ValueKind, key: &[u8], value: &[u8]) {
-    out.push(kind as u8);
-    put_varint(out, u64::from(ks));
+    put_varint(out, tag(ks, kind));
     put_slice(out, key);
     if kind == ValueKind::Put {
         put_slice(out, value);
     }
 }
 
-/// Writes `count` into an encoded batch's header.
-fn set_count(rep: &mut [u8], count: u32) {
-    if let Some(c) = rep.get_mut(8..BATCH_HEADER) {
-        c.copy_from_slice(&count.to_le_bytes());
-    }
-}
-
-/// The encoding of a batch of one operation (the `put`/`delete` fast path: one allocation).
+/// The entries of a batch of one operation (the `put`/`delete` fast path: one allocation).
 pub(crate) fn single(ks: u32, kind: ValueKind, key: &[u8], value: &[u8]) -> Vec<u8> {
-    let mut rep = Vec::with_capacity(BATCH_HEADER + 1 + 5 + 10 + key.len() + 10 + value.len());
-    rep.resize(BATCH_HEADER, 0);
-    set_count(&mut rep, 1);
+    let mut rep = Vec::with_capacity(5 + 10 + key.len() + 10 + value.len());
     put_entry(&mut rep, ks, kind, key, value);
     rep
+}
+
+/// The header of a compact WAL payload (`varint seq | varint count`), built on the stack: the
+/// WAL writer appends it and the batch's entries as one record without copying the batch.
+pub(crate) struct CompactHeader {
+    buf: [u8; MAX_COMPACT_HEADER],
+    len: usize,
+}
+
+impl CompactHeader {
+    /// The header of a batch of `count` entries whose first has sequence number `seq`.
+    pub(crate) fn new(seq: u64, count: u32) -> Self {
+        let mut h = CompactHeader {
+            buf: [0; MAX_COMPACT_HEADER],
+            len: 0,
+        };
+        h.push_varint(seq);
+        h.push_varint(u64::from(count));
+        h
+    }
+
+    fn push_varint(&mut self, mut v: u64) {
+        loop {
+            let low = (v & 0x7f) as u8;
+            v >>= 7;
+            if let Some(b) = self.buf.get_mut(self.len) {
+                *b = if v == 0 { low } else { low | 0x80 };
+            }
+            self.len += 1;
+            if v == 0 {
+                return;
+            }
+        }
+    }
+
+    /// The encoded header.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or_default()
+    }
 }
 
 pub(crate) fn check_key(key: &[u8]) -> Result<()> {
@@ -121,9 +163,6 @@ impl WriteBatch {
             self.error = Some(e.to_string());
             return;
         }
-        if self.rep.is_empty() {
-            self.rep.resize(BATCH_HEADER, 0);
-        }
         put_entry(&mut self.rep, ks.id(), kind, key, value);
         if self.rep.len() > MAX_BATCH_BYTES {
             self.error = Some(format!("batch exceeds {MAX_BATCH_BYTES} bytes"));
@@ -132,7 +171,6 @@ impl WriteBatch {
             return;
         }
         self.count += 1;
-        set_count(&mut self.rep, self.count);
         if !self.ks_ids.contains(&ks.id()) {
             self.ks_ids.push(ks.id());
         }
@@ -174,36 +212,72 @@ impl WriteBatch {
     }
 }
 
-/// The operations of an encoded batch (`rep`, header included), borrowed.
-pub(crate) fn entries(rep: &[u8]) -> Entries<'_> {
-    let mut r = Reader::new(rep);
-    let left = match r.u64() {
-        Some(_) => r.u32().unwrap_or(0),
-        None => 0,
-    };
-    Entries { r, left }
+/// How the entries of a WAL payload are encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    /// Record type 1: `kind: u8 | keyspace: varint | key | (puts) value`.
+    Fixed,
+    /// Record type 2 and in-memory batches: `tag: varint | key | (puts) value`.
+    Compact,
+}
+
+/// The `count` operations of an in-memory batch (`WriteBatch::rep`, compact entries), borrowed.
+pub(crate) fn entries(rep: &[u8], count: u32) -> Entries<'_> {
+    Entries {
+        r: Reader::new(rep),
+        left: count,
+        read: 0,
+        encoding: Encoding::Compact,
+    }
 }
 
 /// Iterator of [`entries`]: `Err((offset, detail))` on malformed bytes, then nothing.
 pub(crate) struct Entries<'a> {
     r: Reader<'a>,
     left: u32,
+    read: u32,
+    encoding: Encoding,
 }
 
 impl<'a> Entries<'a> {
     fn next_entry(&mut self) -> std::result::Result<EntryRef<'a>, (usize, String)> {
         let at = self.r.pos();
         let bad = |d: &str| (at, d.to_string());
-        let kind = self
-            .r
-            .u8()
-            .and_then(ValueKind::from_u8)
-            .ok_or_else(|| bad("bad entry kind"))?;
-        let ks = self
-            .r
-            .varint()
-            .and_then(|v| u32::try_from(v).ok())
-            .ok_or_else(|| bad("bad keyspace id"))?;
+        if self.r.is_empty() {
+            return Err((
+                at,
+                format!(
+                    "batch ends after {} entries of the {} its count says",
+                    self.read,
+                    self.read + self.left + 1
+                ),
+            ));
+        }
+        let (ks, kind) = match self.encoding {
+            Encoding::Fixed => {
+                let kind = self
+                    .r
+                    .u8()
+                    .and_then(ValueKind::from_u8)
+                    .ok_or_else(|| bad("bad entry kind"))?;
+                let ks = self
+                    .r
+                    .varint()
+                    .and_then(|v| u32::try_from(v).ok())
+                    .ok_or_else(|| bad("bad keyspace id"))?;
+                (ks, kind)
+            }
+            Encoding::Compact => {
+                let tag = self.r.varint().ok_or_else(|| bad("bad entry tag varint"))?;
+                let ks = u32::try_from(tag >> 1).map_err(|_| bad("keyspace id overflow"))?;
+                let kind = if tag & 1 == 1 {
+                    ValueKind::Put
+                } else {
+                    ValueKind::Delete
+                };
+                (ks, kind)
+            }
+        };
         let key = self.r.slice().ok_or_else(|| bad("truncated key"))?;
         let value = if kind == ValueKind::Put {
             self.r.slice().ok_or_else(|| bad("truncated value"))?
@@ -230,19 +304,22 @@ impl<'a> Iterator for Entries<'a> {
         let e = self.next_entry();
         if e.is_err() {
             self.left = 0;
+        } else {
+            self.read += 1;
         }
         Some(e)
     }
 }
 
 /// [`decode`] for fuzzing and tools: the first sequence number and every entry as
-/// (keyspace id, kind byte, key, value).
+/// (keyspace id, kind byte, key, value) of a WAL record of type `ty`.
 #[doc(hidden)]
 #[allow(clippy::type_complexity)]
 pub fn decode_public(
+    ty: u8,
     buf: &[u8],
 ) -> std::result::Result<(u64, Vec<(u32, u8, Vec<u8>, Vec<u8>)>), (usize, String)> {
-    decode(buf).map(|(seq, entries)| {
+    decode(ty, buf).map(|(seq, entries)| {
         let out = entries
             .into_iter()
             .map(|e| (e.ks, e.kind as u8, e.key, e.value))
@@ -251,13 +328,50 @@ pub fn decode_public(
     })
 }
 
-/// Decodes a WAL payload into (first seq, entries); `Err` carries the offset and detail.
-pub(crate) fn decode(buf: &[u8]) -> std::result::Result<(u64, Vec<BatchEntry>), (usize, String)> {
+/// Decodes the payload of a WAL record of type `ty` ([`log::FULL`] or [`log::COMPACT_BATCH`])
+/// into (first seq, entries); `Err` carries the offset in the payload and the detail.
+pub(crate) fn decode(
+    ty: u8,
+    buf: &[u8],
+) -> std::result::Result<(u64, Vec<BatchEntry>), (usize, String)> {
     let mut r = Reader::new(buf);
-    let seq = r.u64().ok_or((0, "truncated batch header".to_string()))?;
-    let n = r.u32().ok_or((8, "truncated batch header".to_string()))?;
-    let mut it = entries(buf);
-    let mut out = Vec::with_capacity((n as usize).min(1 << 16));
+    let truncated = |at: usize| (at, "truncated batch header".to_string());
+    let (seq, count, encoding) = match ty {
+        log::FULL => {
+            let seq = r.u64().ok_or_else(|| truncated(0))?;
+            let count = r.u32().ok_or_else(|| truncated(FIXED_HEADER - 4))?;
+            (seq, count, Encoding::Fixed)
+        }
+        log::COMPACT_BATCH => {
+            let seq = r
+                .varint()
+                .ok_or_else(|| (0, "bad sequence number varint".to_string()))?;
+            let at = r.pos();
+            let count = r
+                .varint()
+                .and_then(|c| u32::try_from(c).ok())
+                .ok_or_else(|| (at, "bad entry count varint".to_string()))?;
+            (seq, count, Encoding::Compact)
+        }
+        _ => return Err((0, format!("WAL record type {ty} is not a batch"))),
+    };
+    // Entry i has sequence number seq + i: the last must not pass the largest one.
+    let fits = seq
+        .checked_add(u64::from(count))
+        .is_some_and(|end| end <= MAX_SEQ + 1);
+    if !fits {
+        return Err((
+            0,
+            format!("sequence numbers {seq} + {count} entries overflow the largest ({MAX_SEQ})"),
+        ));
+    }
+    let mut it = Entries {
+        r,
+        left: count,
+        read: 0,
+        encoding,
+    };
+    let mut out = Vec::with_capacity((count as usize).min(1 << 16));
     for e in it.by_ref() {
         let e = e?;
         out.push(BatchEntry {
@@ -273,34 +387,300 @@ pub(crate) fn decode(buf: &[u8]) -> std::result::Result<(u64, Vec<BatchEntry>), 
     Ok((seq, out))
 }
 
+/// The type-1 payload of a batch (`seq: u64 | count: u32 | fixed entries`), as builds before
+/// the compact payload wrote it: kept to test that such WALs still replay.
 #[cfg(test)]
+pub(crate) fn encode_fixed(seq: u64, entries: &[BatchEntry]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(FIXED_HEADER);
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    for e in entries {
+        out.push(e.kind as u8);
+        put_varint(&mut out, u64::from(e.ks));
+        put_slice(&mut out, &e.key);
+        if e.kind == ValueKind::Put {
+            put_slice(&mut out, &e.value);
+        }
+    }
+    out
+}
+
+/// The type-2 payload of a batch, as the WAL writer appends it (`CompactHeader ‖ entries`).
+#[cfg(test)]
+pub(crate) fn encode_compact(seq: u64, entries: &[BatchEntry]) -> Vec<u8> {
+    let mut rep = Vec::new();
+    for e in entries {
+        put_entry(&mut rep, e.ks, e.kind, &e.key, &e.value);
+    }
+    let mut out = CompactHeader::new(seq, entries.len() as u32)
+        .as_bytes()
+        .to_vec();
+    out.extend_from_slice(&rep);
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+    use crate::log::{COMPACT_BATCH, FULL};
+
+    fn e(ks: u32, kind: ValueKind, key: &[u8], value: &[u8]) -> BatchEntry {
+        BatchEntry {
+            ks,
+            kind,
+            key: key.to_vec(),
+            value: if kind == ValueKind::Put {
+                value.to_vec()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// The entries as the write path reads them from an in-memory rep.
+    fn borrowed(rep: &[u8], count: u32) -> Vec<BatchEntry> {
+        entries(rep, count)
+            .map(|r| {
+                let r = r.expect("decodes");
+                e(r.ks, r.kind, r.key, r.value)
+            })
+            .collect()
+    }
+
+    fn rep_of(es: &[BatchEntry]) -> Vec<u8> {
+        let mut rep = Vec::new();
+        for x in es {
+            put_entry(&mut rep, x.ks, x.kind, &x.key, &x.value);
+        }
+        rep
+    }
 
     #[test]
     fn single_entries_decode_and_truncation_is_an_error() {
         let mut rep = single(3, ValueKind::Put, b"key", b"value");
-        rep.extend_from_slice(&single(9, ValueKind::Delete, b"gone", b"ignored")[BATCH_HEADER..]);
-        set_count(&mut rep, 2);
-        let (seq, es) = decode(&rep).expect("decodes");
-        assert_eq!(seq, 0);
-        let got: Vec<(u32, ValueKind, &[u8], &[u8])> = es
-            .iter()
-            .map(|e| (e.ks, e.kind, &e.key[..], &e.value[..]))
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                (3, ValueKind::Put, &b"key"[..], &b"value"[..]),
-                (9, ValueKind::Delete, &b"gone"[..], &b""[..])
-            ]
-        );
-        for cut in BATCH_HEADER..rep.len() {
-            let short = rep.get(..cut).expect("in range");
-            assert!(decode(short).is_err(), "cut at {cut}");
-            assert!(entries(short).any(|e| e.is_err()), "cut at {cut}");
+        rep.extend_from_slice(&single(9, ValueKind::Delete, b"gone", b"ignored"));
+        let want = vec![
+            e(3, ValueKind::Put, b"key", b"value"),
+            e(9, ValueKind::Delete, b"gone", b""),
+        ];
+        assert_eq!(borrowed(&rep, 2), want);
+        let mut payload = CompactHeader::new(7, 2).as_bytes().to_vec();
+        let header = payload.len();
+        payload.extend_from_slice(&rep);
+        assert_eq!(decode(COMPACT_BATCH, &payload), Ok((7, want)));
+        for cut in 0..payload.len() {
+            let short = &payload[..cut];
+            assert!(decode(COMPACT_BATCH, short).is_err(), "cut at {cut}");
+            if cut >= header {
+                assert!(
+                    entries(&short[header..], 2).any(|e| e.is_err()),
+                    "cut at {cut}"
+                );
+            }
         }
-        rep.push(0);
-        assert!(decode(&rep).is_err(), "trailing byte");
+        payload.push(0);
+        assert!(decode(COMPACT_BATCH, &payload).is_err(), "trailing byte");
+    }
+
+    #[test]
+    fn compact_round_trip_of_mixed_batches() {
+        let big = vec![0xabu8; 3 << 20];
+        let es = vec![
+            e(1, ValueKind::Put, b"k1", b"v1"),
+            e(1, ValueKind::Delete, b"k1", b""),
+            e(0, ValueKind::Put, b"", b""),
+            e(2, ValueKind::Put, b"empty value", b""),
+            e(63, ValueKind::Put, b"last one-byte tag", b"x"),
+            e(64, ValueKind::Put, b"first two-byte tag", b"y"),
+            e(64, ValueKind::Delete, b"first two-byte tag", b""),
+            e(127, ValueKind::Delete, b"d", b""),
+            e(8191, ValueKind::Put, b"two-byte tag", b"z"),
+            e(8192, ValueKind::Put, b"three-byte tag", b"z"),
+            e(u32::MAX, ValueKind::Put, b"largest id", &big),
+            e(u32::MAX, ValueKind::Delete, b"largest id", b""),
+            e(5, ValueKind::Put, &[0xff; 300], &big[..200]),
+        ];
+        let rep = rep_of(&es);
+        let n = es.len() as u32;
+        assert_eq!(borrowed(&rep, n), es);
+        for seq in [0, 1, 127, 128, 1 << 40, MAX_SEQ + 1 - u64::from(n)] {
+            let payload = encode_compact(seq, &es);
+            let header = CompactHeader::new(seq, n);
+            let h = header.as_bytes().len();
+            assert_eq!(&payload[..h], header.as_bytes());
+            assert_eq!(&payload[h..], &rep[..]);
+            assert_eq!(decode(COMPACT_BATCH, &payload), Ok((seq, es.clone())));
+            // The same batch in the old encoding decodes to the same entries.
+            assert_eq!(decode(FULL, &encode_fixed(seq, &es)), Ok((seq, es.clone())));
+        }
+        // Tags: one byte for keyspaces below 64, the put bit lowest.
+        assert_eq!(single(63, ValueKind::Put, b"", b"")[0], 0x7f);
+        assert_eq!(single(63, ValueKind::Delete, b"", b"")[0], 0x7e);
+        assert_eq!(single(64, ValueKind::Put, b"", b"")[..2], [0x81, 0x01]);
+        // An empty batch is a header alone.
+        assert_eq!(decode(COMPACT_BATCH, &[5, 0]), Ok((5, Vec::new())));
+    }
+
+    #[test]
+    fn a_put_of_16_and_100_bytes_costs_132_bytes_of_wal() {
+        let rep = single(1, ValueKind::Put, &[7; 16], &[9; 100]);
+        assert_eq!(rep.len(), 1 + 1 + 16 + 1 + 100);
+        for (seq, header) in [(1u64, 2usize), (2_000_000, 4), (1 << 28, 6)] {
+            let h = CompactHeader::new(seq, 1);
+            assert_eq!(h.as_bytes().len(), header, "seq {seq}");
+            assert_eq!(
+                log::HEADER + h.as_bytes().len() + rep.len(),
+                9 + header + 119
+            );
+        }
+        // The type-1 record of the same put: 141 bytes.
+        let old = encode_fixed(1, &[e(1, ValueKind::Put, &[7; 16], &[9; 100])]);
+        assert_eq!(log::HEADER + old.len(), 141);
+    }
+
+    /// Payloads written out byte by byte from docs/format.md.
+    #[test]
+    fn documented_bytes_decode() {
+        #[rustfmt::skip]
+        let fixed: &[u8] = &[
+            0x2a, 0, 0, 0, 0, 0, 0, 0, // seq 42
+            2, 0, 0, 0, // count 2
+            1, 3, 1, b'a', 2, b'v', b'w', // put, ks 3, "a" -> "vw"
+            0, 0x80, 0x01, 1, b'b', // delete, ks 128, "b"
+        ];
+        #[rustfmt::skip]
+        let compact: &[u8] = &[
+            0x2a, // seq 42
+            2, // count 2
+            7, 1, b'a', 2, b'v', b'w', // tag 3 << 1 | 1, "a" -> "vw"
+            0x80, 0x02, 1, b'b', // tag 128 << 1 | 0, "b"
+        ];
+        let want = vec![
+            e(3, ValueKind::Put, b"a", b"vw"),
+            e(128, ValueKind::Delete, b"b", b""),
+        ];
+        assert_eq!(decode(FULL, fixed), Ok((42, want.clone())));
+        assert_eq!(decode(COMPACT_BATCH, compact), Ok((42, want.clone())));
+        assert_eq!(encode_fixed(42, &want), fixed);
+        assert_eq!(encode_compact(42, &want), compact);
+    }
+
+    /// Every kind of malformed compact payload is an error at its offset, never a panic.
+    #[test]
+    fn malformed_compact_payloads_are_errors() {
+        let over = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02];
+        let mut overflowing_seq = over.to_vec();
+        overflowing_seq.push(0);
+        let mut big_count = vec![1];
+        put_varint(&mut big_count, u64::from(u32::MAX) + 1);
+        let mut ks_overflow = vec![1, 1];
+        put_varint(&mut ks_overflow, ((u64::from(u32::MAX) + 1) << 1) | 1);
+        ks_overflow.extend_from_slice(&[1, b'k', 1, b'v']);
+        let mut max_seq = Vec::new();
+        put_varint(&mut max_seq, MAX_SEQ);
+        let mut past_max_seq = max_seq.clone();
+        past_max_seq.extend_from_slice(&[2, 0, 0, 0, 0]); // two deletes of "" from MAX_SEQ
+        max_seq.extend_from_slice(&[1, 0, 0]); // one delete at MAX_SEQ: fine
+        let mut u64_max_seq = Vec::new();
+        put_varint(&mut u64_max_seq, u64::MAX);
+        u64_max_seq.extend_from_slice(&[1, 0, 0]);
+        let tag_over = [&[1u8, 1][..], &over[..]].concat();
+        #[rustfmt::skip]
+        let cases: Vec<(&str, Vec<u8>, usize, &str)> = vec![
+            ("empty", vec![], 0, "bad sequence number varint"),
+            ("seq varint unterminated", vec![0x80, 0x80], 0, "bad sequence number varint"),
+            ("seq varint overflows u64", overflowing_seq, 0, "bad sequence number varint"),
+            ("seq varint of 11 bytes", vec![0xff; 11], 0, "bad sequence number varint"),
+            ("count missing", vec![1], 1, "bad entry count varint"),
+            ("count unterminated", vec![1, 0x81], 1, "bad entry count varint"),
+            ("count above u32", big_count, 1, "bad entry count varint"),
+            ("count above entries", vec![1, 2, 1, 1, b'k', 1, b'v'], 7, "ends after 1 entries of the 2"),
+            ("count without entries", vec![1, 1], 2, "ends after 0 entries of the 1"),
+            ("count below entries", vec![1, 1, 0, 1, b'k', 0, 1, b'j'], 5, "trailing bytes"),
+            ("trailing byte", vec![1, 0, 0], 2, "trailing bytes"),
+            ("tag varint unterminated", vec![1, 1, 0x81], 2, "bad entry tag varint"),
+            ("tag varint overflows u64", tag_over, 2, "bad entry tag varint"),
+            ("keyspace id overflow", ks_overflow, 2, "keyspace id overflow"),
+            ("key length past end", vec![1, 1, 1, 5, b'k'], 2, "truncated key"),
+            ("key length unterminated", vec![1, 1, 1, 0x80], 2, "truncated key"),
+            ("value missing", vec![1, 1, 1, 1, b'k'], 2, "truncated value"),
+            ("value length past end", vec![1, 1, 1, 1, b'k', 3, b'v'], 2, "truncated value"),
+            ("seq + count past MAX_SEQ", past_max_seq, 0, "overflow the largest"),
+            ("seq + count past u64", u64_max_seq, 0, "overflow the largest"),
+        ];
+        for (what, payload, offset, detail) in cases {
+            match decode(COMPACT_BATCH, &payload) {
+                Err((o, d)) => {
+                    assert_eq!(o, offset, "{what}: {d}");
+                    assert!(d.contains(detail), "{what}: {d}");
+                }
+                Ok(x) => panic!("{what}: decoded {x:?}"),
+            }
+        }
+        assert_eq!(
+            decode(COMPACT_BATCH, &max_seq),
+            Ok((MAX_SEQ, vec![e(0, ValueKind::Delete, b"", b"")]))
+        );
+        let err = decode(3, &[1, 0]).expect_err("not a batch type");
+        assert!(err.1.contains("type 3"), "{err:?}");
+    }
+
+    fn arb_entry() -> impl Strategy<Value = BatchEntry> {
+        let ks = prop_oneof![0u32..70, 60u32..200, any::<u32>()];
+        let key = prop::collection::vec(any::<u8>(), 0..40);
+        let value = prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..8),
+            prop::collection::vec(any::<u8>(), 100..400),
+        ];
+        (ks, any::<bool>(), key, value).prop_map(|(ks, put, key, value)| {
+            let kind = if put {
+                ValueKind::Put
+            } else {
+                ValueKind::Delete
+            };
+            e(ks, kind, &key, &value)
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Model: what was encoded is what decodes, in both encodings, and the write path's
+        /// borrowed view agrees; cuts of a compact payload are errors.
+        #[test]
+        fn decoded_entries_are_the_input(
+            es in prop::collection::vec(arb_entry(), 0..24),
+            seq in prop_oneof![0u64..1000, (MAX_SEQ - 1000)..=(MAX_SEQ - 23)],
+        ) {
+            let n = es.len() as u32;
+            let rep = rep_of(&es);
+            prop_assert_eq!(&borrowed(&rep, n), &es);
+            let payload = encode_compact(seq, &es);
+            prop_assert_eq!(decode(COMPACT_BATCH, &payload), Ok((seq, es.clone())));
+            prop_assert_eq!(decode(FULL, &encode_fixed(seq, &es)), Ok((seq, es.clone())));
+            prop_assert_eq!(
+                decode_public(COMPACT_BATCH, &payload).map(|(_, v)| v.len()),
+                Ok(es.len())
+            );
+            if !es.is_empty() {
+                for cut in [0, payload.len() / 3, payload.len() / 2, payload.len() - 1] {
+                    prop_assert!(decode(COMPACT_BATCH, &payload[..cut]).is_err());
+                }
+            }
+        }
+
+        /// Arbitrary bytes never panic, in either encoding, and what decodes lies in the input.
+        #[test]
+        fn arbitrary_payloads_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+            for ty in [FULL, COMPACT_BATCH] {
+                if let Ok((_, es)) = decode(ty, &bytes) {
+                    let n: usize = es.iter().map(|e| e.key.len() + e.value.len()).sum();
+                    prop_assert!(n <= bytes.len());
+                }
+            }
+        }
     }
 }

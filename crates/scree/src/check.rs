@@ -443,11 +443,11 @@ fn check_wal(
         }
     };
     rep.files += 1;
-    let (records, end) = log::read_records(&data);
+    let (records, end) = log::read_wal_records(&data);
     let mut offset = 0u64;
-    for r in records {
+    for (ty, r) in records {
         rep.records += 1;
-        match batch::decode(r) {
+        match batch::decode(ty, r) {
             Ok((_, entries)) => {
                 rep.entries += entries.len() as u64;
                 let unknown =

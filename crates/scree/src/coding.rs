@@ -75,11 +75,15 @@ impl<'a> Reader<'a> {
         self.pos += 8;
         Some(v)
     }
-    /// Reads a LEB128 varint (at most 10 bytes).
+    /// Reads a LEB128 varint (at most 10 bytes; a 10th byte above 1 would lose bits and is
+    /// rejected like a truncated one).
     pub fn varint(&mut self) -> Option<u64> {
         let mut v: u64 = 0;
         for shift in (0..64).step_by(7) {
             let b = self.u8()?;
+            if shift == 63 && b & 0x7f > 1 {
+                return None;
+            }
             v |= u64::from(b & 0x7f).checked_shl(shift)?;
             if b & 0x80 == 0 {
                 return Some(v);
@@ -137,6 +141,12 @@ mod tests {
         }
         // 11 continuation bytes never decode.
         assert_eq!(Reader::new(&[0xff; 11]).varint(), None);
+        // A 10th byte above 1 overflows u64: rejected, not silently truncated.
+        let mut over = [0xffu8; 10];
+        over[9] = 0x02;
+        assert_eq!(Reader::new(&over).varint(), None);
+        over[9] = 0x01;
+        assert_eq!(Reader::new(&over).varint(), Some(u64::MAX));
     }
 
     #[test]

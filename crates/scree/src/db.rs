@@ -61,7 +61,8 @@ impl KsCore {
 }
 
 struct Pending {
-    /// The encoded batch (batch::WriteBatch::rep), sequence number still zero.
+    /// The batch's entries, compact-encoded (batch::WriteBatch::rep): the WAL record's payload
+    /// after its header.
     rep: Vec<u8>,
     count: u32,
     ks_ids: KsIds,
@@ -823,8 +824,12 @@ impl DbInner {
         let mut user_bytes = 0;
         let first_seq = seq + 1;
         for p in group {
-            let body = p.rep.get(8..).unwrap_or_default();
-            let r = wal.log.add_record_parts(&(seq + 1).to_le_bytes(), body);
+            // One record per batch: the compact header (a few bytes on the stack), then the
+            // batch's entries as they are.
+            let head = batch::CompactHeader::new(seq + 1, p.count);
+            let r = wal
+                .log
+                .add_record_parts(log::COMPACT_BATCH, head.as_bytes(), &p.rep);
             seq += u64::from(p.count);
             sync |= p.sync;
             user_bytes += p.user_bytes;
@@ -848,7 +853,7 @@ impl DbInner {
         let mut s = first_seq;
         for p in group {
             // `rep` was encoded by this crate (WriteBatch or batch::single): every entry decodes.
-            for e in batch::entries(&p.rep).flatten() {
+            for e in batch::entries(&p.rep, p.count).flatten() {
                 if let Some((_, mem)) = mems.iter().find(|(id, _)| *id == e.ks) {
                     mem.insert(e.key, s, e.kind, e.value);
                 }
@@ -1441,18 +1446,20 @@ fn recover(
     'logs: for (i, &n) in replay.iter().enumerate() {
         let path = wal_path(&dir, n);
         let data = env.read_all(&path)?;
-        let (records, end) = log::read_records(&data);
+        let (records, end) = log::read_wal_records(&data);
         live_logs.push(n);
-        let mut offset = 0u64;
-        for r in records {
-            let (seq, entries) = batch::decode(r).map_err(|(o, d)| {
+        let mut next = 0u64;
+        for (ty, r) in records {
+            // Type 1 (fixed header, older builds) and type 2 (compact) both replay.
+            let offset = next;
+            next += (log::HEADER + r.len()) as u64;
+            let (seq, entries) = batch::decode(ty, r).map_err(|(o, d)| {
                 Error::corruption(
                     &path,
                     offset + log::HEADER as u64 + o as u64,
                     format!("WAL batch: {d}"),
                 )
             })?;
-            offset += (log::HEADER + r.len()) as u64;
             for (j, e) in entries.iter().enumerate() {
                 let s = seq + j as u64;
                 last_seq = last_seq.max(s);
@@ -1659,5 +1666,227 @@ mod panic_tests {
             other => panic!("unexpected {other:?}"),
         }
         assert!(guard_panic("flush", || Ok(())).is_ok());
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::field_reassign_with_default)]
+mod wal_tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::batch::{encode_fixed, BatchEntry};
+    use crate::coding::{crc2, put_u32};
+    use crate::fs::fault::FaultFs;
+
+    /// (keyspace index, key) → value; `None` for a deleted key.
+    type Model = BTreeMap<(usize, Vec<u8>), Option<Vec<u8>>>;
+
+    const KEYSPACES: usize = 70;
+
+    fn opts(fs: &FaultFs) -> Options {
+        let mut o = Options::default();
+        o.fs = Some(fs.as_dyn());
+        o.background_threads = 1;
+        o
+    }
+
+    fn open(fs: &FaultFs) -> Result<(Db, Vec<Keyspace>)> {
+        let db = Db::open("/db", opts(fs))?;
+        let layouts = LayoutKind::implemented();
+        let mut kss = Vec::new();
+        for i in 0..KEYSPACES {
+            let layout = layouts[i % layouts.len()];
+            kss.push(db.keyspace(&format!("ks{i}"), KeyspaceOptions::new(layout))?);
+        }
+        Ok((db, kss))
+    }
+
+    fn wal_files(fs: &FaultFs) -> Vec<PathBuf> {
+        fs.files()
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            .filter(|p| fs.file_bytes(p).is_some_and(|d| !d.is_empty()))
+            .collect()
+    }
+
+    fn frame(ty: u8, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_u32(&mut out, crc2(&[ty], payload));
+        put_u32(&mut out, payload.len() as u32);
+        out.push(ty);
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// Puts (empty and large values too), deletes and multi-keyspace batches, into keyspaces
+    /// with ids on both sides of 64; the first write is a put of a 16-byte key and a 100-byte
+    /// value into keyspace index 0. Returns the model.
+    fn write_some(db: &Db, kss: &[Keyspace], model: &mut Model, round: u8) {
+        kss[0].put([round; 16], [7u8; 100]).expect("put");
+        model.insert((0, vec![round; 16]), Some(vec![7; 100]));
+        for (i, ks) in kss.iter().enumerate() {
+            let k = format!("key-{round}-{i}").into_bytes();
+            let v = format!("value-{round}-{i}").into_bytes();
+            ks.put(&k, &v).expect("put");
+            model.insert((i, k.clone()), Some(v));
+            if i % 3 == 0 {
+                ks.delete(&k).expect("delete");
+                model.insert((i, k), None);
+            }
+        }
+        kss[5].put(b"empty", b"").expect("put");
+        model.insert((5, b"empty".to_vec()), Some(Vec::new()));
+        let big = vec![round; 1 << 20];
+        kss[66].put(b"big", &big).expect("put");
+        model.insert((66, b"big".to_vec()), Some(big));
+        let mut b = WriteBatch::new();
+        for &i in &[0usize, 1, 62, 63, 64, 65, 69] {
+            let k = format!("batch-{round}-{i}").into_bytes();
+            b.put(&kss[i], &k, b"in a batch");
+            b.put(&kss[i], b"batch-gone", b"x");
+            b.delete(&kss[i], b"batch-gone");
+            model.insert((i, k), Some(b"in a batch".to_vec()));
+            model.insert((i, b"batch-gone".to_vec()), None);
+        }
+        db.write(b, &WriteOptions::default()).expect("batch");
+    }
+
+    fn verify(kss: &[Keyspace], model: &Model, what: &str) {
+        for ((i, k), v) in model {
+            let got = kss[*i].get(k).expect("get");
+            assert_eq!(got.as_ref(), v.as_ref(), "{what}: keyspace {i} key {k:?}");
+        }
+    }
+
+    #[test]
+    fn compact_wal_replays_after_drop_without_flush() {
+        let fs = FaultFs::new(7);
+        let mut model = Model::new();
+        {
+            let (db, kss) = open(&fs).expect("open");
+            assert_eq!((kss[62].core.id, kss[63].core.id), (63, 64));
+            write_some(&db, &kss, &mut model, 1);
+            verify(&kss, &model, "before reopen");
+        }
+        let wals = wal_files(&fs);
+        assert_eq!(wals.len(), 1, "{wals:?}");
+        let data = fs.file_bytes(&wals[0]).expect("wal");
+        let (records, end) = log::read_wal_records(&data);
+        assert_eq!(end, LogEnd::Clean);
+        assert!(records.iter().all(|(ty, _)| *ty == log::COMPACT_BATCH));
+        // The first write, seq 1: 9 framing + 2 header + 1 tag + 1 + 16 + 1 + 100 bytes.
+        assert_eq!(log::HEADER + records[0].1.len(), 130);
+        {
+            let (db, kss) = open(&fs).expect("reopen");
+            verify(&kss, &model, "after reopen");
+            write_some(&db, &kss, &mut model, 2);
+        }
+        let (_db, kss) = open(&fs).expect("reopen");
+        verify(&kss, &model, "after second reopen");
+    }
+
+    /// A WAL written by a build before the compact payload (every record of type 1) reopens
+    /// with every write, and the database goes on from it.
+    #[test]
+    fn type_1_wal_of_an_older_build_replays() {
+        let fs = FaultFs::new(8);
+        let mut model = Model::new();
+        {
+            let (db, kss) = open(&fs).expect("open");
+            write_some(&db, &kss, &mut model, 1);
+        }
+        let mut converted = 0;
+        for wal in wal_files(&fs) {
+            let data = fs.file_bytes(&wal).expect("wal");
+            let (records, end) = log::read_wal_records(&data);
+            assert_eq!(end, LogEnd::Clean);
+            let mut old = Vec::new();
+            for (ty, r) in records {
+                assert_eq!(ty, log::COMPACT_BATCH);
+                let (seq, entries): (u64, Vec<BatchEntry>) = batch::decode(ty, r).expect("decodes");
+                old.extend_from_slice(&frame(log::FULL, &encode_fixed(seq, &entries)));
+                converted += 1;
+            }
+            assert!(old.len() > data.len(), "the old encoding is larger");
+            fs.set_file_bytes(&wal, old);
+        }
+        assert!(converted > KEYSPACES);
+        let report = crate::check::check_dir(Path::new("/db"), fs.as_dyn()).expect("check");
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert!(report.entries > 0);
+        {
+            let (db, kss) = open(&fs).expect("reopen a type-1 WAL");
+            verify(&kss, &model, "type-1 WAL replayed");
+            write_some(&db, &kss, &mut model, 2);
+        }
+        let (_db, kss) = open(&fs).expect("reopen");
+        verify(&kss, &model, "after writes on top of a replayed type-1 WAL");
+    }
+
+    /// A type-2 record with a valid checksum but a malformed payload stops recovery with
+    /// `Error::Corruption` naming the WAL and the offset of the bad bytes.
+    #[test]
+    fn a_malformed_compact_record_is_corruption_naming_file_and_offset() {
+        let fs = FaultFs::new(9);
+        {
+            let (db, kss) = open(&fs).expect("open");
+            write_some(&db, &kss, &mut Model::new(), 1);
+        }
+        let wal = wal_files(&fs).pop().expect("a WAL");
+        let data = fs.file_bytes(&wal).expect("wal");
+        let (records, _) = log::read_wal_records(&data);
+        // After the first record, so that the bad one is in the middle of the log.
+        let at = log::HEADER + records[0].1.len();
+        let mut ks_overflow = vec![0x90, 0x4e, 1]; // seq 10000, one entry
+        crate::coding::put_varint(&mut ks_overflow, (1 << 40) | 1);
+        ks_overflow.extend_from_slice(&[1, b'k', 1, b'v']);
+        let cases: Vec<(&str, Vec<u8>, usize)> = vec![
+            ("bad seq varint", vec![0x80; 11], 0),
+            ("bad count varint", vec![1, 0xff], 1),
+            (
+                "count above the entries",
+                vec![0x90, 0x4e, 2, 3, 1, b'k', 1, b'v'],
+                8,
+            ),
+            (
+                "count below the entries",
+                vec![0x90, 0x4e, 1, 2, 1, b'k', 2, 1, b'j'],
+                6,
+            ),
+            ("keyspace id overflow", ks_overflow, 3),
+            (
+                "truncated value",
+                vec![0x90, 0x4e, 1, 3, 1, b'k', 9, b'v'],
+                3,
+            ),
+            (
+                "sequence overflow",
+                vec![
+                    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 1, 0, 0,
+                ],
+                0,
+            ),
+        ];
+        for (what, payload, o) in cases {
+            let mut bad = data[..at].to_vec();
+            bad.extend_from_slice(&frame(log::COMPACT_BATCH, &payload));
+            bad.extend_from_slice(&data[at..]);
+            let fs = fs.deep_clone();
+            fs.set_file_bytes(&wal, bad);
+            match open(&fs) {
+                Err(Error::Corruption {
+                    file,
+                    offset,
+                    detail,
+                }) => {
+                    assert_eq!(file, wal, "{what}");
+                    assert_eq!(offset, (at + log::HEADER + o) as u64, "{what}: {detail}");
+                    assert!(detail.starts_with("WAL batch: "), "{what}: {detail}");
+                }
+                Err(e) => panic!("{what}: {e}"),
+                Ok(_) => panic!("{what}: opened"),
+            }
+        }
     }
 }

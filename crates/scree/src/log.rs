@@ -1,7 +1,9 @@
 //! The record log format shared by the WAL and the manifest.
 //!
 //! A log is a sequence of records `crc: u32 | len: u32 | type: u8 | payload[len]`, all integers
-//! little-endian; `crc` is the masked CRC32C of `type | payload`. See docs/format.md.
+//! little-endian; `crc` is the masked CRC32C of `type | payload`. The type says how to read the
+//! payload: 1 ([`FULL`]) for manifest edits and old WAL batches, 2 ([`COMPACT_BATCH`]) for WAL
+//! batches written now. See docs/format.md.
 
 use std::path::Path;
 
@@ -11,8 +13,16 @@ use crate::fs::CountedWriter;
 
 /// Header bytes before each payload.
 pub const HEADER: usize = 9;
-/// Record type of a complete record (the only type in format version 1).
+/// Record type 1: every manifest record, and a WAL batch with the fixed 12-byte header
+/// (written by builds before the compact payload; still replayed, no longer written).
 pub const FULL: u8 = 1;
+/// Record type 2: a WAL batch in the compact payload (`varint seq ‖ varint count ‖ entries`,
+/// see `batch`). The only type new WALs are written with; the manifest never uses it.
+pub const COMPACT_BATCH: u8 = 2;
+/// Record types a WAL may hold.
+const WAL_TYPES: &[u8] = &[FULL, COMPACT_BATCH];
+/// Record types a manifest may hold.
+const MANIFEST_TYPES: &[u8] = &[FULL];
 /// Largest payload accepted (a larger length field is corruption).
 pub const MAX_RECORD: usize = 1 << 30;
 
@@ -26,17 +36,17 @@ impl LogWriter {
     pub fn new(w: CountedWriter) -> Self {
         LogWriter { w }
     }
-    /// Appends one record (buffered).
+    /// Appends one record of type [`FULL`] (buffered).
     pub fn add_record(&mut self, payload: &[u8]) -> Result<()> {
-        self.add_record_parts(&[], payload)
+        self.add_record_parts(FULL, &[], payload)
     }
-    /// Appends one record whose payload is `head ‖ rest` (the WAL writes a batch's sequence
-    /// number this way, without copying the batch).
-    pub fn add_record_parts(&mut self, head: &[u8], rest: &[u8]) -> Result<()> {
+    /// Appends one record of type `ty` whose payload is `head ‖ rest` (the WAL writes a batch's
+    /// header this way, without copying the batch).
+    pub fn add_record_parts(&mut self, ty: u8, head: &[u8], rest: &[u8]) -> Result<()> {
         let len = head.len() + rest.len();
-        let crc = crc32c::crc32c_append(crc32c::crc32c_append(crc32c::crc32c(&[FULL]), head), rest);
+        let crc = crc32c::crc32c_append(crc32c::crc32c_append(crc32c::crc32c(&[ty]), head), rest);
         let (c, l) = (mask(crc).to_le_bytes(), (len as u32).to_le_bytes());
-        let h: [u8; HEADER] = [c[0], c[1], c[2], c[3], l[0], l[1], l[2], l[3], FULL];
+        let h: [u8; HEADER] = [c[0], c[1], c[2], c[3], l[0], l[1], l[2], l[3], ty];
         self.w.append_parts(&[&h, head, rest])
     }
     /// Hands buffered records to the OS.
@@ -86,14 +96,19 @@ pub enum LogEnd {
     },
 }
 
-fn check_record(data: &[u8], pos: usize) -> std::result::Result<(usize, usize), String> {
+/// The record at `pos`: (type, payload start, payload length), or what is wrong with it.
+fn check_record(
+    data: &[u8],
+    pos: usize,
+    types: &[u8],
+) -> std::result::Result<(u8, usize, usize), String> {
     let crc = get_u32(data, pos).ok_or("truncated record header")?;
     let len = get_u32(data, pos + 4).ok_or("truncated record header")? as usize;
     let ty = *data.get(pos + 8).ok_or("truncated record header")?;
     if len > MAX_RECORD {
         return Err(format!("record length {len} too large"));
     }
-    if ty != FULL {
+    if !types.contains(&ty) {
         return Err(format!("unknown record type {ty}"));
     }
     let start = pos + HEADER;
@@ -103,23 +118,23 @@ fn check_record(data: &[u8], pos: usize) -> std::result::Result<(usize, usize), 
     if crc2(&[ty], payload) != crc {
         return Err("record checksum mismatch".into());
     }
-    Ok((start, len))
+    Ok((ty, start, len))
 }
 
 /// Whether a valid record starts anywhere after `pos` (cheap header checks first, the CRC
 /// only for plausible candidates). The length field of the bad record is tried first.
-fn valid_record_after(data: &[u8], pos: usize) -> bool {
+fn valid_record_after(data: &[u8], pos: usize, types: &[u8]) -> bool {
     let hinted = get_u32(data, pos + 4)
         .and_then(|l| (pos + HEADER).checked_add(l as usize))
         .filter(|&n| n > pos && n < data.len());
-    if hinted.is_some_and(|n| check_record(data, n).is_ok()) {
+    if hinted.is_some_and(|n| check_record(data, n, types).is_ok()) {
         return true;
     }
     let mut p = pos + 1;
     while p + HEADER <= data.len() {
-        let plausible = data.get(p + 8) == Some(&FULL)
+        let plausible = data.get(p + 8).is_some_and(|t| types.contains(t))
             && get_u32(data, p + 4).is_some_and(|l| (l as usize) <= data.len() - p - HEADER);
-        if plausible && check_record(data, p).is_ok() {
+        if plausible && check_record(data, p, types).is_ok() {
             return true;
         }
         p += 1;
@@ -127,15 +142,27 @@ fn valid_record_after(data: &[u8], pos: usize) -> bool {
     false
 }
 
-/// Splits a whole log file into its payloads and says how it ended.
+/// Splits a whole manifest into its payloads and says how it ended (records of type [`FULL`]
+/// only: any other type is a bad record).
 pub fn read_records(data: &[u8]) -> (Vec<&[u8]>, LogEnd) {
+    let (records, end) = read_typed(data, MANIFEST_TYPES);
+    (records.into_iter().map(|(_, p)| p).collect(), end)
+}
+
+/// Splits a whole WAL file into its records, each as (type, payload), and says how it ended.
+/// Both [`FULL`] and [`COMPACT_BATCH`] records are valid; any other type is a bad record.
+pub fn read_wal_records(data: &[u8]) -> (Vec<(u8, &[u8])>, LogEnd) {
+    read_typed(data, WAL_TYPES)
+}
+
+fn read_typed<'a>(data: &'a [u8], types: &[u8]) -> (Vec<(u8, &'a [u8])>, LogEnd) {
     let mut out = Vec::new();
     let mut pos = 0usize;
     while pos < data.len() {
-        match check_record(data, pos) {
-            Ok((start, len)) => {
+        match check_record(data, pos, types) {
+            Ok((ty, start, len)) => {
                 if let Some(p) = data.get(start..start + len) {
-                    out.push(p);
+                    out.push((ty, p));
                 }
                 pos = start + len;
             }
@@ -150,7 +177,7 @@ pub fn read_records(data: &[u8]) -> (Vec<&[u8]>, LogEnd) {
                 // bad one means the bad bytes are in the middle of the log. The search does not
                 // trust the bad record's length field (a flipped length bit must not turn middle
                 // corruption into a torn tail).
-                let end = if valid_record_after(data, pos) {
+                let end = if valid_record_after(data, pos, types) {
                     LogEnd::Corrupt {
                         offset: pos as u64,
                         detail,
@@ -181,14 +208,82 @@ mod tests {
     use crate::coding::{crc2, put_u32};
 
     fn encode(records: &[&[u8]]) -> Vec<u8> {
+        let typed: Vec<(u8, &[u8])> = records.iter().map(|r| (FULL, *r)).collect();
+        encode_typed(&typed)
+    }
+
+    fn encode_typed(records: &[(u8, &[u8])]) -> Vec<u8> {
         let mut out = Vec::new();
-        for r in records {
-            put_u32(&mut out, crc2(&[FULL], r));
+        for (ty, r) in records {
+            put_u32(&mut out, crc2(&[*ty], r));
             put_u32(&mut out, r.len() as u32);
-            out.push(FULL);
+            out.push(*ty);
             out.extend_from_slice(r);
         }
         out
+    }
+
+    #[test]
+    fn wal_reader_takes_both_batch_types_and_the_manifest_reader_only_type_1() {
+        let recs: [(u8, &[u8]); 3] = [
+            (FULL, b"old"),
+            (COMPACT_BATCH, b"new"),
+            (COMPACT_BATCH, b""),
+        ];
+        let data = encode_typed(&recs);
+        let (got, end) = read_wal_records(&data);
+        assert_eq!(got, recs.to_vec());
+        assert_eq!(end, LogEnd::Clean);
+        // The manifest has no type 2: the record after the first is bad, and with valid-looking
+        // type-2 records after it (not valid for a manifest) it is a torn tail, as any unknown type.
+        let (got, end) = read_records(&data);
+        assert_eq!(got, vec![&b"old"[..]]);
+        assert_eq!(
+            end,
+            LogEnd::TornTail {
+                offset: (HEADER + 3) as u64
+            }
+        );
+        // The writer's framing is what the reader expects, for both types.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let env = crate::fs::Env {
+            fs: std::sync::Arc::new(crate::fs::std_fs::StdFs),
+            stats: std::sync::Arc::new(crate::stats::IoStats::default()),
+            direct_reads: false,
+        };
+        let path = dir.path().join("000001.log");
+        let mut w = LogWriter::new(
+            env.create(&path, crate::stats::WriteCause::Wal)
+                .expect("create"),
+        );
+        w.add_record(b"old").expect("append");
+        w.add_record_parts(COMPACT_BATCH, b"n", b"ew")
+            .expect("append");
+        w.add_record_parts(COMPACT_BATCH, b"", b"").expect("append");
+        w.finish().expect("finish");
+        drop(w);
+        assert_eq!(std::fs::read(&path).expect("read"), data);
+    }
+
+    #[test]
+    fn an_unknown_type_in_a_wal_is_a_bad_record() {
+        let recs: [(u8, &[u8]); 3] = [
+            (COMPACT_BATCH, b"one"),
+            (3, b"two"),
+            (COMPACT_BATCH, b"three"),
+        ];
+        let data = encode_typed(&recs);
+        let (got, end) = read_wal_records(&data);
+        assert_eq!(got, vec![(COMPACT_BATCH, &b"one"[..])]);
+        assert!(matches!(end, LogEnd::Corrupt { offset, .. } if offset == (HEADER + 3) as u64));
+        let (got, end) = read_wal_records(data.get(..2 * HEADER + 6).expect("in range"));
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            end,
+            LogEnd::TornTail {
+                offset: (HEADER + 3) as u64
+            }
+        );
     }
 
     #[test]
