@@ -1217,6 +1217,7 @@ impl DbInner {
             next_file_no: Some(self.next_file.load(Ordering::SeqCst)),
             last_seq: Some(self.last_seq.load(Ordering::Acquire)),
             hash_key: Some(self.hash_key),
+            features: Some(manifest::KNOWN_FEATURES),
             ..Default::default()
         };
         let mut all: Vec<Arc<KsCore>> = self.keyspaces.read().values().cloned().collect();
@@ -1336,6 +1337,13 @@ fn recover(
         // Hash-placed layouts need the key before their first version exists.
         hash_key = edits.iter().find_map(|e| e.hash_key);
         for e in edits {
+            if let Some(f) = e.features.filter(|f| f & !manifest::KNOWN_FEATURES != 0) {
+                return Err(Error::Unsupported(format!(
+                    "{} needs format features {:#x} this build does not read (written by a newer build)",
+                    path.display(),
+                    f & !manifest::KNOWN_FEATURES
+                )));
+            }
             if let Some(n) = e.next_file_no {
                 next_file = next_file.max(n);
             }
@@ -1585,6 +1593,7 @@ fn recover(
         next_file_no: Some(next_file),
         last_seq: Some(last_seq),
         hash_key: Some(hash_key),
+        features: Some(manifest::KNOWN_FEATURES),
         ..Default::default()
     };
     let mut ids: Vec<u32> = cores.keys().copied().collect();
@@ -1717,6 +1726,52 @@ mod wal_tests {
         out.push(ty);
         out.extend_from_slice(payload);
         out
+    }
+
+    #[test]
+    fn a_manifest_needing_an_unknown_feature_is_refused() {
+        let fs = FaultFs::new(3);
+        {
+            let (db, kss) = open(&fs).expect("open");
+            kss[0].put(b"k", b"v").expect("put");
+            drop(db);
+        }
+        let manifests: Vec<PathBuf> = fs
+            .files()
+            .into_iter()
+            .filter(|p| p.to_string_lossy().contains("MANIFEST-"))
+            .collect();
+        assert_eq!(manifests.len(), 1, "{manifests:?}");
+        let m = &manifests[0];
+        let bytes = fs.file_bytes(m).expect("manifest");
+        // Every snapshot names the features this build writes.
+        let edits = crate::manifest::read_manifest(
+            &Env {
+                fs: fs.as_dyn(),
+                stats: Arc::new(IoStats::default()),
+                direct_reads: false,
+            },
+            m,
+        )
+        .expect("read");
+        assert_eq!(edits[0].features, Some(crate::manifest::KNOWN_FEATURES));
+        // A newer build's feature bit: this build must refuse the database, not misread it.
+        let unknown = Edit {
+            features: Some(1 << 40 | crate::manifest::KNOWN_FEATURES),
+            ..Default::default()
+        };
+        let mut grown = bytes.clone();
+        grown.extend_from_slice(&frame(1, &unknown.encode()));
+        fs.set_file_bytes(m, grown);
+        match Db::open("/db", opts(&fs)) {
+            Err(Error::Unsupported(msg)) => assert!(msg.contains("0x10000000000"), "{msg}"),
+            Err(e) => panic!("expected Unsupported, got {e}"),
+            Ok(_) => panic!("expected Unsupported, the database opened"),
+        }
+        // Untouched, it opens and keeps its data.
+        fs.set_file_bytes(m, bytes);
+        let (_db, kss) = open(&fs).expect("reopen");
+        assert_eq!(kss[0].get(b"k").expect("get").as_deref(), Some(&b"v"[..]));
     }
 
     /// Puts (empty and large values too), deletes and multi-keyspace batches, into keyspaces

@@ -71,6 +71,9 @@ pub struct Edit {
     pub last_seq: Option<u64>,
     /// The database's random placement-hash key.
     pub hash_key: Option<[u8; 16]>,
+    /// Format features the database's files use (bit set, [`FEATURE_COMPACT_WAL`], …): a
+    /// build that does not know a bit refuses to open the database. Written in every snapshot.
+    pub features: Option<u64>,
     /// Keyspaces created.
     pub new_keyspaces: Vec<KeyspaceDef>,
     /// Per-keyspace changes.
@@ -82,6 +85,13 @@ const T_LAST_SEQ: u8 = 2;
 const T_HASH_KEY: u8 = 3;
 const T_NEW_KS: u8 = 4;
 const T_KS_EDIT: u8 = 5;
+const T_FEATURES: u8 = 6;
+
+/// Feature bit: WAL records of type 2 (compact batches, docs/format.md). Builds before it
+/// stop at the manifest's unknown tag 6 instead of cutting the WAL at its first type-2 record.
+pub const FEATURE_COMPACT_WAL: u64 = 1;
+/// Every feature bit this build reads.
+pub const KNOWN_FEATURES: u64 = FEATURE_COMPACT_WAL;
 
 const K_LOG: u8 = 1;
 const K_ADD: u8 = 3;
@@ -103,6 +113,10 @@ impl Edit {
         if let Some(k) = &self.hash_key {
             out.push(T_HASH_KEY);
             out.extend_from_slice(k);
+        }
+        if let Some(f) = self.features {
+            out.push(T_FEATURES);
+            put_varint(&mut out, f);
         }
         for d in &self.new_keyspaces {
             out.push(T_NEW_KS);
@@ -146,6 +160,7 @@ impl Edit {
                     let layout = r.slice().ok_or_else(|| bad("keyspace layout"))?.to_vec();
                     e.new_keyspaces.push(KeyspaceDef { id, name, layout });
                 }
+                Some(T_FEATURES) => e.features = Some(r.varint().ok_or_else(|| bad("features"))?),
                 Some(T_KS_EDIT) => {
                     let body = r.slice().ok_or_else(|| bad("keyspace edit"))?;
                     let k = KsEdit::decode(body).map_err(|(o, d)| (at + o, d))?;
@@ -260,6 +275,7 @@ mod tests {
             next_file_no: Some(9),
             last_seq: Some(77),
             hash_key: Some([7; 16]),
+            features: Some(KNOWN_FEATURES),
             new_keyspaces: vec![KeyspaceDef {
                 id: 1,
                 name: "users".into(),

@@ -12,6 +12,7 @@ use crate::fs::Env;
 use crate::log::{self, LogEnd, LogWriter};
 use crate::stats::WriteCause;
 use edit::Edit;
+pub use edit::KNOWN_FEATURES;
 
 /// Name of the file that names the current manifest.
 pub const CURRENT: &str = "CURRENT";
