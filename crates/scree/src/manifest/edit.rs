@@ -90,8 +90,10 @@ const T_FEATURES: u8 = 6;
 /// Feature bit: WAL records of type 2 (compact batches, docs/format.md). Builds before it
 /// stop at the manifest's unknown tag 6 instead of cutting the WAL at its first type-2 record.
 pub const FEATURE_COMPACT_WAL: u64 = 1;
+/// Feature bit: sorted-table blocks of type 1 (internal keys with varint tags, docs/format.md).
+pub const FEATURE_IKEY_BLOCKS: u64 = 2;
 /// Every feature bit this build reads.
-pub const KNOWN_FEATURES: u64 = FEATURE_COMPACT_WAL;
+pub const KNOWN_FEATURES: u64 = FEATURE_COMPACT_WAL | FEATURE_IKEY_BLOCKS;
 
 const K_LOG: u8 = 1;
 const K_ADD: u8 = 3;

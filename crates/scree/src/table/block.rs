@@ -1,5 +1,7 @@
 //! Blocks of a sorted table: prefix-compressed entries with restart points, a type byte and a
 //! masked CRC32C trailer. A block is decoded once when it is read and kept decoded in the cache.
+//! A block of internal keys ([`TYPE_IKEY`]) stores each key's trailer as a varint tag after the
+//! entry header instead of 8 fixed bytes; readers rebuild the internal key.
 
 use std::cmp::Ordering;
 
@@ -7,8 +9,22 @@ use crate::coding::{crc, get_u32, put_u32, put_varint, Reader};
 
 /// Bytes after a block's contents: type (1) + crc (4).
 pub const TRAILER: usize = 5;
-/// Block type byte: no compression (the only type in format version 1).
+/// Block type byte: keys stored whole (prefix-compressed), values as they are.
 pub const TYPE_PLAIN: u8 = 0;
+/// Block type byte: internal keys, each stored as its user key (prefix-compressed against the
+/// previous user key) plus a varint tag `(seq << 1) | kind` (written since 2026-11-23).
+pub const TYPE_IKEY: u8 = 1;
+
+/// The tag of an internal-key trailer `(seq << 8) | kind` (kind 0 or 1).
+fn tag_of(trailer: u64) -> u64 {
+    ((trailer >> 8) << 1) | (trailer & 1)
+}
+
+/// The trailer of a tag, or `None` when its sequence number is out of range.
+fn trailer_of(tag: u64) -> Option<u64> {
+    let seq = tag >> 1;
+    (seq <= crate::key::MAX_SEQ).then_some((seq << 8) | (tag & 1))
+}
 
 /// Builds one block.
 pub struct BlockBuilder {
@@ -18,10 +34,13 @@ pub struct BlockBuilder {
     counter: usize,
     last_key: Vec<u8>,
     entries: usize,
+    /// Keys are internal keys, written as [`TYPE_IKEY`].
+    ikeys: bool,
 }
 
 impl BlockBuilder {
-    /// A builder with a restart point every `restart_interval` entries.
+    /// A builder of a [`TYPE_PLAIN`] block with a restart point every `restart_interval`
+    /// entries.
     pub fn new(restart_interval: usize) -> Self {
         BlockBuilder {
             buf: Vec::with_capacity(4096 + 512),
@@ -30,27 +49,49 @@ impl BlockBuilder {
             counter: 0,
             last_key: Vec::new(),
             entries: 0,
+            ikeys: false,
+        }
+    }
+    /// A builder of a [`TYPE_IKEY`] block: every key added must be a well-formed internal
+    /// key (`key::valid_ikey`; the table builder checks).
+    pub fn for_internal_keys(restart_interval: usize) -> Self {
+        BlockBuilder {
+            ikeys: true,
+            ..Self::new(restart_interval)
         }
     }
     /// Appends an entry; keys must be added in increasing order.
     pub fn add(&mut self, key: &[u8], value: &[u8]) {
+        // The part of the key stored with prefix compression, and the tag of an internal key.
+        let (stored, tag) = if self.ikeys {
+            debug_assert!(crate::key::valid_ikey(key));
+            let p = crate::key::parse(key);
+            (p.user_key, Some(tag_of(p.trailer())))
+        } else {
+            (key, None)
+        };
+        let last = match self.ikeys {
+            true => self
+                .last_key
+                .get(..self.last_key.len().saturating_sub(8))
+                .unwrap_or_default(),
+            false => &self.last_key,
+        };
         let mut shared = 0;
         if self.counter < self.restart_interval {
-            shared = self
-                .last_key
-                .iter()
-                .zip(key)
-                .take_while(|(a, b)| a == b)
-                .count();
+            shared = last.iter().zip(stored).take_while(|(a, b)| a == b).count();
         } else {
             self.restarts.push(self.buf.len() as u32);
             self.counter = 0;
         }
         put_varint(&mut self.buf, shared as u64);
-        put_varint(&mut self.buf, (key.len() - shared) as u64);
+        put_varint(&mut self.buf, (stored.len() - shared) as u64);
         put_varint(&mut self.buf, value.len() as u64);
+        if let Some(t) = tag {
+            put_varint(&mut self.buf, t);
+        }
         self.buf
-            .extend_from_slice(key.get(shared..).unwrap_or_default());
+            .extend_from_slice(stored.get(shared..).unwrap_or_default());
         self.buf.extend_from_slice(value);
         self.last_key.clear();
         self.last_key.extend_from_slice(key);
@@ -76,7 +117,7 @@ impl BlockBuilder {
             put_u32(&mut out, *r);
         }
         put_u32(&mut out, self.restarts.len() as u32);
-        out.push(TYPE_PLAIN);
+        out.push(if self.ikeys { TYPE_IKEY } else { TYPE_PLAIN });
         let c = crc(&out);
         put_u32(&mut out, c);
         self.restarts = vec![0];
@@ -89,8 +130,8 @@ impl BlockBuilder {
 }
 
 /// Checks a block's crc, type byte and restart count; returns (end of the entries, number of
-/// restart points).
-fn verify_trailer(raw: &[u8]) -> Result<(usize, usize), (usize, String)> {
+/// restart points, whether its keys are internal keys with tags).
+fn verify_trailer(raw: &[u8]) -> Result<(usize, usize, bool), (usize, String)> {
     let n = raw.len();
     if n < TRAILER + 4 {
         return Err((0, format!("block of {n} bytes is too short")));
@@ -101,7 +142,7 @@ fn verify_trailer(raw: &[u8]) -> Result<(usize, usize), (usize, String)> {
         return Err((body_end, "block checksum mismatch".into()));
     }
     let ty = raw.get(body_end - 1).copied().unwrap_or(0xff);
-    if ty != TYPE_PLAIN {
+    if ty != TYPE_PLAIN && ty != TYPE_IKEY {
         return Err((body_end - 1, format!("unknown block type {ty}")));
     }
     let contents_end = body_end - 1;
@@ -111,7 +152,21 @@ fn verify_trailer(raw: &[u8]) -> Result<(usize, usize), (usize, String)> {
         .and_then(|b| b.checked_add(4))
         .filter(|&b| b <= contents_end && nr >= 1)
         .ok_or((contents_end - 4, format!("bad restart count {nr}")))?;
-    Ok((contents_end - restarts_bytes, nr))
+    Ok((contents_end - restarts_bytes, nr, ty == TYPE_IKEY))
+}
+
+/// Reads an entry header at `r`: `(shared, non_shared, value length, trailer)`, the trailer
+/// being present in a [`TYPE_IKEY`] block.
+#[allow(clippy::type_complexity)]
+fn entry_header(r: &mut Reader<'_>, ikeys: bool) -> Option<(usize, usize, usize, Option<u64>)> {
+    let shared = r.len()?;
+    let non_shared = r.len()?;
+    let vlen = r.len()?;
+    let trailer = match ikeys {
+        true => Some(trailer_of(r.varint()?)?),
+        false => None,
+    };
+    Some((shared, non_shared, vlen, trailer))
 }
 
 /// An index block fully decoded: every key materialized, values referencing the raw contents.
@@ -125,7 +180,7 @@ pub struct Block {
 impl Block {
     /// Verifies the trailer and decodes all entries. Errors are `(offset within block, detail)`.
     pub fn decode(raw: Vec<u8>) -> Result<Block, (usize, String)> {
-        let (entries_end, _) = verify_trailer(&raw)?;
+        let (entries_end, _, ikeys) = verify_trailer(&raw)?;
         let mut keys: Vec<u8> = Vec::with_capacity(entries_end);
         let mut ents = Vec::new();
         let mut r = Reader::new(raw.get(..entries_end).unwrap_or_default());
@@ -133,10 +188,11 @@ impl Block {
         while !r.is_empty() {
             let at = r.pos();
             let bad = |d: &str| (at, d.to_string());
-            let shared = r.len().ok_or_else(|| bad("bad entry header"))?;
-            let non_shared = r.len().ok_or_else(|| bad("bad entry header"))?;
-            let vlen = r.len().ok_or_else(|| bad("bad entry header"))?;
-            if shared > last.1 {
+            let (shared, non_shared, vlen, trailer) =
+                entry_header(&mut r, ikeys).ok_or_else(|| bad("bad entry header"))?;
+            // The previous key's part that prefixes can share (its user key in a TYPE_IKEY block).
+            let prev = last.1.saturating_sub(if ikeys { 8 } else { 0 });
+            if shared > prev {
                 return Err(bad("shared prefix longer than previous key"));
             }
             let delta = r
@@ -147,7 +203,10 @@ impl Block {
             let koff = keys.len();
             keys.extend_from_within(last.0..last.0 + shared);
             keys.extend_from_slice(delta);
-            let klen = shared + non_shared;
+            if let Some(t) = trailer {
+                keys.extend_from_slice(&t.to_le_bytes());
+            }
+            let klen = keys.len() - koff;
             ents.push([koff as u32, klen as u32, voff as u32, vlen as u32]);
             last = (koff, klen);
         }
@@ -235,12 +294,14 @@ mod tests {
 pub struct DataBlock {
     data: Vec<u8>,
     restarts: Vec<u32>,
+    /// A [`TYPE_IKEY`] block.
+    ikeys: bool,
 }
 
 impl DataBlock {
     /// Verifies the trailer and the restart array. Errors are `(offset within block, detail)`.
     pub fn decode(mut raw: Vec<u8>) -> Result<DataBlock, (usize, String)> {
-        let (entries_end, nr) = verify_trailer(&raw)?;
+        let (entries_end, nr, ikeys) = verify_trailer(&raw)?;
         let mut restarts = Vec::with_capacity(nr);
         for i in 0..nr {
             let r = get_u32(&raw, entries_end + 4 * i).unwrap_or(u32::MAX);
@@ -256,6 +317,7 @@ impl DataBlock {
         Ok(DataBlock {
             data: raw,
             restarts,
+            ikeys,
         })
     }
 
@@ -273,10 +335,12 @@ impl DataBlock {
     ) -> Result<(usize, usize, usize), (usize, String)> {
         let mut r = Reader::new(self.data.get(off..).unwrap_or_default());
         let bad = |d: &str| (off, d.to_string());
-        let shared = r.len().ok_or_else(|| bad("bad entry header"))?;
-        let non_shared = r.len().ok_or_else(|| bad("bad entry header"))?;
-        let vlen = r.len().ok_or_else(|| bad("bad entry header"))?;
-        if shared > key.len() {
+        let (shared, non_shared, vlen, trailer) =
+            entry_header(&mut r, self.ikeys).ok_or_else(|| bad("bad entry header"))?;
+        // `key` holds the previous key (empty at a restart point); prefixes share its user key
+        // in a TYPE_IKEY block.
+        let prev = key.len().saturating_sub(if self.ikeys { 8 } else { 0 });
+        if shared > prev {
             return Err(bad("shared prefix longer than previous key"));
         }
         let delta = r
@@ -286,6 +350,9 @@ impl DataBlock {
         r.bytes(vlen).ok_or_else(|| bad("value runs past block"))?;
         key.truncate(shared);
         key.extend_from_slice(delta);
+        if let Some(t) = trailer {
+            key.extend_from_slice(&t.to_le_bytes());
+        }
         if key.len() < 8 {
             return Err(bad("entry key is not an internal key"));
         }
@@ -461,5 +528,106 @@ mod cursor_tests {
         assert!(!c.valid());
         c.seek(b"a", |a, b| a.cmp(b)).unwrap();
         assert_eq!(c.key(), &keys[0][..]);
+    }
+}
+
+#[cfg(test)]
+mod ikey_tests {
+    use super::*;
+    use crate::key::{cmp_ikey, make_ikey, ValueKind, MAX_SEQ};
+    use std::sync::Arc;
+
+    /// Internal keys in order: several versions of some keys (puts and deletes), sequence
+    /// numbers from 0 to the largest, user keys sharing prefixes.
+    fn ikeys() -> Vec<Vec<u8>> {
+        let mut v = Vec::new();
+        for i in 0..60u64 {
+            let uk = format!("user{:03}", i / 3).into_bytes();
+            let seq = match i % 5 {
+                0 => 0,
+                1 => 127,
+                2 => 1 << 20,
+                3 => MAX_SEQ - i,
+                _ => i * 1_000_003,
+            };
+            let kind = if i % 4 == 3 {
+                ValueKind::Delete
+            } else {
+                ValueKind::Put
+            };
+            v.push(make_ikey(&uk, seq, kind));
+        }
+        v.sort_by(|a, b| cmp_ikey(a, b));
+        v.dedup();
+        v
+    }
+
+    #[test]
+    fn internal_key_blocks_read_as_plain_blocks_do_and_are_smaller() {
+        let keys = ikeys();
+        for interval in [1, 4, 16] {
+            let mut plain = BlockBuilder::new(interval);
+            let mut compact = BlockBuilder::for_internal_keys(interval);
+            for (i, k) in keys.iter().enumerate() {
+                let v = format!("value{i}").into_bytes();
+                plain.add(k, &v);
+                compact.add(k, &v);
+                assert_eq!(compact.last_key(), &k[..]);
+            }
+            let (p, c) = (plain.finish(), compact.finish());
+            assert!(c.len() < p.len(), "{} vs {}", c.len(), p.len());
+            for raw in [&p, &c] {
+                let blk = Block::decode(raw.clone()).expect("decodes");
+                assert_eq!(blk.len(), keys.len());
+                for (i, k) in keys.iter().enumerate() {
+                    assert_eq!(blk.key(i), &k[..]);
+                    assert_eq!(blk.value(i), format!("value{i}").as_bytes());
+                    assert_eq!(blk.lower_bound(k, cmp_ikey), i);
+                }
+                let data = Arc::new(DataBlock::decode(raw.clone()).expect("decodes"));
+                let mut cur = BlockCursor::new(data);
+                cur.seek_to_first().unwrap();
+                for k in &keys {
+                    assert_eq!(cur.key(), &k[..]);
+                    cur.next().unwrap();
+                }
+                assert!(!cur.valid());
+                cur.seek_to_last().unwrap();
+                for k in keys.iter().rev() {
+                    assert_eq!(cur.key(), &k[..]);
+                    cur.prev().unwrap();
+                }
+                for k in &keys {
+                    cur.seek(k, cmp_ikey).unwrap();
+                    assert_eq!(cur.key(), &k[..]);
+                }
+            }
+            // Every single-byte flip of the compact block is detected.
+            for i in 0..c.len() {
+                let mut bad = c.clone();
+                bad[i] ^= 0x40;
+                assert!(
+                    Block::decode(bad.clone()).is_err(),
+                    "flip at {i} undetected"
+                );
+                assert!(DataBlock::decode(bad).is_err(), "flip at {i} undetected");
+            }
+        }
+    }
+
+    #[test]
+    fn a_tag_past_the_largest_sequence_number_is_an_error() {
+        // One entry: shared 0, non_shared 1, value 0, tag with seq = MAX_SEQ + 1.
+        let mut raw = vec![0u8, 1, 0];
+        put_varint(&mut raw, (MAX_SEQ + 1) << 1);
+        raw.push(b'k');
+        put_u32(&mut raw, 0);
+        put_u32(&mut raw, 1);
+        raw.push(TYPE_IKEY);
+        let c = crc(&raw);
+        put_u32(&mut raw, c);
+        assert!(Block::decode(raw.clone()).is_err());
+        let data = Arc::new(DataBlock::decode(raw).expect("trailer is fine"));
+        assert!(BlockCursor::new(data).seek_to_first().is_err());
     }
 }

@@ -91,8 +91,8 @@ impl TableBuilder {
         TableBuilder {
             w,
             file_no,
-            block: BlockBuilder::new(16),
-            index: BlockBuilder::new(1),
+            block: BlockBuilder::for_internal_keys(16),
+            index: BlockBuilder::for_internal_keys(1),
             block_size,
             bloom_bits,
             hashes: Vec::new(),
@@ -108,6 +108,11 @@ impl TableBuilder {
 
     /// Adds an entry; internal keys must arrive in increasing order.
     pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        if !key::valid_ikey(ikey) {
+            return Err(Error::InvalidArgument(
+                "sorted table entry with a malformed internal key".into(),
+            ));
+        }
         let p = key::parse(ikey);
         if self.entries == 0 {
             self.smallest = ikey.to_vec();
