@@ -78,8 +78,13 @@ impl<'a> Reader<'a> {
     /// Reads a LEB128 varint (at most 10 bytes; a 10th byte above 1 would lose bits and is
     /// rejected like a truncated one).
     pub fn varint(&mut self) -> Option<u64> {
-        let mut v: u64 = 0;
-        for shift in (0..64).step_by(7) {
+        // One byte (most lengths and shared prefixes of table entries): no loop.
+        let first = self.u8()?;
+        if first < 0x80 {
+            return Some(u64::from(first));
+        }
+        let mut v = u64::from(first & 0x7f);
+        for shift in (7..64).step_by(7) {
             let b = self.u8()?;
             if shift == 63 && b & 0x7f > 1 {
                 return None;
