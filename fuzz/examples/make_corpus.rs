@@ -80,28 +80,22 @@ fn main() {
             }
         }
     }
-    // Blocks: a 12-byte probe, then a block.
-    let mut b = BlockBuilder::new(4);
-    for i in 0..40u64 {
-        b.add(
-            &make_ikey(format!("key{i:04}").as_bytes(), 100 - i, ValueKind::Put),
-            format!("v{i}").as_bytes(),
-        );
+    // Blocks: a 12-byte probe, then a block of forty internal keys, as type 0 (keys whole)
+    // and as type 1 (user key + tag, what tables write).
+    for (name, mut b) in [
+        ("forty-entries", BlockBuilder::new(4)),
+        ("forty-entries-ikey", BlockBuilder::for_internal_keys(4)),
+    ] {
+        for i in 0..40u64 {
+            b.add(
+                &make_ikey(format!("key{i:04}").as_bytes(), 100 - i, ValueKind::Put),
+                format!("v{i}").as_bytes(),
+            );
+        }
+        let mut seed = b"key0007\0\0\0\0\0".to_vec();
+        seed.extend(b.finish());
+        write("block", name, &seed);
     }
-    let mut seed = b"key0007\0\0\0\0\0".to_vec();
-    seed.extend(b.finish());
-    write("block", "forty-entries", &seed);
-    // The same entries in a block of internal keys with tags (type 1, what tables write).
-    let mut b = BlockBuilder::for_internal_keys(4);
-    for i in 0..40u64 {
-        b.add(
-            &make_ikey(format!("key{i:04}").as_bytes(), 100 - i, ValueKind::Put),
-            format!("v{i}").as_bytes(),
-        );
-    }
-    let mut seed = b"key0007\0\0\0\0\0".to_vec();
-    seed.extend(b.finish());
-    write("block", "forty-entries-ikey", &seed);
     // Bloom: 8 bytes of hash, then a filter.
     let hashes: Vec<u64> = (0..100u32)
         .map(|i| scree::filter::bloom::bloom_hash(&i.to_le_bytes()))
