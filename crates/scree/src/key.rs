@@ -40,6 +40,20 @@ pub fn make_ikey(user_key: &[u8], seq: u64, kind: ValueKind) -> Vec<u8> {
     k
 }
 
+/// The internal key `user_key ‖ trailer` (the trailer as `(seq << 8) | kind`).
+pub fn ikey_with_trailer(user_key: &[u8], trailer: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(user_key.len() + 8);
+    k.extend_from_slice(user_key);
+    k.extend_from_slice(&trailer.to_le_bytes());
+    k
+}
+
+/// Internal-key order of `(user key, trailer)` pairs, as [`cmp_ikey`] orders the assembled
+/// keys: user key ascending, then trailer descending.
+pub fn cmp_split(a: (&[u8], u64), b: (&[u8], u64)) -> Ordering {
+    a.0.cmp(b.0).then_with(|| b.1.cmp(&a.1))
+}
+
 /// The key to seek to for "newest version of `user_key` visible at `seq`".
 pub fn lookup_key(user_key: &[u8], seq: u64) -> Vec<u8> {
     make_ikey(user_key, seq, ValueKind::Put)

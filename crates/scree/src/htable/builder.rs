@@ -103,18 +103,11 @@ pub struct HTableSummary {
     pub min_seq: u64,
 }
 
-/// Internal-key order of `(user key, trailer)` pairs: user key ascending, then trailer
-/// (sequence number) descending.
-fn cmp_key(a: (&[u8], u64), b: (&[u8], u64)) -> Ordering {
-    a.0.cmp(b.0).then_with(|| b.1.cmp(&a.1))
-}
+use key::cmp_split as cmp_key;
 
 /// The internal key `ukey ‖ trailer`.
 fn ikey_of((ukey, trailer): (&[u8], u64)) -> Vec<u8> {
-    let mut k = Vec::with_capacity(ukey.len() + 8);
-    k.extend_from_slice(ukey);
-    k.extend_from_slice(&trailer.to_le_bytes());
-    k
+    key::ikey_with_trailer(ukey, trailer)
 }
 
 /// The internal-key range of the items written, as `(user key, trailer)`.

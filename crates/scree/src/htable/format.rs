@@ -73,10 +73,7 @@ pub(crate) struct Entry<'a> {
 impl Entry<'_> {
     /// The internal key (user key ‖ trailer), assembled.
     pub(crate) fn ikey(&self) -> Vec<u8> {
-        let mut k = Vec::with_capacity(self.ukey.len() + 8);
-        k.extend_from_slice(self.ukey);
-        k.extend_from_slice(&self.trailer.to_le_bytes());
-        k
+        key::ikey_with_trailer(self.ukey, self.trailer)
     }
 }
 

@@ -632,9 +632,7 @@ impl HTableReader {
         // the run-adaptive stable sort turns into a near-linear merge.
         items.sort_by(|a, b| {
             a.hash.cmp(&b.hash).then_with(|| {
-                scan.ukey(a)
-                    .cmp(scan.ukey(b))
-                    .then_with(|| b.trailer.cmp(&a.trailer))
+                crate::key::cmp_split((scan.ukey(a), a.trailer), (scan.ukey(b), b.trailer))
             })
         });
         scan.items = items;

@@ -302,7 +302,6 @@ pub fn merge_tables(
             (s.ukey_at(p).unwrap_or_default(), s.trailer(p).unwrap_or(0))
         })
     };
-    let cmp_key = |a: (&[u8], u64), b: (&[u8], u64)| a.0.cmp(b.0).then_with(|| b.1.cmp(&a.1));
     let mut rule = DropRule::new(ctx.smallest_snapshot);
     let mut refs = Vec::with_capacity(total);
     // The previous item: (input, position, hash).
@@ -315,7 +314,7 @@ pub fn merge_tables(
             let Some(h) = *h else { continue };
             let better = match best {
                 None => true,
-                Some((b, bh)) => h < bh || (h == bh && cmp_key(head(i), head(b)).is_lt()),
+                Some((b, bh)) => h < bh || (h == bh && key::cmp_split(head(i), head(b)).is_lt()),
             };
             if better {
                 best = Some((i, h));
