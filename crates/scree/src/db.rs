@@ -1832,13 +1832,7 @@ mod wal_tests {
         assert!(records.iter().all(|(ty, _)| *ty == log::COMPACT_BATCH));
         // The first write, seq 1: 9 framing + 2 header + 1 tag + 1 + 16 + 1 + 100 bytes.
         assert_eq!(log::HEADER + records[0].1.len(), 130);
-        {
-            let (db, kss) = open(&fs).expect("reopen");
-            verify(&kss, &model, "after reopen");
-            write_some(&db, &kss, &mut model, 2);
-        }
-        let (_db, kss) = open(&fs).expect("reopen");
-        verify(&kss, &model, "after second reopen");
+        reopen_write_reopen(&fs, &mut model, "after reopen", "after second reopen");
     }
 
     /// A WAL written by a build before the compact payload (every record of type 1) reopens
@@ -1870,13 +1864,24 @@ mod wal_tests {
         let report = crate::check::check_dir(Path::new("/db"), fs.as_dyn()).expect("check");
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         assert!(report.entries > 0);
+        reopen_write_reopen(
+            &fs,
+            &mut model,
+            "type-1 WAL replayed",
+            "after writes on top of a replayed type-1 WAL",
+        );
+    }
+
+    /// Reopens and checks the model (`first`), writes round 2, then reopens and checks again
+    /// (`second`).
+    fn reopen_write_reopen(fs: &FaultFs, model: &mut Model, first: &str, second: &str) {
         {
-            let (db, kss) = open(&fs).expect("reopen a type-1 WAL");
-            verify(&kss, &model, "type-1 WAL replayed");
-            write_some(&db, &kss, &mut model, 2);
+            let (db, kss) = open(fs).expect(first);
+            verify(&kss, model, first);
+            write_some(&db, &kss, model, 2);
         }
-        let (_db, kss) = open(&fs).expect("reopen");
-        verify(&kss, &model, "after writes on top of a replayed type-1 WAL");
+        let (_db, kss) = open(fs).expect(second);
+        verify(&kss, model, second);
     }
 
     /// A type-2 record with a valid checksum but a malformed payload stops recovery with

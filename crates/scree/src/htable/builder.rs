@@ -105,11 +105,6 @@ pub struct HTableSummary {
 
 use key::cmp_split as cmp_key;
 
-/// The internal key `ukey ‖ trailer`.
-fn ikey_of((ukey, trailer): (&[u8], u64)) -> Vec<u8> {
-    key::ikey_with_trailer(ukey, trailer)
-}
-
 /// The internal-key range of the items written, as `(user key, trailer)`.
 #[derive(Default)]
 struct KeyRange<'a> {
@@ -697,8 +692,14 @@ fn write_items(
         filter_len: fblock.len() as u64,
         overflow_len,
         max_fill: max_fill as f64 / BUCKET_CAPACITY as f64,
-        smallest: range_of.smallest.map(ikey_of).unwrap_or_default(),
-        largest: range_of.largest.map(ikey_of).unwrap_or_default(),
+        smallest: range_of
+            .smallest
+            .map(|(k, t)| key::ikey_with_trailer(k, t))
+            .unwrap_or_default(),
+        largest: range_of
+            .largest
+            .map(|(k, t)| key::ikey_with_trailer(k, t))
+            .unwrap_or_default(),
         min_seq: if items.is_empty() { u64::MAX } else { base_seq },
     };
     Ok((summary, filters))
