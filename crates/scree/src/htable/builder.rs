@@ -278,29 +278,27 @@ impl HTableBuilder {
                 "HTable item hash is not the placement hash of its user key".into(),
             ));
         }
-        self.push(hash, &ikey, &value);
+        let p = key::parse(&ikey);
+        self.push(hash, p.user_key, p.trailer(), &value);
         Ok(())
     }
 
-    fn push(&mut self, hash: u128, ikey: &[u8], value: &[u8]) -> u64 {
-        let p = key::parse(ikey);
+    fn push(&mut self, hash: u128, ukey: &[u8], trailer: u64, value: &[u8]) -> u64 {
         // About the entry's encoded size: its tag is not known before the table's oldest
         // sequence number, so count it at its largest for this sequence number.
-        self.entry_bytes = self.entry_bytes.saturating_add(entry_size(
-            p.user_key.len(),
-            value.len(),
-            p.trailer() >> 7,
-        ) as u64);
+        self.entry_bytes =
+            self.entry_bytes
+                .saturating_add(entry_size(ukey.len(), value.len(), trailer >> 7) as u64);
         let off = self.data.len();
-        self.data.extend_from_slice(p.user_key);
+        self.data.extend_from_slice(ukey);
         self.data.extend_from_slice(value);
-        let bloom = bloom::bloom_hash(p.user_key);
+        let bloom = bloom::bloom_hash(ukey);
         self.items.push(Item {
             hash,
             off,
-            klen: p.user_key.len() as u32,
+            klen: ukey.len() as u32,
             vlen: value.len() as u32,
-            trailer: p.trailer(),
+            trailer,
             bloom,
         });
         bloom
@@ -318,8 +316,16 @@ impl HTableBuilder {
     /// Returns the Bloom hash of the item's user key (`bloom::bloom_hash`).
     pub fn add_unchecked(&mut self, hash: u128, ikey: &[u8], value: &[u8]) -> u64 {
         debug_assert!(key::valid_ikey(ikey));
-        debug_assert_eq!(placement_hash(&self.hash_key, key::user_key(ikey)), hash);
-        self.push(hash, ikey, value)
+        let p = key::parse(ikey);
+        self.add_parts(hash, p.user_key, p.trailer(), value)
+    }
+
+    /// [`HTableBuilder::add_unchecked`] with the internal key given as its user key and
+    /// trailer `(seq << 8) | kind` (kind 0 or 1).
+    pub fn add_parts(&mut self, hash: u128, ukey: &[u8], trailer: u64, value: &[u8]) -> u64 {
+        debug_assert!(trailer & 0xff <= 1 && trailer >> 8 <= key::MAX_SEQ);
+        debug_assert_eq!(placement_hash(&self.hash_key, ukey), hash);
+        self.push(hash, ukey, trailer, value)
     }
 
     /// Items added so far.

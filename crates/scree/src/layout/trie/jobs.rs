@@ -240,6 +240,22 @@ impl DropRule {
     }
 }
 
+/// The trailer an item that `DropRule` kept is written with: sequence number 0 when every
+/// snapshot, present and future, sees the version (its sequence number is at or below the
+/// smallest snapshot), else its own. Such a version is the oldest its key keeps in the
+/// output (`DropRule` drops the older ones), so an HTable still holds each key's versions in
+/// internal-key order; between tables, a trie's structure (memtable, then containers root
+/// first, each pile newest first) says which version is newer, never the sequence numbers.
+/// The tag of a zeroed entry is one byte instead of three or four (docs/format-htable.md), as
+/// RocksDB zeroes the sequence numbers of its bottommost level.
+fn written_trailer(trailer: u64, smallest_snapshot: u64) -> u64 {
+    if trailer >> 8 <= smallest_snapshot {
+        trailer & 0xff
+    } else {
+        trailer
+    }
+}
+
 /// The merged items of a pile: the scans of its tables and the surviving items in (hash,
 /// internal key) order as (table, item) references into them.
 pub struct Merged {
@@ -296,25 +312,29 @@ pub fn merge_tables(
     // so reading every key cost a cache miss per item (the key's trailer, all the drop rule
     // needs, was kept by the scan).
     let mut heads: Vec<Option<u128>> = scans.iter().map(|s| s.hash(0)).collect();
-    // Item `p` of input `i` as (user key, trailer), compared in internal-key order.
-    let key_at = |i: usize, p: usize| -> (&[u8], u64) {
-        scans.get(i).map_or((&[][..], 0), |s| {
-            (s.ukey_at(p).unwrap_or_default(), s.trailer(p).unwrap_or(0))
-        })
+    // The user key of item `p` of input `i`.
+    let key_at = |i: usize, p: usize| -> &[u8] {
+        scans
+            .get(i)
+            .map_or(&[][..], |s| s.ukey_at(p).unwrap_or_default())
     };
     let mut rule = DropRule::new(ctx.smallest_snapshot);
     let mut refs = Vec::with_capacity(total);
     // The previous item: (input, position, hash).
     let mut prev: Option<(usize, usize, u128)> = None;
     loop {
-        // The internal key of input `i`'s next item (read only to break a tie of hashes).
+        // The user key of input `i`'s next item (read only to break a tie of hashes).
         let head = |i: usize| key_at(i, pos.get(i).copied().unwrap_or(0));
+        // Versions of one user key are taken newest input first, each input's in its own
+        // (newest-first) order: the inputs' order, not their sequence numbers, says which
+        // version is newer, since a version every snapshot saw was written with sequence
+        // number 0 (`written_trailer`).
         let mut best: Option<(usize, u128)> = None;
         for (i, h) in heads.iter().enumerate() {
             let Some(h) = *h else { continue };
             let better = match best {
                 None => true,
-                Some((b, bh)) => h < bh || (h == bh && key::cmp_split(head(i), head(b)).is_lt()),
+                Some((b, bh)) => h < bh || (h == bh && head(i) < head(b)),
             };
             if better {
                 best = Some((i, h));
@@ -323,8 +343,7 @@ pub fn merge_tables(
         let Some((i, h)) = best else { break };
         let Some(p) = pos.get_mut(i) else { break };
         let at = *p;
-        let same_key =
-            prev.is_some_and(|(pi, pp, ph)| ph == h && key_at(pi, pp).0 == key_at(i, at).0);
+        let same_key = prev.is_some_and(|(pi, pp, ph)| ph == h && key_at(pi, pp) == key_at(i, at));
         let trailer = scans.get(i).and_then(|s| s.trailer(at)).unwrap_or(0);
         if !rule.next(trailer, same_key, tombstones(h)) {
             refs.push((i as u32, at as u32));
@@ -369,7 +388,10 @@ fn write_refs(
         if new_key {
             stats.note_key(it.hash, it.bloom);
         }
-        items.push(it);
+        items.push(ItemRef {
+            trailer: written_trailer(it.trailer, ctx.smallest_snapshot),
+            ..it
+        });
     }
     if items.is_empty() {
         return Ok(None);
@@ -601,7 +623,12 @@ pub fn flush(ctx: &JobCtx<'_>, shared: &Arc<Shared>, mem: &Memtable) -> Result<K
                 h
             }
         };
-        b.add_unchecked(hash, ik, value);
+        b.add_parts(
+            hash,
+            p.user_key,
+            written_trailer(p.trailer(), ctx.smallest_snapshot),
+            value,
+        );
         Ok(())
     })?;
     if !b.is_empty() {
