@@ -876,7 +876,7 @@ impl DbInner {
             let opts = ks.opts();
             match ks.layout.pressure(&sv.version, &opts) {
                 Pressure::Stop => {
-                    self.stall(true);
+                    self.stall(false);
                     continue;
                 }
                 Pressure::Slowdown if !slowed => {
@@ -894,7 +894,7 @@ impl DbInner {
                 return Ok(());
             }
             if sv.imms.len() >= self.opts.max_immutable_memtables {
-                self.stall(false);
+                self.stall(true);
                 continue;
             }
             self.rotate(wal, std::slice::from_ref(ks))?;
@@ -903,15 +903,20 @@ impl DbInner {
         }
     }
 
-    fn stall(&self, _l0: bool) {
+    /// Waits up to 10 ms for background work; `memtable`: the wait is for a flush.
+    fn stall(&self, memtable: bool) {
         let t = Instant::now();
         let mut bg = self.bg.lock();
         self.bg_cv.notify_all();
         self.bg_cv.wait_for(&mut bg, Duration::from_millis(10));
         drop(bg);
-        self.stats
-            .stall_micros
-            .fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+        let us = t.elapsed().as_micros() as u64;
+        self.stats.stall_micros.fetch_add(us, Ordering::Relaxed);
+        if memtable {
+            self.stats
+                .memtable_stall_micros
+                .fetch_add(us, Ordering::Relaxed);
+        }
     }
 
     /// Starts a new WAL and freezes the memtables of `freeze` (must hold the WAL lock).

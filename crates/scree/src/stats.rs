@@ -43,6 +43,7 @@ pub struct IoStats {
     pub(crate) user_bytes: AtomicU64,
     pub(crate) gets: AtomicU64,
     pub(crate) stall_micros: AtomicU64,
+    pub(crate) memtable_stall_micros: AtomicU64,
     pub(crate) slowdown_micros: AtomicU64,
     pub(crate) compactions: AtomicU64,
     pub(crate) flushes: AtomicU64,
@@ -127,6 +128,7 @@ impl IoStats {
             data_block_reads_per_get: per_get(data_block_reads),
             metadata_block_reads_per_get: per_get(metadata_block_reads),
             stall_seconds: self.stall_micros.load(Relaxed) as f64 / 1e6,
+            memtable_stall_seconds: self.memtable_stall_micros.load(Relaxed) as f64 / 1e6,
             slowdown_seconds: self.slowdown_micros.load(Relaxed) as f64 / 1e6,
             compactions: self.compactions.load(Relaxed),
             flushes: self.flushes.load(Relaxed),
@@ -239,6 +241,9 @@ pub struct Stats {
     pub metadata_block_reads_per_get: f64,
     /// Seconds writers waited because flushes or compactions fell behind.
     pub stall_seconds: f64,
+    /// The part of `stall_seconds` spent waiting for a flush (`max_immutable_memtables`
+    /// memtables were waiting); the rest waited for the layout's stop trigger.
+    pub memtable_stall_seconds: f64,
     /// Bytes of `bytes_written` copied into memory-mapped files (the WAL, `fs/mmap_log.rs`)
     /// instead of passed to `write(2)`: the process's `wchar` does not see them.
     pub bytes_mapped: u64,

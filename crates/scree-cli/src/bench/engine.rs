@@ -80,6 +80,8 @@ pub struct Counters {
     pub written: Option<WrittenByCause>,
     /// Seconds writers were stalled.
     pub stall_seconds: Option<f64>,
+    /// The part of `stall_seconds` spent waiting for a flush (Scree only).
+    pub memtable_stall_seconds: Option<f64>,
     /// Data blocks read from files.
     pub data_block_reads: Option<u64>,
     /// Metadata (index, filter, …) blocks read from files.

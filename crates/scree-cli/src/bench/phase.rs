@@ -67,6 +67,8 @@ pub struct WorkloadResult {
     pub engine_written: Option<WrittenByCause>,
     /// Stall seconds during the phase.
     pub stall_seconds: Option<f64>,
+    /// The part of them spent waiting for a flush (Scree only).
+    pub memtable_stall_seconds: Option<f64>,
     /// Data block reads during the phase.
     pub data_block_reads: Option<u64>,
     /// Metadata block reads during the phase.
@@ -283,6 +285,11 @@ pub fn run(
             _ => None,
         },
         stall_seconds: match (after.stall_seconds, before.stall_seconds) {
+            (Some(a), Some(b)) => Some((a - b).max(0.0)),
+            _ => None,
+        },
+        memtable_stall_seconds: match (after.memtable_stall_seconds, before.memtable_stall_seconds)
+        {
             (Some(a), Some(b)) => Some((a - b).max(0.0)),
             _ => None,
         },

@@ -38,6 +38,7 @@ pub struct WorkloadJson {
     pub disk_bytes: Option<u64>,
     pub stall_seconds: Option<f64>,
     // Additions.
+    pub memtable_stall_seconds: Option<f64>,
     pub mb_per_sec: f64,
     pub expected_found: Option<u64>,
     pub lookups: Option<u64>,
@@ -99,6 +100,7 @@ pub fn workload_json(w: &WorkloadResult) -> WorkloadJson {
             .map(|x| round(x, 4)),
         disk_bytes: w.disk.map(|d| d.apparent),
         stall_seconds: w.stall_seconds,
+        memtable_stall_seconds: w.memtable_stall_seconds,
         mb_per_sec: round(w.mb_per_sec(), 3),
         expected_found: w.expected_found,
         lookups: w.lookups,

@@ -218,6 +218,7 @@ impl BenchEngine for ScreeEngine {
                 gc: w.gc,
             }),
             stall_seconds: Some(s.stall_seconds),
+            memtable_stall_seconds: Some(s.memtable_stall_seconds),
             data_block_reads: Some(s.data_block_reads),
             metadata_block_reads: Some(s.metadata_block_reads),
             mapped_bytes: Some(s.bytes_mapped),

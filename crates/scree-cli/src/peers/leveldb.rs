@@ -420,6 +420,7 @@ impl BenchEngine for LevelDb {
             user_bytes: None,
             written,
             stall_seconds: None,
+            memtable_stall_seconds: None,
             data_block_reads: None,
             metadata_block_reads: None,
             mapped_bytes: None,
