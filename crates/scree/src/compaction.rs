@@ -1,5 +1,6 @@
 //! The merge shared by the sorted layouts: reads merged internal entries, drops versions no
-//! snapshot can see (and tombstones at the bottom), and cuts output into sorted tables.
+//! snapshot can see (and tombstones at the bottom), zeroes the sequence numbers of versions
+//! every snapshot sees at the bottom, and cuts output into sorted tables.
 
 use crate::error::Result;
 use crate::iter::InternalIter;
@@ -26,7 +27,8 @@ impl Cutter for SizeCutter {
 
 /// Merges `input` (positioned by this function) into new tables.
 /// `bottommost` says that no older data for these keys exists below the output, so tombstones
-/// invisible to every snapshot can be dropped.
+/// invisible to every snapshot can be dropped and versions every snapshot sees are written
+/// with sequence number 0.
 pub fn merge_into_tables(
     ctx: &JobCtx<'_>,
     input: &mut dyn InternalIter,
@@ -39,6 +41,8 @@ pub fn merge_into_tables(
     let mut last_user: Option<Vec<u8>> = None;
     // Sequence number of the previous (newer) entry of the same user key.
     let mut last_seq_for_key = u64::MAX;
+    // An internal key rewritten with sequence number 0.
+    let mut zeroed: Vec<u8> = Vec::new();
     input.seek_to_first()?;
     while input.valid() {
         let ik = input.key();
@@ -82,7 +86,19 @@ pub fn merge_into_tables(
                 ));
             }
             if let Some(b) = builder.as_mut() {
-                b.add(ik, input.value())?;
+                if bottommost && p.seq != 0 && p.seq <= ctx.smallest_snapshot {
+                    // Every snapshot sees this version and nothing older of its key exists
+                    // below: it is written with sequence number 0, whose block tag is one
+                    // byte instead of three or four (as RocksDB's bottommost level). It is the
+                    // last version of its key that the merge keeps (older ones are hidden),
+                    // so the output stays in internal-key order.
+                    zeroed.clear();
+                    zeroed.extend_from_slice(p.user_key);
+                    zeroed.extend_from_slice(&u64::from(p.kind).to_le_bytes());
+                    b.add(&zeroed, input.value())?;
+                } else {
+                    b.add(ik, input.value())?;
+                }
             }
         }
         input.next()?;
