@@ -120,6 +120,18 @@ pub fn encode_local(hashes: &[u64], bits_per_key: u32) -> Vec<u8> {
     out
 }
 
+/// Loads the cache line `may_contain(filter, h)` reads first (the block of a cache-local
+/// filter), so that several filters' misses can overlap; does nothing for a standard filter.
+pub fn touch(filter: &[u8], h: u64) {
+    let Some((&k, blocks)) = filter.split_last() else {
+        return;
+    };
+    if k & LOCAL != 0 && blocks.len() >= 64 {
+        let i = local_block(h, blocks.len() / 64) * 64;
+        std::hint::black_box(blocks.get(i).copied());
+    }
+}
+
 fn local_may_contain(blocks: &[u8], k: u8, h: u64) -> bool {
     let n = blocks.len() / 64;
     if n == 0 || blocks.len() % 64 != 0 || k == 0 || k > 24 {

@@ -13,12 +13,11 @@ use super::iter::{LevelIter, SeekPool};
 use crate::coding::{put_slice, put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::iter::InternalIter;
-use crate::layout::leveled::table_get;
 use crate::layout::LayoutVersion;
 use crate::manifest::edit::{AddedTable, KsEdit, LayoutRecord};
 use crate::memtable::Lookup;
 use crate::stats::LevelStats;
-use crate::table::{TableCtx, TableFile};
+use crate::table::{get_in_tables, TableCtx, TableFile};
 
 /// A guard key (shared between versions).
 pub(crate) type GKey = Arc<[u8]>;
@@ -326,29 +325,17 @@ impl FragmentedVersion {
         l0: bool,
         levels: std::ops::Range<usize>,
     ) -> Result<Lookup> {
-        if l0 {
-            for t in self.l0.iter() {
-                match table_get(t, user_key, seq)? {
-                    Lookup::Absent => {}
-                    found => return Ok(found),
-                }
-            }
-        }
-        for lvl in self.levels.get(levels).unwrap_or_default() {
-            if lvl.tables == 0 {
-                continue;
-            }
-            let Some(g) = lvl.guards.get(lvl.guard_index(user_key)) else {
-                continue;
-            };
-            for t in &g.tables {
-                match table_get(t, user_key, seq)? {
-                    Lookup::Absent => {}
-                    found => return Ok(found),
-                }
-            }
-        }
-        Ok(Lookup::Absent)
+        let l0 = if l0 { self.l0.as_slice() } else { &[] };
+        // The one guard per level that can hold the key, its tables newest first.
+        let guards = self
+            .levels
+            .get(levels)
+            .unwrap_or_default()
+            .iter()
+            .filter(|lvl| lvl.tables > 0)
+            .filter_map(|lvl| lvl.guards.get(lvl.guard_index(user_key)))
+            .flat_map(|g| g.tables.iter());
+        get_in_tables(l0.iter().chain(guards), user_key, seq)
     }
 }
 

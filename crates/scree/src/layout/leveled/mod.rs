@@ -18,7 +18,7 @@ use crate::manifest::edit::{AddedTable, KsEdit};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::{KeyspaceOptions, Layout as LayoutKind, LeveledOptions};
 use crate::stats::{LevelStats, WriteCause};
-use crate::table::{ConcatIter, TableCtx, TableFile, TableMeta};
+use crate::table::{get_in_tables, ConcatIter, TableCtx, TableFile, TableMeta};
 
 /// One version: `levels[0]` newest first, deeper levels sorted by smallest key.
 pub struct LeveledVersion {
@@ -45,15 +45,6 @@ fn user_range(files: &[Arc<TableFile>]) -> Option<(Vec<u8>, Vec<u8>)> {
     Some((lo.to_vec(), hi.to_vec()))
 }
 
-/// Looks `user_key` up in one table.
-pub fn table_get(f: &TableFile, user_key: &[u8], seq: u64) -> Result<Lookup> {
-    if user_key < f.meta.smallest_user() || user_key > f.meta.largest_user() || f.meta.min_seq > seq
-    {
-        return Ok(Lookup::Absent);
-    }
-    f.reader()?.get(user_key, seq)
-}
-
 impl LeveledVersion {
     fn new(levels: Vec<Vec<Arc<TableFile>>>) -> Self {
         let runs = levels
@@ -71,22 +62,11 @@ impl LeveledVersion {
 
 impl LayoutVersion for LeveledVersion {
     fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
-        for f in self.level(0) {
-            match table_get(f, user_key, seq)? {
-                Lookup::Absent => {}
-                found => return Ok(found),
-            }
-        }
-        for files in self.levels.iter().skip(1) {
-            let i = files.partition_point(|f| f.meta.largest_user() < user_key);
-            if let Some(f) = files.get(i) {
-                match table_get(f, user_key, seq)? {
-                    Lookup::Absent => {}
-                    found => return Ok(found),
-                }
-            }
-        }
-        Ok(Lookup::Absent)
+        // L0 newest first, then the one table of each level whose range can hold the key.
+        let below = self.levels.iter().skip(1).filter_map(|files| {
+            files.get(files.partition_point(|f| f.meta.largest_user() < user_key))
+        });
+        get_in_tables(self.level(0).iter().chain(below), user_key, seq)
     }
 
     fn add_iters(&self, out: &mut Vec<Box<dyn InternalIter>>) -> Result<()> {

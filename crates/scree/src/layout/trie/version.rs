@@ -280,7 +280,7 @@ impl TrieVersion {
         if c.cluster.is_none() {
             for t in &c.pile {
                 let f = open_handle(t).and_then(|hd| hd.filter_in_memory(hd.reader.bucket_of(h)));
-                std::hint::black_box(f.and_then(|f| f.first()));
+                std::hint::black_box(f.and_then(|f| f.first().copied()));
                 early.push(f);
             }
         }
