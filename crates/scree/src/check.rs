@@ -111,6 +111,7 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
         fs,
         stats: Arc::new(IoStats::default()),
         direct_reads: false,
+        mmap_reads: false,
     };
     let tables = Arc::new(TableCtx {
         env: env.clone(),

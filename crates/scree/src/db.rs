@@ -227,6 +227,7 @@ impl Db {
             fs: fs.clone(),
             stats: stats.clone(),
             direct_reads: opts.direct_reads,
+            mmap_reads: opts.mmap_reads,
         };
         let tables = Arc::new(TableCtx {
             env: env.clone(),
@@ -1755,6 +1756,7 @@ mod wal_tests {
                 fs: fs.as_dyn(),
                 stats: Arc::new(IoStats::default()),
                 direct_reads: false,
+                mmap_reads: false,
             },
             m,
         )

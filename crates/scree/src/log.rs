@@ -250,6 +250,7 @@ mod tests {
             fs: std::sync::Arc::new(crate::fs::std_fs::StdFs),
             stats: std::sync::Arc::new(crate::stats::IoStats::default()),
             direct_reads: false,
+            mmap_reads: false,
         };
         let path = dir.path().join("000001.log");
         let mut w = LogWriter::new(

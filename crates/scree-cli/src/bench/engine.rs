@@ -153,6 +153,8 @@ pub struct ScreeTuning {
     pub frag_tables_per_guard: Option<usize>,
     /// `Options::parallel_search` (search the last level on a search thread).
     pub parallel_search: bool,
+    /// `Options::mmap_reads`.
+    pub mmap_reads: bool,
 }
 
 impl Default for ScreeTuning {
@@ -166,6 +168,7 @@ impl Default for ScreeTuning {
             trie_last_level_depth: None,
             frag_tables_per_guard: None,
             parallel_search: scree::Options::default().parallel_search,
+            mmap_reads: scree::Options::default().mmap_reads,
         }
     }
 }

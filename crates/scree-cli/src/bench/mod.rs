@@ -115,6 +115,10 @@ pub struct BenchArgs {
     /// thread is busy (`Options::flush_in_compactions = false`).
     #[arg(long)]
     pub no_flush_in_compactions: bool,
+    /// Scree: read sorted tables with `pread` instead of a memory map
+    /// (`Options::mmap_reads = false`).
+    #[arg(long)]
+    pub no_mmap_reads: bool,
     /// `trie`: sub-levels a container holds before they are compacted into its children
     /// [default: TrieOptions::default(), 8].
     #[arg(long)]
@@ -254,6 +258,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             trie_last_level_depth: args.trie_last_level_depth,
             frag_tables_per_guard: args.frag_tables_per_guard,
             parallel_search: args.parallel_search,
+            mmap_reads: !args.no_mmap_reads,
         },
     };
     let phase_cfg = PhaseConfig {

@@ -78,6 +78,7 @@ impl ScreeEngine {
         }
         opts.flush_in_compactions = t.flush_in_compactions;
         opts.parallel_search = t.parallel_search;
+        opts.mmap_reads = t.mmap_reads;
         if let Some(n) = t.trie_pile_size {
             ko.trie.pile_size = n;
         }
@@ -110,6 +111,7 @@ impl ScreeEngine {
                 opts.flush_in_compactions.to_string(),
             ),
             ("direct_reads".into(), opts.direct_reads.to_string()),
+            ("mmap_reads".into(), opts.mmap_reads.to_string()),
             ("parallel_search".into(), opts.parallel_search.to_string()),
             (
                 "compression".into(),

@@ -318,6 +318,7 @@ fn scree_tuning_flags_reach_the_keyspace() {
             trie_last_level_depth: Some(2),
             frag_tables_per_guard: Some(1),
             parallel_search: true,
+            mmap_reads: false,
         },
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -329,6 +330,7 @@ fn scree_tuning_flags_reach_the_keyspace() {
     assert_eq!(get("flush_threads").as_deref(), Some("1"));
     assert_eq!(get("flush_in_compactions").as_deref(), Some("false"));
     assert_eq!(get("parallel_search").as_deref(), Some("true"));
+    assert_eq!(get("mmap_reads").as_deref(), Some("false"));
     assert_eq!(get("trie.pile_size").as_deref(), Some("3"));
     assert_eq!(get("trie.last_level_depth").as_deref(), Some("2"));
     let dir = tempfile::tempdir().expect("tempdir");

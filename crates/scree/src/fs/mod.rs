@@ -49,6 +49,11 @@ pub trait ReadableFile: Send + Sync {
     }
     /// The file's length in bytes.
     fn len(&self) -> u64;
+    /// A read-only memory map of the whole file, if this file layer can make one (none by
+    /// default; never for O_DIRECT files). Only for files nothing writes any more.
+    fn map(&self) -> Option<Arc<memmap2::Mmap>> {
+        None
+    }
 }
 
 /// Copies the bytes of a read into `buf`; a read shorter than `buf` is an `UnexpectedEof`
@@ -112,6 +117,9 @@ pub struct Env {
     pub stats: Arc<IoStats>,
     /// Whether table reads use O_DIRECT.
     pub direct_reads: bool,
+    /// Whether sorted tables are read through a memory map (`Options::mmap_reads`; not with
+    /// `direct_reads`).
+    pub mmap_reads: bool,
 }
 
 impl Env {
@@ -140,8 +148,14 @@ impl Env {
     /// Opens a file for counted reads.
     pub fn open(&self, path: &Path, direct: bool) -> Result<CountedReader> {
         let inner = self.fs.open(path, direct).map_err(|e| Error::io(path, e))?;
+        let map = if self.mmap_reads && !direct {
+            inner.map().filter(|m| m.len() as u64 == inner.len())
+        } else {
+            None
+        };
         Ok(CountedReader {
             inner,
+            map,
             path: path.to_path_buf(),
             stats: self.stats.clone(),
         })
@@ -245,6 +259,8 @@ impl CountedWriter {
 #[derive(Clone)]
 pub struct CountedReader {
     inner: Arc<dyn ReadableFile>,
+    /// The file's memory map (`Env::mmap_reads`), which reads are served from.
+    map: Option<Arc<memmap2::Mmap>>,
     path: PathBuf,
     stats: Arc<IoStats>,
 }
@@ -285,6 +301,25 @@ impl CountedReader {
             .map_err(|e| Error::io(&self.path, e))?;
         self.stats.count_read(kind, len as u64);
         Ok(())
+    }
+    /// The file's memory map, when reads are served from one (`Env::mmap_reads` and a file
+    /// layer that maps, [`ReadableFile::map`]).
+    pub fn map(&self) -> Option<&Arc<memmap2::Mmap>> {
+        self.map.as_ref()
+    }
+    /// The `len` bytes at `offset` in the file's map, counted as one block read of `kind`;
+    /// `None` when the file is not mapped.
+    pub fn mapped(&self, offset: u64, len: usize, kind: ReadKind) -> Result<Option<&[u8]>> {
+        let Some(m) = &self.map else {
+            return Ok(None);
+        };
+        self.check_range(offset, len)?;
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let bytes = m
+            .get(start..start.saturating_add(len))
+            .ok_or_else(|| Error::corruption(&self.path, offset, "read past the mapped file"))?;
+        self.stats.count_read(kind, len as u64);
+        Ok(Some(bytes))
     }
     /// The file's length.
     pub fn len(&self) -> u64 {

@@ -62,6 +62,20 @@ impl ReadableFile for StdReadable {
         self.file.read_exact_at(buf, offset)
     }
 
+    fn map(&self) -> Option<Arc<memmap2::Mmap>> {
+        if self.direct || self.len == 0 {
+            return None;
+        }
+        // SAFETY: the mapped bytes must not change or disappear while mapped. Scree maps only
+        // table files, which it writes once, syncs and never opens for writing again (a
+        // compaction writes new files; deleting an old one leaves its inode, and so the map,
+        // intact until the map is dropped). A process outside Scree that truncates a table file
+        // of an open database would make a read of the lost pages raise SIGBUS, as with
+        // LevelDB's memory-mapped tables; `Options::mmap_reads = false` reads with pread
+        // instead. Checksums are verified on mapped blocks as on read ones.
+        unsafe { memmap2::Mmap::map(&self.file) }.ok().map(Arc::new)
+    }
+
     fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
         if !self.direct {
             let mut buf = vec![0u8; len];

@@ -387,6 +387,17 @@ impl HTableReader {
         match self.locate(hash) {
             Location::Bucket(b) => {
                 let offset = u64::from(b) * BUCKET_SIZE as u64;
+                if let Some(block) = self.file.mapped(offset, BUCKET_SIZE, ReadKind::Data)? {
+                    let found = find_in_bucket(
+                        self.file.path(),
+                        offset,
+                        block,
+                        self.footer.base_seq,
+                        user_key,
+                        snapshot_seq,
+                    )?;
+                    return Ok((found, 1));
+                }
                 let found = with_bucket_buffer(|buf| {
                     self.read_block_into(offset, buf, ReadKind::Data)?;
                     find_in_bucket(

@@ -22,6 +22,7 @@ fn env() -> Env {
         fs: Arc::new(StdFs),
         stats: Arc::new(IoStats::default()),
         direct_reads: false,
+        mmap_reads: false,
     }
 }
 

@@ -292,16 +292,61 @@ mod tests {
 /// of every entry.
 #[derive(Debug)]
 pub struct DataBlock {
-    data: Vec<u8>,
+    data: BlockBytes,
     restarts: Vec<u32>,
     /// A [`TYPE_IKEY`] block.
     ikeys: bool,
 }
 
+/// The bytes of a data block: read into memory, or a range of a memory-mapped table file.
+#[derive(Debug)]
+enum BlockBytes {
+    Owned(Vec<u8>),
+    Mapped(std::sync::Arc<memmap2::Mmap>, std::ops::Range<usize>),
+}
+
+impl std::ops::Deref for BlockBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            BlockBytes::Owned(v) => v,
+            BlockBytes::Mapped(m, r) => m.get(r.clone()).unwrap_or_default(),
+        }
+    }
+}
+
 impl DataBlock {
     /// Verifies the trailer and the restart array. Errors are `(offset within block, detail)`.
     pub fn decode(mut raw: Vec<u8>) -> Result<DataBlock, (usize, String)> {
-        let (entries_end, nr, ikeys) = verify_trailer(&raw)?;
+        let (entries_end, restarts, ikeys) = Self::check(&raw)?;
+        raw.truncate(entries_end);
+        Ok(DataBlock {
+            data: BlockBytes::Owned(raw),
+            restarts,
+            ikeys,
+        })
+    }
+
+    /// [`DataBlock::decode`] of bytes `range` of a mapped file, without copying them.
+    pub fn decode_mapped(
+        map: std::sync::Arc<memmap2::Mmap>,
+        range: std::ops::Range<usize>,
+    ) -> Result<DataBlock, (usize, String)> {
+        let raw = map
+            .get(range.clone())
+            .ok_or_else(|| (0, "block past the end of the mapped file".to_string()))?;
+        let (entries_end, restarts, ikeys) = Self::check(raw)?;
+        Ok(DataBlock {
+            data: BlockBytes::Mapped(map, range.start..range.start + entries_end),
+            restarts,
+            ikeys,
+        })
+    }
+
+    /// Verifies the trailer and the restart array: (end of the entries, restarts, block type
+    /// is [`TYPE_IKEY`]).
+    fn check(raw: &[u8]) -> Result<(usize, Vec<u32>, bool), (usize, String)> {
+        let (entries_end, nr, ikeys) = verify_trailer(raw)?;
         let mut restarts = Vec::with_capacity(nr);
         for i in 0..nr {
             let r = get_u32(&raw, entries_end + 4 * i).unwrap_or(u32::MAX);
@@ -313,12 +358,7 @@ impl DataBlock {
             }
             restarts.push(r);
         }
-        raw.truncate(entries_end);
-        Ok(DataBlock {
-            data: raw,
-            restarts,
-            ikeys,
-        })
+        Ok((entries_end, restarts, ikeys))
     }
 
     /// Memory held, for the cache's weigher.

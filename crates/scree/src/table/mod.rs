@@ -295,11 +295,18 @@ impl TableReader {
         } else {
             ReadKind::Compaction
         };
-        let raw = self.file.read(off, size, kind)?;
-        let b = Arc::new(
-            DataBlock::decode(raw)
-                .map_err(|(o, d)| Error::corruption(self.file.path(), off + o as u64, d))?,
-        );
+        let corrupt =
+            |(o, d): (usize, String)| Error::corruption(self.file.path(), off + o as u64, d);
+        let b = Arc::new(match self.file.map() {
+            Some(map) => {
+                // Checks the range and counts the read; the block keeps the map alive.
+                self.file.mapped(off, size, kind)?;
+                let start = usize::try_from(off).unwrap_or(usize::MAX);
+                DataBlock::decode_mapped(map.clone(), start..start.saturating_add(size))
+                    .map_err(corrupt)?
+            }
+            None => DataBlock::decode(self.file.read(off, size, kind)?).map_err(corrupt)?,
+        });
         if fill_cache {
             self.cache.insert(self.file_no, off, b.clone());
         }

@@ -73,6 +73,7 @@ mod version_tests_support {
                 fs: Arc::new(StdFs),
                 stats: Arc::default(),
                 direct_reads: false,
+                mmap_reads: false,
             },
             cache: BlockCache::new(0),
             dir: std::env::temp_dir().join("scree-frag-unit-no-files"),
