@@ -349,7 +349,7 @@ impl DataBlock {
         let (entries_end, nr, ikeys) = verify_trailer(raw)?;
         let mut restarts = Vec::with_capacity(nr);
         for i in 0..nr {
-            let r = get_u32(&raw, entries_end + 4 * i).unwrap_or(u32::MAX);
+            let r = get_u32(raw, entries_end + 4 * i).unwrap_or(u32::MAX);
             let ok = (r as usize) < entries_end.max(1)
                 && restarts.last().is_none_or(|&p: &u32| p < r)
                 && (i > 0 || r == 0);
