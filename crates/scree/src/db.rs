@@ -24,8 +24,8 @@ use crate::manifest::edit::{Edit, KeyspaceDef, KsEdit};
 use crate::manifest::{self, ManifestWriter};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::{KeyspaceOptions, Layout as LayoutKind, Options, WalRecovery};
-use crate::stats::{IoStats, KeyspaceStats, Stats, WriteCause};
-use crate::table::TableCtx;
+use crate::stats::{IoStats, KeyspaceStats, LevelWrites, Stats, WriteCause};
+use crate::table::{TableCtx, TableFile};
 
 /// Path of WAL file `n`.
 fn wal_path(dir: &Path, n: u64) -> PathBuf {
@@ -49,6 +49,8 @@ pub(crate) struct KsCore {
     pub sv: RwLock<Arc<SuperVersion>>,
     /// Oldest WAL that may hold unflushed data of this keyspace, as persisted.
     pub log_number: AtomicU64,
+    /// What flushes and compactions put into each level since open (index = level).
+    pub level_writes: Mutex<Vec<LevelWrites>>,
 }
 
 impl KsCore {
@@ -57,6 +59,43 @@ impl KsCore {
     }
     fn opts(&self) -> Arc<KeyspaceOptions> {
         self.opts.read().clone()
+    }
+
+    /// Counts what an edit about to be installed writes into each level: its added tables (a
+    /// table also named as removed is a move), and the tables it merges away, at the deepest
+    /// level it writes to. `old` is the version the edit applies to.
+    fn count_level_writes(&self, edit: &KsEdit, old: &[Arc<TableFile>], flush: bool) {
+        let added: HashSet<u64> = edit.added.iter().map(|a| a.meta.file_no).collect();
+        let removed: HashSet<u64> = edit.removed.iter().copied().collect();
+        let mut w = self.level_writes.lock();
+        let mut deepest: Option<usize> = None;
+        for a in &edit.added {
+            let level = a.level as usize;
+            if w.len() <= level {
+                w.resize_with(level + 1, LevelWrites::default);
+            }
+            let Some(lw) = w.get_mut(level) else { continue };
+            let bytes = a.meta.size;
+            if removed.contains(&a.meta.file_no) {
+                lw.moved_bytes += bytes;
+                continue;
+            }
+            if flush {
+                lw.flush_bytes += bytes;
+            } else {
+                lw.compaction_bytes += bytes;
+            }
+            lw.tables_written += 1;
+            deepest = deepest.max(Some(level));
+        }
+        let merged: u64 = old
+            .iter()
+            .filter(|t| removed.contains(&t.meta.file_no) && !added.contains(&t.meta.file_no))
+            .map(|t| t.meta.size)
+            .sum();
+        if let Some(lw) = deepest.and_then(|d| w.get_mut(d)) {
+            lw.input_bytes += merged;
+        }
     }
 }
 
@@ -329,6 +368,7 @@ impl Db {
                 version,
             })),
             log_number: AtomicU64::new(wal_no),
+            level_writes: Mutex::new(Vec::new()),
         });
         inner.keyspaces.write().insert(id, core.clone());
         Ok(Keyspace {
@@ -491,6 +531,21 @@ impl Db {
                         r.data_block_reads_per_get = r.data_block_reads as f64 / g;
                         r.metadata_block_reads_per_get = r.metadata_block_reads as f64 / g;
                         r
+                    })
+                    .collect(),
+                level_writes: k
+                    .level_writes
+                    .lock()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, w)| w.flush_bytes + w.compaction_bytes + w.moved_bytes > 0)
+                    .map(|(level, w)| {
+                        let written = (w.flush_bytes + w.compaction_bytes) as f64;
+                        LevelWrites {
+                            level: level as u32,
+                            bytes_per_user_byte: written / s.user_bytes.max(1) as f64,
+                            ..w.clone()
+                        }
                     })
                     .collect(),
             });
@@ -1149,6 +1204,7 @@ impl DbInner {
             edit.log_number = Some(oldest.log_number);
         }
         let new_version = sv.version.apply(edit, &self.tables)?;
+        let old_files = sv.version.files();
         if !edit.added.is_empty() {
             // The new files' directory entries must be durable before a manifest edit names
             // them, or a power loss leaves the manifest pointing at missing files.
@@ -1167,7 +1223,7 @@ impl DbInner {
         if let Some(n) = edit.log_number {
             ks.log_number.store(n, Ordering::SeqCst);
         }
-        let old_files = sv.version.files();
+        ks.count_level_writes(edit, &old_files, flushed.is_some());
         {
             let mut g = ks.sv.write();
             let imms = match flushed {
@@ -1383,6 +1439,7 @@ fn recover(
                             version,
                         })),
                         log_number: AtomicU64::new(0),
+                        level_writes: Mutex::new(Vec::new()),
                     }),
                 );
             }

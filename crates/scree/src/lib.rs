@@ -34,4 +34,4 @@ pub use iterator::{Key, RangeIter, Value};
 pub use options::{
     KeyspaceOptions, Layout, LeveledOptions, Options, WalRecovery, MAX_KEY_BYTES, MAX_VALUE_BYTES,
 };
-pub use stats::{BytesWritten, KeyspaceStats, LevelStats};
+pub use stats::{BytesWritten, KeyspaceStats, LevelReads, LevelStats, LevelWrites};

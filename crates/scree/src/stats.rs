@@ -193,6 +193,32 @@ pub struct LevelReads {
     pub metadata_block_reads_per_get: f64,
 }
 
+/// What a keyspace's flushes and compactions put into one level since the database was opened
+/// (RocksDB's per-level compaction statistics). Counted from the tables each installed edit
+/// adds and removes, so it is exact: a table's bytes are the bytes its writer wrote.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LevelWrites {
+    /// Level number (0 = newest; for `trie`, the trie depth).
+    pub level: u32,
+    /// Bytes of the tables memtable flushes wrote into this level.
+    pub flush_bytes: u64,
+    /// Bytes of the tables compactions (and the trie's garbage collection) wrote into this
+    /// level.
+    pub compaction_bytes: u64,
+    /// Bytes of the tables moved into this level without being rewritten.
+    pub moved_bytes: u64,
+    /// Bytes of the tables that the jobs writing into this level merged away (what they read;
+    /// a job is counted at the deepest level it wrote to, and a job whose output is empty is not
+    /// counted).
+    pub input_bytes: u64,
+    /// Tables written into this level (flushes and compactions; moves not counted).
+    pub tables_written: u64,
+    /// `(flush_bytes + compaction_bytes) / user_bytes` of the whole database: this level's
+    /// share of the write amplification without WAL.
+    #[serde(default)]
+    pub bytes_per_user_byte: f64,
+}
+
 /// Per-keyspace part of [`Stats`].
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct KeyspaceStats {
@@ -207,6 +233,10 @@ pub struct KeyspaceStats {
     /// Block reads of point lookups per level (empty for layouts that do not count them).
     #[serde(default)]
     pub level_reads: Vec<LevelReads>,
+    /// Bytes flushed, compacted and moved into each level since open (levels never written
+    /// are left out).
+    #[serde(default)]
+    pub level_writes: Vec<LevelWrites>,
 }
 
 /// Statistics of a database since it was opened. Serializable with serde.

@@ -89,6 +89,9 @@ pub struct Counters {
     /// Bytes the engine wrote by copying into memory-mapped files, which `wchar` misses
     /// (Scree's WAL); added to the `wchar` bytes.
     pub mapped_bytes: Option<u64>,
+    /// Bytes flushes and compactions wrote into each level (index = level; Scree only, from
+    /// `KeyspaceStats::level_writes`; moves not counted).
+    pub level_bytes: Option<Vec<u64>>,
 }
 
 /// One store under test: a Scree keyspace of some layout, RocksDB, or LevelDB.

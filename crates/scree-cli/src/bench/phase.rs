@@ -65,6 +65,8 @@ pub struct WorkloadResult {
     pub wchar_bytes: Option<u64>,
     /// Engine-reported bytes written by cause.
     pub engine_written: Option<WrittenByCause>,
+    /// Bytes the engine's flushes and compactions wrote into each level (index = level).
+    pub engine_written_by_level: Option<Vec<u64>>,
     /// Stall seconds during the phase.
     pub stall_seconds: Option<f64>,
     /// The part of them spent waiting for a flush (Scree only).
@@ -282,6 +284,15 @@ pub fn run(
             .map(|w| w + delta(after.mapped_bytes, before.mapped_bytes).unwrap_or(0)),
         engine_written: match (after.written, before.written) {
             (Some(a), Some(b)) => Some(a.since(&b)),
+            _ => None,
+        },
+        engine_written_by_level: match (&after.level_bytes, &before.level_bytes) {
+            (Some(a), Some(b)) => Some(
+                a.iter()
+                    .enumerate()
+                    .map(|(i, x)| x.saturating_sub(b.get(i).copied().unwrap_or(0)))
+                    .collect(),
+            ),
             _ => None,
         },
         stall_seconds: match (after.stall_seconds, before.stall_seconds) {

@@ -45,6 +45,7 @@ pub struct WorkloadJson {
     pub wchar_write_amplification: Option<f64>,
     pub engine_bytes_written: Option<u64>,
     pub engine_bytes_written_by_cause: Option<Value>,
+    pub engine_bytes_written_by_level: Option<Vec<u64>>,
     pub disk_allocated_bytes: Option<u64>,
     pub disk_files: Option<u64>,
     pub data_block_reads_per_op: Option<f64>,
@@ -117,6 +118,7 @@ pub fn workload_json(w: &WorkloadResult) -> WorkloadJson {
                 .collect();
             Value::Object(map)
         }),
+        engine_bytes_written_by_level: w.engine_written_by_level.clone(),
         disk_allocated_bytes: w.disk.map(|d| d.allocated),
         disk_files: w.disk.map(|d| d.files),
         data_block_reads_per_op: w.data_block_reads_per_op().map(|x| round(x, 4)),

@@ -224,6 +224,7 @@ impl BenchEngine for ScreeEngine {
             data_block_reads: Some(s.data_block_reads),
             metadata_block_reads: Some(s.metadata_block_reads),
             mapped_bytes: Some(s.bytes_mapped),
+            level_bytes: Some(level_bytes(&s)),
         }
     }
 
@@ -234,4 +235,19 @@ impl BenchEngine for ScreeEngine {
     fn wait_method(&self) -> &'static str {
         "Db::wait_for_compactions()"
     }
+}
+
+/// Bytes flushed and compacted into each level, summed over the keyspaces (index = level).
+fn level_bytes(s: &scree::Stats) -> Vec<u64> {
+    let mut v: Vec<u64> = Vec::new();
+    for w in s.keyspaces.iter().flat_map(|k| k.level_writes.iter()) {
+        let level = w.level as usize;
+        if v.len() <= level {
+            v.resize(level + 1, 0);
+        }
+        if let Some(x) = v.get_mut(level) {
+            *x += w.flush_bytes + w.compaction_bytes;
+        }
+    }
+    v
 }

@@ -424,6 +424,7 @@ impl BenchEngine for LevelDb {
             data_block_reads: None,
             metadata_block_reads: None,
             mapped_bytes: None,
+            level_bytes: None,
         }
     }
 

@@ -446,6 +446,7 @@ impl BenchEngine for RocksDb {
             data_block_reads: t("rocksdb.block.cache.data.miss"),
             metadata_block_reads: meta,
             mapped_bytes: None,
+            level_bytes: None,
             memtable_stall_seconds: None,
         }
     }

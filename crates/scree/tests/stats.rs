@@ -1,0 +1,86 @@
+//! Statistics that must agree with the engine's own I/O accounting.
+
+mod common;
+
+use scree::{Db, Layout, Stats};
+
+fn value(i: u64) -> Vec<u8> {
+    let mut v = format!("value-{i}-").into_bytes();
+    v.resize(100, b'v');
+    v
+}
+
+fn level_writes(s: &Stats) -> Vec<scree::LevelWrites> {
+    s.keyspaces
+        .first()
+        .map(|k| k.level_writes.clone())
+        .unwrap_or_default()
+}
+
+/// Per-level writes are counted from the tables each edit adds, the I/O accounting from the
+/// bytes each file writer wrote: over flushes, compactions, moves and (trie) garbage
+/// collection they must name the same bytes.
+#[test]
+fn level_writes_add_up_to_the_bytes_written_by_cause() {
+    for layout in Layout::implemented() {
+        let layout = &layout;
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), common::small_db()).unwrap();
+        let ks = db.keyspace("k", common::small_ks(*layout)).unwrap();
+        // Random order with overwrites and deletes, so merges drop versions.
+        for round in 0..3u64 {
+            for i in 0..6000u64 {
+                let k = (i * 7919 + round * 13) % 6000;
+                ks.put(format!("key{k:06}"), value(k + round)).unwrap();
+                if i % 10 == 0 {
+                    ks.delete(format!("key{:06}", (k * 31) % 6000)).unwrap();
+                }
+            }
+        }
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+        let s = db.stats();
+        let lw = level_writes(&s);
+        let name = layout.name();
+        let flushed: u64 = lw.iter().map(|w| w.flush_bytes).sum();
+        let compacted: u64 = lw.iter().map(|w| w.compaction_bytes).sum();
+        assert_eq!(flushed, s.bytes_written.flush, "{name}: {lw:?}");
+        assert_eq!(
+            compacted,
+            s.bytes_written.compaction + s.bytes_written.gc,
+            "{name}: {lw:?}"
+        );
+        assert!(compacted > 0, "{name}: no compaction ran: {lw:?}");
+        // Flushes land at level 0 only; every written level read what it merged.
+        for w in &lw {
+            assert!(w.level == 0 || w.flush_bytes == 0, "{name}: {w:?}");
+            assert!(
+                w.compaction_bytes == 0 || w.input_bytes > 0,
+                "{name}: {w:?}"
+            );
+            let share = (w.flush_bytes + w.compaction_bytes) as f64 / s.user_bytes as f64;
+            assert!(
+                (w.bytes_per_user_byte - share).abs() < 1e-9,
+                "{name}: {w:?}"
+            );
+        }
+        // Levels are listed in order, each once.
+        assert!(
+            lw.windows(2).all(|p| p[0].level < p[1].level),
+            "{name}: {lw:?}"
+        );
+        // The deepest written level holds data now.
+        let shape = &s.keyspaces[0].levels;
+        let deepest = lw
+            .iter()
+            .filter(|w| w.compaction_bytes > 0)
+            .map(|w| w.level)
+            .max();
+        assert!(
+            shape
+                .iter()
+                .any(|l| Some(l.level) == deepest && l.tables > 0),
+            "{name}: {lw:?} {shape:?}"
+        );
+    }
+}
