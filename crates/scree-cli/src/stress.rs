@@ -232,10 +232,11 @@ fn ks_options(layout: Layout) -> KeyspaceOptions {
 }
 
 fn db_options() -> Options {
-    let mut o = Options::default();
-    o.background_threads = 2;
-    o.block_cache_bytes = 4 << 20;
-    o
+    Options {
+        background_threads: 2,
+        block_cache_bytes: 4 << 20,
+        ..Options::default()
+    }
 }
 
 fn open(dir: &Path, layout: Layout) -> anyhow::Result<(Db, Vec<Keyspace>)> {
@@ -247,8 +248,11 @@ fn open(dir: &Path, layout: Layout) -> anyhow::Result<(Db, Vec<Keyspace>)> {
     Ok((db, ks))
 }
 
-/// The contents of the key space of `threads` threads: (ks, key) → value.
-fn read_all(ks: &[Keyspace], p: &Params) -> anyhow::Result<BTreeMap<(usize, Vec<u8>), Vec<u8>>> {
+/// A key space's contents: (keyspace index, key) → value.
+type State = BTreeMap<(usize, Vec<u8>), Vec<u8>>;
+
+/// The contents of the key space of `threads` threads.
+fn read_all(ks: &[Keyspace], p: &Params) -> anyhow::Result<State> {
     let mut out = BTreeMap::new();
     for t in 0..p.threads {
         for (i, k) in ks.iter().enumerate() {
@@ -435,7 +439,11 @@ pub fn run(args: StressArgs) -> anyhow::Result<bool> {
                 while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(150));
                     i += 1;
-                    let r = if i % 8 == 0 { db.compact() } else { db.flush() };
+                    let r = if i.is_multiple_of(8) {
+                        db.compact()
+                    } else {
+                        db.flush()
+                    };
                     if let Err(e) = r {
                         fail(&failure, &stop, format!("flush/compact: {e}"));
                         return;
@@ -486,7 +494,7 @@ fn now_nanos() -> u64 {
 /// The expected-state file.
 struct Expected {
     p: Params,
-    base: BTreeMap<(usize, Vec<u8>), Vec<u8>>,
+    base: State,
     /// `A` lines in order: (thread, seq, floor).
     acks: Vec<(usize, u64, u64)>,
 }
@@ -577,14 +585,13 @@ fn verify(args: &StressArgs) -> anyhow::Result<bool> {
     }
     // Per thread: the prefixes whose state equals what was recovered.
     let mut ranges: Vec<(u64, u64)> = Vec::new();
-    for t in 0..p.threads {
-        let mine =
-            |m: &BTreeMap<(usize, Vec<u8>), Vec<u8>>| -> BTreeMap<(usize, Vec<u8>), Vec<u8>> {
-                m.iter()
-                    .filter(|((_, k), _)| thread_of(k) == Some(t))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            };
+    for (t, &last_t) in last.iter().enumerate() {
+        let mine = |m: &State| -> State {
+            m.iter()
+                .filter(|((_, k), _)| thread_of(k) == Some(t))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
         let want = mine(&got);
         let mut state = mine(&exp.base);
         let mut mismatches = want
@@ -595,7 +602,7 @@ fn verify(args: &StressArgs) -> anyhow::Result<bool> {
             .filter(|k| want.get(*k) != state.get(*k))
             .count();
         let mut range: Option<(u64, u64)> = None;
-        for seq in 0..=last[t] + 1 {
+        for seq in 0..=last_t + 1 {
             if seq > 0 {
                 for (i, k, v) in op(p, t, seq).writes {
                     let key = (i, k);
@@ -625,7 +632,7 @@ fn verify(args: &StressArgs) -> anyhow::Result<bool> {
                 problems.push(format!(
                     "thread {t}: the recovered state is the base plus no prefix of its {} \
                      acknowledged operations (a hole, a torn batch, or a wrong value)",
-                    last[t]
+                    last_t
                 ));
                 ranges.push((0, u64::MAX));
             }

@@ -17,10 +17,13 @@ impl Weighter<(u64, u64), Arc<Block>> for BlockWeighter {
     }
 }
 
+/// Blocks keyed by (cache id of their file, offset), weighed by their decoded size.
+type Blocks = Cache<(u64, u64), Arc<Block>, BlockWeighter>;
+
 /// A shared cache of decoded blocks with a byte budget.
 #[derive(Clone)]
 pub struct BlockCache {
-    inner: Option<Arc<Cache<(u64, u64), Arc<Block>, BlockWeighter>>>,
+    inner: Option<Arc<Blocks>>,
 }
 
 impl BlockCache {

@@ -134,7 +134,7 @@ pub fn touch(filter: &[u8], h: u64) {
 
 fn local_may_contain(blocks: &[u8], k: u8, h: u64) -> bool {
     let n = blocks.len() / 64;
-    if n == 0 || blocks.len() % 64 != 0 || k == 0 || k > 24 {
+    if n == 0 || !blocks.len().is_multiple_of(64) || k == 0 || k > 24 {
         return true;
     }
     let Some(block) = blocks

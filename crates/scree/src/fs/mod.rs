@@ -31,6 +31,10 @@ pub trait WritableFile: Send {
     }
     /// Bytes appended so far.
     fn len(&self) -> u64;
+    /// Whether nothing was appended yet.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Whether appends are copies into a memory map rather than `write(2)` calls (they then do
     /// not show in the process's `wchar`; `Stats::bytes_mapped` counts them).
     fn mapped(&self) -> bool {
@@ -49,6 +53,10 @@ pub trait ReadableFile: Send + Sync {
     }
     /// The file's length in bytes.
     fn len(&self) -> u64;
+    /// Whether the file is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// A read-only memory map of the whole file, if this file layer can make one (none by
     /// default; never for O_DIRECT files). Only for files nothing writes any more.
     fn map(&self) -> Option<Arc<memmap2::Mmap>> {

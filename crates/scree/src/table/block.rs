@@ -475,7 +475,8 @@ impl BlockCursor {
         }
         Ok(())
     }
-    /// Advances.
+    /// Advances. (Not `Iterator::next`: a cursor moves in place and can fail.)
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<(), CursorError> {
         if self.valid() {
             let n = self.next;

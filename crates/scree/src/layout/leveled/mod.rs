@@ -45,6 +45,16 @@ fn user_range(files: &[Arc<TableFile>]) -> Option<(Vec<u8>, Vec<u8>)> {
     Some((lo.to_vec(), hi.to_vec()))
 }
 
+/// Whether no level below `out_level` holds keys in `[lo, hi]`: a merge writing there is
+/// bottommost (it may drop tombstones and write sequence number 0). The range must cover every
+/// key the merge writes, i.e. all its input tables, including those of the output level.
+fn nothing_below(v: &LeveledVersion, out_level: usize, lo: &[u8], hi: &[u8]) -> bool {
+    v.levels
+        .iter()
+        .skip(out_level + 1)
+        .all(|files| overlapping(files, lo, hi).is_empty())
+}
+
 impl LeveledVersion {
     fn new(levels: Vec<Vec<Arc<TableFile>>>) -> Self {
         let runs = levels
@@ -237,6 +247,20 @@ impl Leveled {
         inputs: Vec<Arc<TableFile>>,
         bottom_level: Option<usize>,
     ) -> Option<Box<dyn Job>> {
+        let job = self.plan_job(v, o, level, inputs, bottom_level)?;
+        Some(Box::new(job))
+    }
+
+    /// The job merging `inputs` of `level` with what they overlap in the next level (or, with
+    /// `bottom_level`, into that level alone); `None` when a file is busy.
+    fn plan_job(
+        &self,
+        v: &LeveledVersion,
+        o: &LeveledOptions,
+        level: usize,
+        inputs: Vec<Arc<TableFile>>,
+        bottom_level: Option<usize>,
+    ) -> Option<LeveledJob> {
         let out_level = bottom_level.unwrap_or(level + 1);
         let (lo, hi) = user_range(&inputs)?;
         let next: Vec<Arc<TableFile>> = if bottom_level.is_some() {
@@ -246,12 +270,10 @@ impl Leveled {
         };
         let all: Vec<Arc<TableFile>> = inputs.iter().chain(next.iter()).cloned().collect();
         let reservation = self.reserve(&all)?;
-        let bottommost = v
-            .levels
-            .iter()
-            .skip(out_level + 1)
-            .all(|files| overlapping(files, &lo, &hi).is_empty());
-        let grandparents = overlapping(v.level(out_level + 1), &lo, &hi);
+        // The output covers the keys of `next` too, which can reach past the inputs' range.
+        let (all_lo, all_hi) = user_range(&all)?;
+        let bottommost = nothing_below(v, out_level, &all_lo, &all_hi);
+        let grandparents = overlapping(v.level(out_level + 1), &all_lo, &all_hi);
         if bottom_level.is_none() {
             let mut p = self.pointers.lock();
             if p.len() <= level {
@@ -261,7 +283,7 @@ impl Leveled {
                 *slot = hi.clone();
             }
         }
-        Some(Box::new(LeveledJob {
+        Some(LeveledJob {
             level,
             out_level,
             inputs,
@@ -270,7 +292,7 @@ impl Leveled {
             grandparents,
             target: o.target_table_bytes,
             _reservation: reservation,
-        }))
+        })
     }
 }
 
@@ -515,5 +537,95 @@ impl Job for LeveledJob {
             });
         }
         Ok(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{Leveled, LeveledVersion};
+    use crate::cache::BlockCache;
+    use crate::fs::{std_fs::StdFs, Env};
+    use crate::key::{make_ikey, ValueKind};
+    use crate::layout::{Layout, LayoutVersion};
+    use crate::manifest::edit::{AddedTable, KsEdit};
+    use crate::options::LeveledOptions;
+    use crate::table::{TableCtx, TableMeta};
+
+    fn ctx() -> Arc<TableCtx> {
+        Arc::new(TableCtx {
+            env: Env {
+                fs: Arc::new(StdFs),
+                stats: Arc::default(),
+                direct_reads: false,
+                mmap_reads: false,
+            },
+            cache: BlockCache::new(0),
+            dir: std::env::temp_dir().join("scree-leveled-unit-no-files"),
+        })
+    }
+
+    /// A table that exists only in metadata (never opened).
+    fn table(level: u32, no: u64, lo: &str, hi: &str, seq: u64) -> AddedTable {
+        AddedTable {
+            level,
+            slot: 0,
+            format: 0,
+            meta: TableMeta {
+                file_no: no,
+                size: 100,
+                smallest: make_ikey(lo.as_bytes(), seq, ValueKind::Put),
+                largest: make_ikey(hi.as_bytes(), seq, ValueKind::Put),
+                entries: 2,
+                min_seq: seq,
+                max_seq: seq,
+            },
+        }
+    }
+
+    fn version(tables: Vec<AddedTable>) -> Arc<dyn LayoutVersion> {
+        let t = ctx();
+        let e = KsEdit {
+            added: tables,
+            ..KsEdit::default()
+        };
+        Leveled::new()
+            .empty_version(&t)
+            .apply(&e, &t)
+            .expect("apply")
+    }
+
+    /// Found by the concurrency test (a snapshot read twice differed, scans lost money): an
+    /// L0 table [m, n] merged with the L1 table [a, z] it overlaps was called bottommost because
+    /// nothing below overlapped [m, n], yet L2 held an older "b". The output's "b" was written
+    /// with sequence number 0 above it (and a tombstone of "b" would have been dropped), so scans
+    /// and later merges took the older value.
+    #[test]
+    fn a_merge_is_bottommost_only_if_nothing_lies_below_any_of_its_tables() {
+        let v = version(vec![
+            table(2, 1, "b", "c", 5),
+            table(1, 2, "a", "z", 10),
+            table(0, 3, "m", "n", 20),
+        ]);
+        let lv: &LeveledVersion = v.as_any().downcast_ref().expect("leveled");
+        let policy = Leveled::new();
+        let o = LeveledOptions::default();
+        let l0 = lv.level(0).to_vec();
+        let job = policy.plan_job(lv, &o, 0, l0, None).expect("job");
+        assert_eq!(job.next.len(), 1, "L1's [a, z] is merged");
+        assert!(
+            !job.bottommost,
+            "L2 holds an older b inside the output's range"
+        );
+        assert_eq!(job.grandparents.len(), 1);
+        drop(job);
+        // Without the L2 table the same merge is bottommost.
+        let v = version(vec![table(1, 2, "a", "z", 10), table(0, 3, "m", "n", 20)]);
+        let lv: &LeveledVersion = v.as_any().downcast_ref().expect("leveled");
+        let job = policy
+            .plan_job(lv, &o, 0, lv.level(0).to_vec(), None)
+            .expect("job");
+        assert!(job.bottommost);
     }
 }
