@@ -12,7 +12,8 @@ use scree::fs::std_fs::StdFs;
 pub struct CheckArgs {
     /// The database directory (it is only read: nothing is recovered, written or removed).
     pub dir: PathBuf,
-    /// Also print notes (torn WAL tails, files the next open will remove) and counts.
+    /// Also print notes (torn WAL tails, files the next open will remove) and each keyspace's
+    /// levels (tables, bytes, layout detail such as guards or containers).
     #[arg(long, short)]
     pub verbose: bool,
 }
@@ -26,6 +27,18 @@ pub fn run(args: CheckArgs) -> anyhow::Result<bool> {
     if args.verbose {
         for n in &rep.notes {
             println!("note: {n}");
+        }
+        for (ks, levels) in &rep.levels {
+            for l in levels {
+                println!(
+                    "keyspace {ks}: level {}: {} tables, {} bytes{}{}",
+                    l.level,
+                    l.tables,
+                    l.bytes,
+                    if l.detail.is_empty() { "" } else { ", " },
+                    l.detail
+                );
+            }
         }
     }
     println!(

@@ -76,6 +76,8 @@ pub struct Report {
     pub blocks: u64,
     /// Entries read from tables and WALs.
     pub entries: u64,
+    /// Each keyspace's name and the shape of its layout as the manifest describes it.
+    pub levels: Vec<(String, Vec<crate::stats::LevelStats>)>,
 }
 
 impl Report {
@@ -158,6 +160,7 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
         if let Err(d) = v.check_invariants() {
             rep.problem(dir, 0, format!("keyspace {ks}: layout invariant: {d}"));
         }
+        rep.levels.push((ks.clone(), v.level_stats()));
     }
 
     // WALs that recovery would replay.
