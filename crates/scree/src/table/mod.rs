@@ -774,3 +774,54 @@ impl InternalIter for ConcatIter {
         self.backward_fix()
     }
 }
+
+/// Tables that exist only as metadata, for unit tests of layout versions and policies.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::sync::Arc;
+
+    use super::{TableCtx, TableMeta};
+    use crate::cache::BlockCache;
+    use crate::fs::{std_fs::StdFs, Env};
+    use crate::key::{make_ikey, ValueKind};
+    use crate::manifest::edit::AddedTable;
+
+    /// A context whose directory holds no files (tables are never opened).
+    pub(crate) fn metadata_only_ctx() -> Arc<TableCtx> {
+        Arc::new(TableCtx {
+            env: Env {
+                fs: Arc::new(StdFs),
+                stats: Arc::default(),
+                direct_reads: false,
+                mmap_reads: false,
+            },
+            cache: BlockCache::new(0),
+            dir: std::env::temp_dir().join("scree-unit-no-files"),
+        })
+    }
+
+    /// A table of `level` holding user keys `lo..=hi` with sequence numbers `seqs` (min, max).
+    pub(crate) fn metadata_only_table(
+        level: u32,
+        no: u64,
+        lo: &str,
+        hi: &str,
+        seqs: (u64, u64),
+        size: u64,
+    ) -> AddedTable {
+        AddedTable {
+            level,
+            slot: 0,
+            format: 0,
+            meta: TableMeta {
+                file_no: no,
+                size,
+                smallest: make_ikey(lo.as_bytes(), seqs.1, ValueKind::Put),
+                largest: make_ikey(hi.as_bytes(), seqs.0, ValueKind::Put),
+                entries: 2,
+                min_seq: seqs.0,
+                max_seq: seqs.1,
+            },
+        }
+    }
+}

@@ -61,49 +61,8 @@ fn lock_ranges() {
 mod version_tests_support {
     use std::sync::Arc;
 
-    use crate::cache::BlockCache;
-    use crate::fs::{std_fs::StdFs, Env};
-    use crate::key::{make_ikey, ValueKind};
-    use crate::manifest::edit::AddedTable;
-    use crate::table::{TableCtx, TableMeta};
-
-    pub(super) fn ctx() -> Arc<TableCtx> {
-        Arc::new(TableCtx {
-            env: Env {
-                fs: Arc::new(StdFs),
-                stats: Arc::default(),
-                direct_reads: false,
-                mmap_reads: false,
-            },
-            cache: BlockCache::new(0),
-            dir: std::env::temp_dir().join("scree-frag-unit-no-files"),
-        })
-    }
-
-    /// A table that exists only in metadata (never opened).
-    pub(super) fn table_sized(
-        level: u32,
-        no: u64,
-        lo: &str,
-        hi: &str,
-        seqs: (u64, u64),
-        size: u64,
-    ) -> AddedTable {
-        AddedTable {
-            level,
-            slot: 0,
-            format: 0,
-            meta: TableMeta {
-                file_no: no,
-                size,
-                smallest: make_ikey(lo.as_bytes(), seqs.1, ValueKind::Put),
-                largest: make_ikey(hi.as_bytes(), seqs.0, ValueKind::Put),
-                entries: 2,
-                min_seq: seqs.0,
-                max_seq: seqs.1,
-            },
-        }
-    }
+    pub(super) use crate::table::test_support::metadata_only_ctx as ctx;
+    pub(super) use crate::table::test_support::metadata_only_table as table_sized;
 
     /// An empty fragmented version.
     pub(super) fn empty() -> Arc<dyn crate::layout::LayoutVersion> {

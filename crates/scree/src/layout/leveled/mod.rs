@@ -239,18 +239,6 @@ impl Leveled {
         })
     }
 
-    fn build_job(
-        &self,
-        v: &LeveledVersion,
-        o: &LeveledOptions,
-        level: usize,
-        inputs: Vec<Arc<TableFile>>,
-        bottom_level: Option<usize>,
-    ) -> Option<Box<dyn Job>> {
-        let job = self.plan_job(v, o, level, inputs, bottom_level)?;
-        Some(Box::new(job))
-    }
-
     /// The job merging `inputs` of `level` with what they overlap in the next level (or, with
     /// `bottom_level`, into that level alone); `None` when a file is busy.
     fn plan_job(
@@ -346,8 +334,8 @@ impl Layout for Leveled {
                 // All of L0 at once: taking only some L0 tables could put newer data below
                 // older data.
                 let inputs = v.level(0).to_vec();
-                if let Some(j) = self.build_job(v, o, 0, inputs, None) {
-                    return Some(j);
+                if let Some(j) = self.plan_job(v, o, 0, inputs, None) {
+                    return Some(Box::new(j));
                 }
                 continue;
             }
@@ -357,8 +345,8 @@ impl Layout for Leveled {
             let order = (start..files.len()).chain(0..start);
             for i in order {
                 if let Some(f) = files.get(i) {
-                    if let Some(j) = self.build_job(v, o, level, vec![f.clone()], None) {
-                        return Some(j);
+                    if let Some(j) = self.plan_job(v, o, level, vec![f.clone()], None) {
+                        return Some(Box::new(j));
                     }
                 }
             }
@@ -388,8 +376,8 @@ impl Layout for Leveled {
             return ManualStep::Done;
         }
         let inputs: Vec<Arc<TableFile>> = v.levels.iter().flatten().cloned().collect();
-        match self.build_job(v, &ctx.opts.leveled, 0, inputs, Some(target)) {
-            Some(j) => ManualStep::Run(j),
+        match self.plan_job(v, &ctx.opts.leveled, 0, inputs, Some(target)) {
+            Some(j) => ManualStep::Run(Box::new(j)),
             None => ManualStep::Wait,
         }
     }
@@ -545,43 +533,13 @@ mod tests {
     use std::sync::Arc;
 
     use super::{Leveled, LeveledVersion};
-    use crate::cache::BlockCache;
-    use crate::fs::{std_fs::StdFs, Env};
-    use crate::key::{make_ikey, ValueKind};
     use crate::layout::{Layout, LayoutVersion};
     use crate::manifest::edit::{AddedTable, KsEdit};
     use crate::options::LeveledOptions;
-    use crate::table::{TableCtx, TableMeta};
+    use crate::table::test_support::{metadata_only_ctx as ctx, metadata_only_table};
 
-    fn ctx() -> Arc<TableCtx> {
-        Arc::new(TableCtx {
-            env: Env {
-                fs: Arc::new(StdFs),
-                stats: Arc::default(),
-                direct_reads: false,
-                mmap_reads: false,
-            },
-            cache: BlockCache::new(0),
-            dir: std::env::temp_dir().join("scree-leveled-unit-no-files"),
-        })
-    }
-
-    /// A table that exists only in metadata (never opened).
     fn table(level: u32, no: u64, lo: &str, hi: &str, seq: u64) -> AddedTable {
-        AddedTable {
-            level,
-            slot: 0,
-            format: 0,
-            meta: TableMeta {
-                file_no: no,
-                size: 100,
-                smallest: make_ikey(lo.as_bytes(), seq, ValueKind::Put),
-                largest: make_ikey(hi.as_bytes(), seq, ValueKind::Put),
-                entries: 2,
-                min_seq: seq,
-                max_seq: seq,
-            },
-        }
+        metadata_only_table(level, no, lo, hi, (seq, seq), 100)
     }
 
     fn version(tables: Vec<AddedTable>) -> Arc<dyn LayoutVersion> {
