@@ -1,5 +1,6 @@
 //! Opening a sorted table from arbitrary bytes, reading every entry forward and backward and a
-//! few point lookups: errors are fine, panics are not.
+//! few point lookups, on both read paths (copied and memory-mapped): errors are fine, panics
+//! are not.
 #![no_main]
 
 use std::sync::Arc;
@@ -10,8 +11,11 @@ use scree::iter::InternalIter;
 use scree::table::{TableIter, TableReader};
 
 fuzz_target!(|data: &[u8]| {
-    let (env, path) = scree_fuzz::env_with_file("000001.sst", data);
-    let Ok(t) = TableReader::open(&env, &path, 1, BlockCache::new(1 << 16)) else {
+    scree_fuzz::with_both_read_paths("000001.sst", data, |env, path| check(env, path));
+});
+
+fn check(env: &scree::fs::Env, path: &std::path::Path) {
+    let Ok(t) = TableReader::open(env, path, 1, BlockCache::new(1 << 16)) else {
         return;
     };
     let t = Arc::new(t);
@@ -44,4 +48,4 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = t.get(b"missing", 1);
-});
+}

@@ -1,14 +1,16 @@
-//! Helpers shared by the fuzz targets: an in-memory environment holding one file.
+//! Helpers shared by the fuzz targets: an environment holding one file, in memory or on disk.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use scree::fs::fault::FaultFs;
+use scree::fs::std_fs::StdFs;
 use scree::fs::{Env, FileSystem};
 use scree::stats::IoStats;
 
 /// An `Env` over a fresh in-memory file system holding `data` at `/f/<name>`; returns the env
-/// and the file's path.
+/// and the file's path. Reads copy the bytes (`pread`-like); nothing is memory-mapped.
 pub fn env_with_file(name: &str, data: &[u8]) -> (Env, PathBuf) {
     let fs = FaultFs::new(1);
     let _ = fs.create_dir_all(Path::new("/f"));
@@ -18,6 +20,32 @@ pub fn env_with_file(name: &str, data: &[u8]) -> (Env, PathBuf) {
         fs: Arc::new(fs),
         stats: Arc::new(IoStats::default()),
         direct_reads: false,
+        mmap_reads: false,
     };
     (env, path)
+}
+
+/// Runs `body` on `data` stored as `name` twice: in memory (read by copy) and as a real file
+/// read through a memory map (`Options::mmap_reads`, the default read path of tables), so the
+/// decoding of mapped blocks and buckets is fuzzed too. The real file is written under the
+/// temporary directory with a name used once, and removed after `body` returns (its readers
+/// and maps are dropped by then).
+pub fn with_both_read_paths(name: &str, data: &[u8], mut body: impl FnMut(&Env, &Path)) {
+    let (env, path) = env_with_file(name, data);
+    body(&env, &path);
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!("scree-fuzz-{}", std::process::id()));
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let path = dir.join(format!("{n:06}-{name}"));
+    if std::fs::create_dir_all(&dir).is_err() || std::fs::write(&path, data).is_err() {
+        return;
+    }
+    let env = Env {
+        fs: Arc::new(StdFs),
+        stats: Arc::new(IoStats::default()),
+        direct_reads: false,
+        mmap_reads: true,
+    };
+    body(&env, &path);
+    let _ = std::fs::remove_file(&path);
 }
