@@ -62,11 +62,16 @@ impl KsCore {
     }
 
     /// Counts what an edit about to be installed writes into each level: its added tables (a
-    /// table also named as removed is a move), and the tables it merges away, at the deepest
-    /// level it writes to. `old` is the version the edit applies to.
-    fn count_level_writes(&self, edit: &KsEdit, old: &[Arc<TableFile>], flush: bool) {
-        let added: HashSet<u64> = edit.added.iter().map(|a| a.meta.file_no).collect();
-        let removed: HashSet<u64> = edit.removed.iter().copied().collect();
+    /// table also named as removed is a move), and the tables it merges away (`merged`: removed
+    /// and not re-added), at the deepest level it writes to. `old` holds the tables of the
+    /// version the edit applies to.
+    fn count_level_writes(
+        &self,
+        edit: &KsEdit,
+        old: &[Arc<TableFile>],
+        merged: &HashSet<u64>,
+        flush: bool,
+    ) {
         let mut w = self.level_writes.lock();
         let mut deepest: Option<usize> = None;
         for a in &edit.added {
@@ -76,7 +81,7 @@ impl KsCore {
             }
             let Some(lw) = w.get_mut(level) else { continue };
             let bytes = a.meta.size;
-            if removed.contains(&a.meta.file_no) {
+            if edit.removed.contains(&a.meta.file_no) {
                 lw.moved_bytes += bytes;
                 continue;
             }
@@ -90,7 +95,7 @@ impl KsCore {
         }
         let merged: u64 = old
             .iter()
-            .filter(|t| removed.contains(&t.meta.file_no) && !added.contains(&t.meta.file_no))
+            .filter(|t| merged.contains(&t.meta.file_no))
             .map(|t| t.meta.size)
             .sum();
         if let Some(lw) = deepest.and_then(|d| w.get_mut(d)) {
@@ -1223,7 +1228,14 @@ impl DbInner {
         if let Some(n) = edit.log_number {
             ks.log_number.store(n, Ordering::SeqCst);
         }
-        ks.count_level_writes(edit, &old_files, flushed.is_some());
+        let added: HashSet<u64> = edit.added.iter().map(|a| a.meta.file_no).collect();
+        let merged: HashSet<u64> = edit
+            .removed
+            .iter()
+            .copied()
+            .filter(|f| !added.contains(f))
+            .collect();
+        ks.count_level_writes(edit, &old_files, &merged, flushed.is_some());
         {
             let mut g = ks.sv.write();
             let imms = match flushed {
@@ -1241,15 +1253,8 @@ impl DbInner {
                 version: new_version,
             });
         }
-        let added: HashSet<u64> = edit.added.iter().map(|a| a.meta.file_no).collect();
-        let removed: HashSet<u64> = edit
-            .removed
-            .iter()
-            .copied()
-            .filter(|f| !added.contains(f))
-            .collect();
         for f in old_files {
-            if removed.contains(&f.meta.file_no) {
+            if merged.contains(&f.meta.file_no) {
                 f.mark_obsolete();
             }
         }
