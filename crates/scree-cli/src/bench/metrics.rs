@@ -86,6 +86,81 @@ pub fn process_wchar() -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// The name of the throughput sampler's thread.
+pub const SAMPLER_THREAD: &str = "bench-sampler";
+
+/// Clock ticks per second of the CPU times in `/proc/<pid>/task/<tid>/stat` (`USER_HZ`, fixed
+/// at 100 by the Linux ABI on every architecture Scree builds for).
+const USER_HZ: f64 = 100.0;
+
+/// User plus system CPU seconds in one `/proc/…/stat` line (fields 14 and 15, counted after
+/// the parenthesised thread name, which may itself hold spaces and parentheses).
+fn stat_cpu_seconds(stat: &str) -> Option<f64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / USER_HZ)
+}
+
+/// CPU seconds the calling thread has run (Linux; `None` elsewhere). 10 ms resolution.
+pub fn thread_cpu_seconds() -> Option<f64> {
+    stat_cpu_seconds(&std::fs::read_to_string("/proc/thread-self/stat").ok()?)
+}
+
+/// A thread's role: its name without a trailing instance number (`scree-bg-1` → `scree-bg`,
+/// `rocksdb:low0` → `rocksdb:low`).
+pub fn thread_role(name: &str) -> String {
+    let role = name
+        .trim_end_matches(|c: char| c.is_ascii_digit())
+        .trim_end_matches(['-', ':', '_', ' ']);
+    if role.is_empty() { name } else { role }.to_string()
+}
+
+/// CPU seconds of every live thread of this process: thread id → (role, seconds). Threads
+/// that exit between two snapshots are missing from the later one (the benchmark measures its
+/// own client threads from inside them). Empty where `/proc` is not Linux's.
+pub fn cpu_by_thread() -> std::collections::BTreeMap<u64, (String, f64)> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let Some(tid) = task
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        // A thread may exit between the listing and these reads; skip it.
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(task.path().join("comm")),
+            std::fs::read_to_string(task.path().join("stat")),
+        ) else {
+            continue;
+        };
+        if let Some(secs) = stat_cpu_seconds(&stat) {
+            out.insert(tid, (thread_role(comm.trim_end()), secs));
+        }
+    }
+    out
+}
+
+/// CPU seconds by role between two [`cpu_by_thread`] snapshots. A thread only in `after`
+/// started in between and counts whole.
+pub fn cpu_delta_by_role(
+    before: &std::collections::BTreeMap<u64, (String, f64)>,
+    after: &std::collections::BTreeMap<u64, (String, f64)>,
+) -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    for (tid, (role, secs)) in after {
+        let start = before.get(tid).map_or(0.0, |(_, s)| *s);
+        *out.entry(role.clone()).or_insert(0.0) += (secs - start).max(0.0);
+    }
+    out
+}
+
 /// Apparent and allocated bytes of every file under `dir`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DiskUsage {
@@ -137,7 +212,7 @@ impl Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let (o, s) = (ops.clone(), stop.clone());
         let handle = std::thread::Builder::new()
-            .name("bench-sampler".into())
+            .name(SAMPLER_THREAD.into())
             .spawn(move || {
                 let start = Instant::now();
                 let mut samples = vec![(0.0, 0)];
@@ -223,6 +298,54 @@ mod tests {
         let usage = disk_usage(dir.path()).expect("usage");
         assert_eq!(usage.apparent, 100_000);
         assert_eq!(usage.files, 1);
+    }
+
+    #[test]
+    fn cpu_seconds_parse_after_a_name_with_spaces_and_parentheses() {
+        // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+        // utime stime ...
+        let line = "42 (a (b) c) R 1 2 3 4 5 6 7 8 9 10 250 130 0 0 20 0 1";
+        assert_eq!(stat_cpu_seconds(line), Some(3.8));
+        assert_eq!(stat_cpu_seconds("42 (x) R 1 2"), None);
+        assert_eq!(stat_cpu_seconds("no parenthesis"), None);
+        assert_eq!(thread_role("scree-bg-1"), "scree-bg");
+        assert_eq!(thread_role("rocksdb:low0"), "rocksdb:low");
+        assert_eq!(thread_role("bench-client"), "bench-client");
+        assert_eq!(thread_role("42"), "42");
+    }
+
+    #[test]
+    fn a_busy_thread_is_counted_under_its_role() {
+        if thread_cpu_seconds().is_none() {
+            return; // not Linux
+        }
+        let before = cpu_by_thread();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let h = std::thread::Builder::new()
+            .name("cpu-test-spin-7".into())
+            .spawn(move || {
+                let t = Instant::now();
+                let mut x = 0u64;
+                while t.elapsed() < Duration::from_millis(300) {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                }
+                let own = thread_cpu_seconds();
+                while !stop2.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                (x, own)
+            })
+            .expect("spawn");
+        std::thread::sleep(Duration::from_millis(400));
+        let after = cpu_by_thread();
+        stop.store(true, Ordering::Relaxed);
+        let (_, own) = h.join().expect("join");
+        let by_role = cpu_delta_by_role(&before, &after);
+        let spun = by_role.get("cpu-test-spin").copied().unwrap_or(0.0);
+        // 300 ms of spinning; the machine may be busy, so only ask for a good part of it.
+        assert!(spun >= 0.05 && spun <= 1.0, "spin thread counted {spun} s");
+        assert!(own.is_some_and(|o| o >= 0.05), "own measure {own:?}");
     }
 
     #[test]

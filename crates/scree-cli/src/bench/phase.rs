@@ -77,6 +77,10 @@ pub struct WorkloadResult {
     pub metadata_block_reads: Option<u64>,
     /// Disk usage after the phase.
     pub disk: Option<DiskUsage>,
+    /// CPU seconds each thread role ran while the operations ran (not during the wait for
+    /// compactions): `bench-client` for the benchmark's own threads, the engine's thread
+    /// names without instance numbers for the rest (Linux only).
+    pub cpu_seconds_by_thread: Option<BTreeMap<String, f64>>,
     /// How long waiting for compactions took.
     pub wait_compaction_seconds: Option<f64>,
     /// (t, ops completed) samples.
@@ -122,6 +126,19 @@ impl WorkloadResult {
         (self.ops > 0).then_some(())?;
         n.map(|n| n as f64 / self.ops as f64)
     }
+    /// CPU cores the thread roles that `pick` selects kept busy on average while the
+    /// operations ran (CPU seconds ÷ wall seconds).
+    pub fn cpu_cores(&self, pick: impl Fn(&str) -> bool) -> Option<f64> {
+        (self.seconds > 0.0).then_some(())?;
+        let m = self.cpu_seconds_by_thread.as_ref()?;
+        Some(
+            m.iter()
+                .filter(|(r, _)| pick(r))
+                .map(|(_, s)| s)
+                .sum::<f64>()
+                / self.seconds,
+        )
+    }
     /// Data block reads per operation.
     pub fn data_block_reads_per_op(&self) -> Option<f64> {
         self.per_op(self.data_block_reads)
@@ -148,6 +165,38 @@ fn progress_bar(cfg: &PhaseConfig, label: &str, total: u64) -> ProgressBar {
     }
     pb.set_prefix(label.to_string());
     pb
+}
+
+/// The name of the benchmark's client threads.
+pub const CLIENT_THREAD: &str = "bench-client";
+/// The name of readwhilewriting's writer thread.
+pub const WRITER_THREAD: &str = "bench-writer";
+
+/// CPU seconds by thread role since `before`, with the clients' own measure under
+/// [`CLIENT_THREAD`] and the writer's under [`WRITER_THREAD`]. A live thread that still carries
+/// one of those names was started by one of them (a peer engine's thread inherits its
+/// creator's name) and is reported apart. `None` where `/proc` gives no CPU times.
+fn cpu_by_role(
+    before: &BTreeMap<u64, (String, f64)>,
+    clients: Option<f64>,
+    writer: Option<f64>,
+) -> Option<BTreeMap<String, f64>> {
+    let clients = clients?;
+    let after = metrics::cpu_by_thread();
+    let mut roles = BTreeMap::new();
+    for (role, secs) in metrics::cpu_delta_by_role(before, &after) {
+        let role = if role == CLIENT_THREAD || role == WRITER_THREAD {
+            format!("started by {role}")
+        } else {
+            role
+        };
+        *roles.entry(role).or_insert(0.0) += secs;
+    }
+    roles.insert(CLIENT_THREAD.to_string(), clients);
+    if let Some(w) = writer {
+        roles.insert(WRITER_THREAD.to_string(), w);
+    }
+    Some(roles)
 }
 
 /// Runs `workload` on `engine` (whose files are under `dir`).
@@ -197,40 +246,71 @@ pub fn run(
         ycsb,
     };
 
+    let cpu_before = metrics::cpu_by_thread();
     let start = Instant::now();
     let mut outcome = ThreadOutcome::default();
     let mut writer_outcome = None;
+    // CPU seconds of the client threads, each measured by itself just before it returns.
+    let mut client_cpu: Option<f64> = Some(0.0);
+    let mut writer_cpu: Option<f64> = None;
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 let ctx = &ctx;
-                s.spawn(move || run_thread(ctx, workload, t, threads))
+                std::thread::Builder::new()
+                    .name(CLIENT_THREAD.into())
+                    .spawn_scoped(s, move || {
+                        let o = run_thread(ctx, workload, t, threads);
+                        (o, metrics::thread_cpu_seconds())
+                    })
             })
             .collect();
         let writer = (workload == Workload::ReadWhileWriting).then(|| {
             let (ctx, done) = (&ctx, &done);
-            s.spawn(move || run_writer(ctx, done))
+            std::thread::Builder::new()
+                .name(WRITER_THREAD.into())
+                .spawn_scoped(s, move || {
+                    let o = run_writer(ctx, done);
+                    (o, metrics::thread_cpu_seconds())
+                })
         });
+        let mut add_cpu = |c: Option<f64>| client_cpu = client_cpu.zip(c).map(|(a, b)| a + b);
         for h in workers {
-            match h.join() {
-                Ok(o) => outcome.merge(o),
-                Err(_) => {
+            match h.map(|h| h.join()) {
+                Ok(Ok((o, cpu))) => {
+                    outcome.merge(o);
+                    add_cpu(cpu);
+                }
+                Ok(Err(_)) => {
                     outcome.error = Some(EngineError::Failed("a worker thread panicked".into()))
+                }
+                Err(e) => {
+                    outcome.error = Some(EngineError::Failed(format!(
+                        "could not start a worker thread: {e}"
+                    )))
                 }
             }
         }
         done.store(true, Ordering::Relaxed);
         if let Some(h) = writer {
-            writer_outcome = Some(h.join().map_err(|_| "the writer thread panicked"));
+            writer_outcome = Some(match h.map(|h| h.join()) {
+                Ok(Ok((o, cpu))) => {
+                    writer_cpu = cpu;
+                    Ok(o)
+                }
+                Ok(Err(_)) => Err("the writer thread panicked".to_string()),
+                Err(e) => Err(format!("could not start the writer thread: {e}")),
+            });
         }
     });
     let seconds = start.elapsed().as_secs_f64();
+    let cpu_seconds_by_thread = cpu_by_role(&cpu_before, client_cpu, writer_cpu);
     let samples = sampler.finish();
     pb.finish_and_clear();
     match writer_outcome {
         Some(Ok(w)) => outcome.merge(w),
-        Some(Err(m)) => outcome.error = Some(EngineError::Failed(m.into())),
+        Some(Err(m)) => outcome.error = Some(EngineError::Failed(m)),
         None => {}
     }
 
@@ -307,6 +387,7 @@ pub fn run(
         data_block_reads: delta(after.data_block_reads, before.data_block_reads),
         metadata_block_reads: delta(after.metadata_block_reads, before.metadata_block_reads),
         disk,
+        cpu_seconds_by_thread,
         wait_compaction_seconds,
         samples,
         op_counts: outcome.op_counts,

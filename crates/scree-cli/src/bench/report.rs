@@ -5,7 +5,13 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::phase::WorkloadResult;
+use super::metrics::SAMPLER_THREAD;
+use super::phase::{WorkloadResult, CLIENT_THREAD, WRITER_THREAD};
+
+/// The benchmark's own operation threads (readers, writers, readwhilewriting's writer).
+fn is_client(role: &str) -> bool {
+    role == CLIENT_THREAD || role == WRITER_THREAD
+}
 use super::{BenchArgs, EngineSpec, RunResult};
 
 /// `latency_us` of the JSON schema.
@@ -51,6 +57,7 @@ pub struct WorkloadJson {
     pub data_block_reads_per_op: Option<f64>,
     pub metadata_block_reads_per_op: Option<f64>,
     pub wait_compaction_seconds: Option<f64>,
+    pub cpu_seconds_by_thread: Option<Value>,
     pub op_counts: Option<Value>,
     pub unsupported: Option<String>,
     pub error: Option<String>,
@@ -124,6 +131,13 @@ pub fn workload_json(w: &WorkloadResult) -> WorkloadJson {
         data_block_reads_per_op: w.data_block_reads_per_op().map(|x| round(x, 4)),
         metadata_block_reads_per_op: w.metadata_block_reads_per_op().map(|x| round(x, 4)),
         wait_compaction_seconds: w.wait_compaction_seconds.map(|x| round(x, 6)),
+        cpu_seconds_by_thread: w.cpu_seconds_by_thread.as_ref().map(|m| {
+            let map: serde_json::Map<String, Value> = m
+                .iter()
+                .map(|(k, v)| (k.clone(), json!(round(*v, 2))))
+                .collect();
+            Value::Object(map)
+        }),
         op_counts: (!w.op_counts.is_empty()).then(|| json!(w.op_counts)),
         unsupported: w.unsupported.clone(),
         error: w.error.clone(),
@@ -301,6 +315,15 @@ pub fn table(runs: &[RunResult], args: &BenchArgs) -> String {
                 opt(w.metadata_block_reads_per_op(), |x| format!("{x:.3}"))
             });
         }
+        row("cpu cores: client", &|w| {
+            opt(w.cpu_cores(is_client), |x| format!("{x:.2}"))
+        });
+        row("cpu cores: engine", &|w| {
+            opt(
+                w.cpu_cores(|role| !is_client(role) && role != SAMPLER_THREAD),
+                |x| format!("{x:.2}"),
+            )
+        });
         row("disk MB", &|w| {
             opt(w.disk, |d| format!("{:.1}", d.apparent as f64 / 1e6))
         });
