@@ -78,8 +78,10 @@ pub struct Counters {
     pub user_bytes: Option<u64>,
     /// Bytes the engine says it wrote, by cause.
     pub written: Option<WrittenByCause>,
-    /// Seconds writers were stalled.
+    /// Seconds writers were stopped or slowed down (RocksDB's `stall.micros` counts both).
     pub stall_seconds: Option<f64>,
+    /// The part of `stall_seconds` spent in slowdown delays (Scree only).
+    pub slowdown_seconds: Option<f64>,
     /// The part of `stall_seconds` spent waiting for a flush (Scree only).
     pub memtable_stall_seconds: Option<f64>,
     /// Data blocks read from files.

@@ -71,6 +71,8 @@ pub struct WorkloadResult {
     pub stall_seconds: Option<f64>,
     /// The part of them spent waiting for a flush (Scree only).
     pub memtable_stall_seconds: Option<f64>,
+    /// The part of them spent in slowdown delays (Scree only).
+    pub slowdown_seconds: Option<f64>,
     /// Data block reads during the phase.
     pub data_block_reads: Option<u64>,
     /// Metadata block reads during the phase.
@@ -376,6 +378,10 @@ pub fn run(
             _ => None,
         },
         stall_seconds: match (after.stall_seconds, before.stall_seconds) {
+            (Some(a), Some(b)) => Some((a - b).max(0.0)),
+            _ => None,
+        },
+        slowdown_seconds: match (after.slowdown_seconds, before.slowdown_seconds) {
             (Some(a), Some(b)) => Some((a - b).max(0.0)),
             _ => None,
         },

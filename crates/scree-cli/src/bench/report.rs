@@ -45,6 +45,7 @@ pub struct WorkloadJson {
     pub stall_seconds: Option<f64>,
     // Additions.
     pub memtable_stall_seconds: Option<f64>,
+    pub slowdown_seconds: Option<f64>,
     pub mb_per_sec: f64,
     pub expected_found: Option<u64>,
     pub lookups: Option<u64>,
@@ -109,6 +110,7 @@ pub fn workload_json(w: &WorkloadResult) -> WorkloadJson {
         disk_bytes: w.disk.map(|d| d.apparent),
         stall_seconds: w.stall_seconds,
         memtable_stall_seconds: w.memtable_stall_seconds,
+        slowdown_seconds: w.slowdown_seconds,
         mb_per_sec: round(w.mb_per_sec(), 3),
         expected_found: w.expected_found,
         lookups: w.lookups,
@@ -303,6 +305,9 @@ pub fn table(runs: &[RunResult], args: &BenchArgs) -> String {
                 opt(w.wchar_write_amplification(), |x| format!("{x:.2}"))
             });
             row("stall s", &|w| opt(w.stall_seconds, |x| format!("{x:.2}")));
+            row("  of which slowdown s", &|w| {
+                opt(w.slowdown_seconds, |x| format!("{x:.2}"))
+            });
         }
         row("written MB (wchar)", &|w| {
             opt(w.wchar_bytes, |x| format!("{:.1}", x as f64 / 1e6))

@@ -219,7 +219,10 @@ impl BenchEngine for ScreeEngine {
                 metadata: w.metadata,
                 gc: w.gc,
             }),
-            stall_seconds: Some(s.stall_seconds),
+            // A slowdown sleep delays a writer like RocksDB's delayed write, which its
+            // `stall.micros` counts: count it too, and report it apart.
+            stall_seconds: Some(s.stall_seconds + s.slowdown_seconds),
+            slowdown_seconds: Some(s.slowdown_seconds),
             memtable_stall_seconds: Some(s.memtable_stall_seconds),
             data_block_reads: Some(s.data_block_reads),
             metadata_block_reads: Some(s.metadata_block_reads),

@@ -421,6 +421,7 @@ impl BenchEngine for LevelDb {
             written,
             stall_seconds: None,
             memtable_stall_seconds: None,
+            slowdown_seconds: None,
             data_block_reads: None,
             metadata_block_reads: None,
             mapped_bytes: None,

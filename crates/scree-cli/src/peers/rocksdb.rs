@@ -448,6 +448,7 @@ impl BenchEngine for RocksDb {
             mapped_bytes: None,
             level_bytes: None,
             memtable_stall_seconds: None,
+            slowdown_seconds: None,
         }
     }
 
