@@ -103,9 +103,12 @@ fn stat_cpu_seconds(stat: &str) -> Option<f64> {
     Some((utime + stime) as f64 / USER_HZ)
 }
 
-/// CPU seconds the calling thread has run (Linux; `None` elsewhere). 10 ms resolution.
-pub fn thread_cpu_seconds() -> Option<f64> {
-    stat_cpu_seconds(&std::fs::read_to_string("/proc/thread-self/stat").ok()?)
+/// The calling thread's id and the CPU seconds it has run (Linux; `None` elsewhere). 10 ms
+/// resolution.
+pub fn thread_cpu_seconds() -> Option<(u64, f64)> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    let tid = stat.split_whitespace().next()?.parse().ok()?;
+    Some((tid, stat_cpu_seconds(&stat)?))
 }
 
 /// A thread's role: its name without a trailing instance number (`scree-bg-1` → `scree-bg`,
@@ -345,7 +348,12 @@ mod tests {
         let spun = by_role.get("cpu-test-spin").copied().unwrap_or(0.0);
         // 300 ms of spinning; the machine may be busy, so only ask for a good part of it.
         assert!(spun >= 0.05 && spun <= 1.0, "spin thread counted {spun} s");
-        assert!(own.is_some_and(|o| o >= 0.05), "own measure {own:?}");
+        assert!(own.is_some_and(|(_, o)| o >= 0.05), "own measure {own:?}");
+        let (tid, _) = own.expect("own measure");
+        assert_eq!(
+            after.get(&tid).map(|(role, _)| role.as_str()),
+            Some("cpu-test-spin")
+        );
     }
 
     #[test]

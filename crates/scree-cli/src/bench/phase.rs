@@ -182,9 +182,11 @@ fn cpu_by_role(
     before: &BTreeMap<u64, (String, f64)>,
     clients: Option<f64>,
     writer: Option<f64>,
+    client_tids: &[u64],
 ) -> Option<BTreeMap<String, f64>> {
     let clients = clients?;
-    let after = metrics::cpu_by_thread();
+    let mut after = metrics::cpu_by_thread();
+    after.retain(|tid, _| !client_tids.contains(tid));
     let mut roles = BTreeMap::new();
     for (role, secs) in metrics::cpu_delta_by_role(before, &after) {
         let role = if role == CLIENT_THREAD || role == WRITER_THREAD {
@@ -252,9 +254,11 @@ pub fn run(
     let start = Instant::now();
     let mut outcome = ThreadOutcome::default();
     let mut writer_outcome = None;
-    // CPU seconds of the client threads, each measured by itself just before it returns.
+    // CPU seconds of the client threads, each measured by itself just before it returns, and
+    // their thread ids (a joined thread can still be listed in /proc for a moment).
     let mut client_cpu: Option<f64> = Some(0.0);
     let mut writer_cpu: Option<f64> = None;
+    let mut client_tids: Vec<u64> = Vec::new();
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
@@ -277,7 +281,10 @@ pub fn run(
                     (o, metrics::thread_cpu_seconds())
                 })
         });
-        let mut add_cpu = |c: Option<f64>| client_cpu = client_cpu.zip(c).map(|(a, b)| a + b);
+        let mut add_cpu = |c: Option<(u64, f64)>| {
+            client_tids.extend(c.map(|(tid, _)| tid));
+            client_cpu = client_cpu.zip(c).map(|(a, (_, b))| a + b);
+        };
         for h in workers {
             match h.map(|h| h.join()) {
                 Ok(Ok((o, cpu))) => {
@@ -298,7 +305,8 @@ pub fn run(
         if let Some(h) = writer {
             writer_outcome = Some(match h.map(|h| h.join()) {
                 Ok(Ok((o, cpu))) => {
-                    writer_cpu = cpu;
+                    client_tids.extend(cpu.map(|(tid, _)| tid));
+                    writer_cpu = cpu.map(|(_, secs)| secs);
                     Ok(o)
                 }
                 Ok(Err(_)) => Err("the writer thread panicked".to_string()),
@@ -307,7 +315,7 @@ pub fn run(
         }
     });
     let seconds = start.elapsed().as_secs_f64();
-    let cpu_seconds_by_thread = cpu_by_role(&cpu_before, client_cpu, writer_cpu);
+    let cpu_seconds_by_thread = cpu_by_role(&cpu_before, client_cpu, writer_cpu, &client_tids);
     let samples = sampler.finish();
     pb.finish_and_clear();
     match writer_outcome {
