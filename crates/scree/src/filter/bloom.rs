@@ -123,12 +123,54 @@ pub fn encode_local(hashes: &[u64], bits_per_key: u32) -> Vec<u8> {
 /// Loads the cache line `may_contain(filter, h)` reads first (the block of a cache-local
 /// filter), so that several filters' misses can overlap; does nothing for a standard filter.
 pub fn touch(filter: &[u8], h: u64) {
-    let Some((&k, blocks)) = filter.split_last() else {
-        return;
-    };
-    if k & LOCAL != 0 && blocks.len() >= 64 {
-        let i = local_block(h, blocks.len() / 64) * 64;
-        std::hint::black_box(blocks.get(i).copied());
+    if let Some((&trailer, bitmap)) = filter.split_last() {
+        touch_parts(trailer, bitmap, h);
+    }
+}
+
+/// [`touch`] of a filter split into its trailing byte and its bitmap.
+fn touch_parts(trailer: u8, bitmap: &[u8], h: u64) {
+    if trailer & LOCAL != 0 && bitmap.len() >= 64 {
+        let i = local_block(h, bitmap.len() / 64) * 64;
+        std::hint::black_box(bitmap.get(i).copied());
+    }
+}
+
+/// A filter held in memory whose trailing byte (encoding and probe count) was read once, when
+/// it was loaded. A probe then reads only the bitmap's cache line. Reading the trailer on every
+/// probe cost a second cache miss per table, since the trailer sits at the far end of a filter
+/// of kilobytes to megabytes.
+#[derive(Debug, Clone, Default)]
+pub struct LoadedFilter {
+    bytes: Vec<u8>,
+    trailer: Option<u8>,
+}
+
+impl LoadedFilter {
+    /// Holds an encoded filter (either encoding; empty = no filter, which admits every key).
+    pub fn new(bytes: Vec<u8>) -> LoadedFilter {
+        let trailer = bytes.last().copied();
+        LoadedFilter { bytes, trailer }
+    }
+    /// The bitmap without the trailing byte (computing it reads no filter memory).
+    fn bitmap(&self) -> &[u8] {
+        self.bytes
+            .get(..self.bytes.len().saturating_sub(1))
+            .unwrap_or_default()
+    }
+    /// Whether the filter may contain the key with hash `h` ([`may_contain`]); an empty filter
+    /// admits every key.
+    pub fn may_contain(&self, h: u64) -> bool {
+        match self.trailer {
+            None => true,
+            Some(t) => may_contain_parts(t, self.bitmap(), h),
+        }
+    }
+    /// [`touch`] without reading the trailer.
+    pub fn touch(&self, h: u64) {
+        if let Some(t) = self.trailer {
+            touch_parts(t, self.bitmap(), h);
+        }
     }
 }
 
@@ -158,9 +200,14 @@ fn local_may_contain(blocks: &[u8], k: u8, h: u64) -> bool {
 /// Whether `filter` (either encoding) may contain the key with hash `h`. A malformed filter
 /// answers `true` (never a false negative).
 pub fn may_contain(filter: &[u8], h: u64) -> bool {
-    let Some((&k, bitmap)) = filter.split_last() else {
-        return true;
-    };
+    match filter.split_last() {
+        Some((&trailer, bitmap)) => may_contain_parts(trailer, bitmap, h),
+        None => true,
+    }
+}
+
+/// [`may_contain`] of a filter split into its trailing byte `k` and its bitmap.
+fn may_contain_parts(k: u8, bitmap: &[u8], h: u64) -> bool {
     if k & LOCAL != 0 {
         return local_may_contain(bitmap, k & !LOCAL, h);
     }
@@ -184,6 +231,33 @@ pub fn may_contain(filter: &[u8], h: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_loaded_filter_answers_as_the_encoded_bytes_do() {
+        let keys: Vec<u64> = (0..5_000u64)
+            .map(|i| bloom_hash(&i.to_le_bytes()))
+            .collect();
+        for bytes in [
+            encode(&keys, 10),
+            encode_local(&keys, 10),
+            Vec::new(),
+            vec![7u8],
+        ] {
+            let loaded = LoadedFilter::new(bytes.clone());
+            for i in 0..20_000u64 {
+                let h = bloom_hash(&i.to_le_bytes());
+                loaded.touch(h);
+                assert_eq!(
+                    loaded.may_contain(h),
+                    bytes.is_empty() || may_contain(&bytes, h)
+                );
+            }
+        }
+        // Members are found; an empty filter admits everything.
+        let loaded = LoadedFilter::new(encode_local(&keys, 10));
+        assert!(keys.iter().all(|&h| loaded.may_contain(h)));
+        assert!(LoadedFilter::new(Vec::new()).may_contain(42));
+    }
 
     #[test]
     fn no_false_negatives_and_low_false_positives() {

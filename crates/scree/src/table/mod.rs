@@ -208,7 +208,7 @@ pub struct TableReader {
     file: CountedReader,
     file_no: u64,
     index: Block,
-    filter: Vec<u8>,
+    filter: bloom::LoadedFilter,
     cache: BlockCache,
     stats: Arc<crate::stats::IoStats>,
 }
@@ -265,7 +265,7 @@ impl TableReader {
             file,
             file_no,
             index,
-            filter,
+            filter: bloom::LoadedFilter::new(filter),
             cache,
         })
     }
@@ -330,12 +330,12 @@ impl TableReader {
 
     /// Whether the Bloom filter admits the key whose `bloom::bloom_hash` is `h`.
     pub fn admits(&self, h: u64) -> bool {
-        self.filter.is_empty() || bloom::may_contain(&self.filter, h)
+        self.filter.may_contain(h)
     }
 
     /// Loads the cache line of the filter that `admits(h)` will read, without waiting for it.
     fn prefetch_filter(&self, h: u64) {
-        bloom::touch(&self.filter, h);
+        self.filter.touch(h);
     }
 
     /// Newest version of `user_key` visible at `seq`.
