@@ -1,6 +1,7 @@
 //! Measurements around the workloads: latency histograms, the bytes the process wrote
 //! (`/proc/self/io`), the size of a directory, and throughput sampled over time.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -123,8 +124,8 @@ pub fn thread_role(name: &str) -> String {
 /// CPU seconds of every live thread of this process: thread id → (role, seconds). Threads
 /// that exit between two snapshots are missing from the later one (the benchmark measures its
 /// own client threads from inside them). Empty where `/proc` is not Linux's.
-pub fn cpu_by_thread() -> std::collections::BTreeMap<u64, (String, f64)> {
-    let mut out = std::collections::BTreeMap::new();
+pub fn cpu_by_thread() -> BTreeMap<u64, (String, f64)> {
+    let mut out = BTreeMap::new();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return out;
     };
@@ -153,10 +154,10 @@ pub fn cpu_by_thread() -> std::collections::BTreeMap<u64, (String, f64)> {
 /// CPU seconds by role between two [`cpu_by_thread`] snapshots. A thread only in `after`
 /// started in between and counts whole.
 pub fn cpu_delta_by_role(
-    before: &std::collections::BTreeMap<u64, (String, f64)>,
-    after: &std::collections::BTreeMap<u64, (String, f64)>,
-) -> std::collections::BTreeMap<String, f64> {
-    let mut out = std::collections::BTreeMap::new();
+    before: &BTreeMap<u64, (String, f64)>,
+    after: &BTreeMap<u64, (String, f64)>,
+) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
     for (tid, (role, secs)) in after {
         let start = before.get(tid).map_or(0.0, |(_, s)| *s);
         *out.entry(role.clone()).or_insert(0.0) += (secs - start).max(0.0);

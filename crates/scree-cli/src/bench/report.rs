@@ -7,12 +7,12 @@ use serde_json::{json, Value};
 
 use super::metrics::SAMPLER_THREAD;
 use super::phase::{WorkloadResult, CLIENT_THREAD, WRITER_THREAD};
+use super::{BenchArgs, EngineSpec, RunResult};
 
 /// The benchmark's own operation threads (readers, writers, readwhilewriting's writer).
 fn is_client(role: &str) -> bool {
     role == CLIENT_THREAD || role == WRITER_THREAD
 }
-use super::{BenchArgs, EngineSpec, RunResult};
 
 /// `latency_us` of the JSON schema.
 #[derive(Serialize, Debug)]

@@ -120,15 +120,8 @@ pub fn encode_local(hashes: &[u64], bits_per_key: u32) -> Vec<u8> {
     out
 }
 
-/// Loads the cache line `may_contain(filter, h)` reads first (the block of a cache-local
+/// Loads the cache line that [`may_contain_parts`] reads first (the block of a cache-local
 /// filter), so that several filters' misses can overlap; does nothing for a standard filter.
-pub fn touch(filter: &[u8], h: u64) {
-    if let Some((&trailer, bitmap)) = filter.split_last() {
-        touch_parts(trailer, bitmap, h);
-    }
-}
-
-/// [`touch`] of a filter split into its trailing byte and its bitmap.
 fn touch_parts(trailer: u8, bitmap: &[u8], h: u64) {
     if trailer & LOCAL != 0 && bitmap.len() >= 64 {
         let i = local_block(h, bitmap.len() / 64) * 64;
@@ -166,7 +159,7 @@ impl LoadedFilter {
             Some(t) => may_contain_parts(t, self.bitmap(), h),
         }
     }
-    /// [`touch`] without reading the trailer.
+    /// Loads the cache line `may_contain(h)` will read, without waiting for it.
     pub fn touch(&self, h: u64) {
         if let Some(t) = self.trailer {
             touch_parts(t, self.bitmap(), h);
