@@ -101,6 +101,20 @@ pub fn valid_ikey(ikey: &[u8]) -> bool {
     ikey.len() >= 8 && ValueKind::from_u8(parse(ikey).kind).is_some()
 }
 
+/// The first 8 bytes of a user key as a big-endian integer, zero-padded. If
+/// `user_prefix(a) < user_prefix(b)` then `a < b` (the first differing byte, or a's padding
+/// against a byte of b, decides), so a search can order keys by these integers and compare whole
+/// keys only where the prefixes are equal.
+#[inline]
+pub fn user_prefix(user_key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = user_key.len().min(8);
+    if let (Some(dst), Some(src)) = (b.get_mut(..n), user_key.get(..n)) {
+        dst.copy_from_slice(src);
+    }
+    u64::from_be_bytes(b)
+}
+
 /// The user key part of an internal key.
 pub fn user_key(ikey: &[u8]) -> &[u8] {
     parse(ikey).user_key

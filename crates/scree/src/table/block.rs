@@ -6,6 +6,7 @@
 use std::cmp::Ordering;
 
 use crate::coding::{crc, get_u32, put_u32, put_varint, Reader};
+use crate::key;
 
 /// Bytes after a block's contents: type (1) + crc (4).
 pub const TRAILER: usize = 5;
@@ -175,6 +176,10 @@ pub struct Block {
     data: Vec<u8>,
     keys: Vec<u8>,
     ents: Vec<[u32; 4]>,
+    /// In a [`TYPE_IKEY`] block, [`key::user_prefix`] of each entry's user key, in entry order:
+    /// [`Block::lower_bound_ikey`] searches these 8-byte integers and touches a whole key only
+    /// where they are equal (empty in a plain block).
+    prefixes: Vec<u64>,
 }
 
 impl Block {
@@ -212,7 +217,24 @@ impl Block {
         }
         let mut data = raw;
         data.truncate(entries_end);
-        Ok(Block { data, keys, ents })
+        let prefixes = match ikeys {
+            true => ents
+                .iter()
+                .map(|e| {
+                    let k = keys
+                        .get(e[0] as usize..(e[0] + e[1]).saturating_sub(8) as usize)
+                        .unwrap_or_default();
+                    key::user_prefix(k)
+                })
+                .collect(),
+            false => Vec::new(),
+        };
+        Ok(Block {
+            data,
+            keys,
+            ents,
+            prefixes,
+        })
     }
 
     /// Number of entries.
@@ -250,9 +272,35 @@ impl Block {
         }
         lo
     }
+    /// [`Block::lower_bound`] under [`key::cmp_ikey`] for an internal-key `target`. In a
+    /// [`TYPE_IKEY`] block the search compares the entries' user-key prefixes first (one 8-byte
+    /// load from a dense array per step instead of two scattered reads) and whole keys only
+    /// where a prefix equals the target's; the answer is the same.
+    pub fn lower_bound_ikey(&self, target: &[u8]) -> usize {
+        if self.prefixes.len() != self.ents.len() || target.len() < 8 {
+            return self.lower_bound(target, key::cmp_ikey);
+        }
+        let tp = key::user_prefix(target.get(..target.len() - 8).unwrap_or_default());
+        let (mut lo, mut hi) = (0usize, self.ents.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let p = self.prefixes.get(mid).copied().unwrap_or(u64::MAX);
+            let less = match p.cmp(&tp) {
+                Ordering::Less => true,
+                Ordering::Greater => false,
+                Ordering::Equal => key::cmp_ikey(self.key(mid), target) == Ordering::Less,
+            };
+            if less {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
     /// Memory held, for the cache's weigher.
     pub fn weight(&self) -> usize {
-        self.data.len() + self.keys.len() + self.ents.len() * 16 + 64
+        self.data.len() + self.keys.len() + self.ents.len() * 16 + self.prefixes.len() * 8 + 64
     }
 }
 
@@ -453,7 +501,15 @@ impl BlockCursor {
             self.invalidate();
             return Ok(());
         }
-        let (voff, vlen, next) = self.block.parse(off, &mut self.key)?;
+        // A failed parse leaves `key` half rebuilt: the cursor is then invalid, never on a
+        // wrong key.
+        let (voff, vlen, next) = match self.block.parse(off, &mut self.key) {
+            Ok(p) => p,
+            Err(e) => {
+                self.invalidate();
+                return Err(e);
+            }
+        };
         self.off = off;
         self.next = next;
         self.val = (voff, vlen);
@@ -512,13 +568,17 @@ impl BlockCursor {
         cmp: impl Fn(&[u8], &[u8]) -> Ordering,
     ) -> Result<(), CursorError> {
         // Last restart point whose key is < target.
+        // The probes rebuild their keys in the cursor's own buffer (no allocation per seek);
+        // `load_restart` below overwrites it.
         let (mut lo, mut hi) = (0usize, self.block.restarts.len());
-        let mut scratch = Vec::new();
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
-            scratch.clear();
-            self.block.parse(self.block.restart(mid), &mut scratch)?;
-            if cmp(&scratch, target) == Ordering::Less {
+            self.key.clear();
+            if let Err(e) = self.block.parse(self.block.restart(mid), &mut self.key) {
+                self.invalidate();
+                return Err(e);
+            }
+            if cmp(&self.key, target) == Ordering::Less {
                 lo = mid;
             } else {
                 hi = mid;
@@ -576,6 +636,7 @@ mod cursor_tests {
 mod ikey_tests {
     use super::*;
     use crate::key::{cmp_ikey, make_ikey, ValueKind, MAX_SEQ};
+    use proptest::prelude::Just;
     use std::sync::Arc;
 
     /// Internal keys in order: several versions of some keys (puts and deletes), sequence
@@ -624,6 +685,7 @@ mod ikey_tests {
                     assert_eq!(blk.key(i), &k[..]);
                     assert_eq!(blk.value(i), format!("value{i}").as_bytes());
                     assert_eq!(blk.lower_bound(k, cmp_ikey), i);
+                    assert_eq!(blk.lower_bound_ikey(k), i);
                 }
                 let data = Arc::new(DataBlock::decode(raw.clone()).expect("decodes"));
                 let mut cur = BlockCursor::new(data);
@@ -652,6 +714,40 @@ mod ikey_tests {
                     "flip at {i} undetected"
                 );
                 assert!(DataBlock::decode(bad).is_err(), "flip at {i} undetected");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// The prefix-assisted index search answers as the plain binary search does: user keys
+        /// shorter than, equal to and longer than the 8-byte prefix, with zero bytes (which
+        /// pad like a missing byte), shared prefixes and several versions per key; targets
+        /// present, absent, and at other sequence numbers.
+        #[test]
+        fn prefix_search_agrees_with_the_plain_search(
+            users in proptest::collection::vec(
+                proptest::collection::vec(proptest::prop_oneof![Just(0u8), Just(1u8), Just(b'a'), Just(0xff)], 0..12),
+                1..60),
+            seqs in proptest::collection::vec(0u64..1000, 1..4),
+            targets in proptest::collection::vec(
+                (proptest::collection::vec(proptest::prop_oneof![Just(0u8), Just(1u8), Just(b'a'), Just(0xff)], 0..12), 0u64..1100),
+                1..40),
+        ) {
+            let mut keys: Vec<Vec<u8>> = users
+                .iter()
+                .flat_map(|u| seqs.iter().map(move |&s| make_ikey(u, s, ValueKind::Put)))
+                .collect();
+            keys.sort_by(|a, b| cmp_ikey(a, b));
+            keys.dedup();
+            let mut b = BlockBuilder::for_internal_keys(1);
+            for k in &keys {
+                b.add(k, b"v");
+            }
+            let blk = Block::decode(b.finish()).expect("decodes");
+            let present = users.iter().map(|u| (u.clone(), 5u64));
+            for (u, s) in targets.iter().cloned().chain(present) {
+                let t = make_ikey(&u, s, ValueKind::Put);
+                proptest::prop_assert_eq!(blk.lower_bound_ikey(&t), blk.lower_bound(&t, cmp_ikey));
             }
         }
     }

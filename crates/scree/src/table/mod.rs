@@ -349,7 +349,7 @@ impl TableReader {
     /// [`TableReader::get`] once the filter admitted the key.
     fn get_admitted(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
         let lk = key::lookup_key(user_key, seq);
-        let bi = self.index.lower_bound(&lk, cmp_ikey);
+        let bi = self.index.lower_bound_ikey(&lk);
         if bi >= self.index.len() {
             return Ok(Lookup::Absent);
         }
@@ -476,7 +476,7 @@ impl InternalIter for TableIter {
         self.skip_empty_backward()
     }
     fn seek(&mut self, ikey: &[u8]) -> Result<()> {
-        let bi = self.t.index.lower_bound(ikey, cmp_ikey);
+        let bi = self.t.index.lower_bound_ikey(ikey);
         if !self.load(bi)? {
             return Ok(());
         }
