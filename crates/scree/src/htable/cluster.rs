@@ -71,7 +71,8 @@ impl BloomClusterBuilder {
             .ok_or_else(|| Error::corruption(r.file.path(), 0, "cluster too large"))?;
         let all = r.file.read(0, len, kind)?;
         let s = r.table_ids.len();
-        let mut per_level: Vec<Vec<Vec<u8>>> = vec![Vec::with_capacity(n); s];
+        // Grown as columns decode (a crafted trailer's column count reserves nothing).
+        let mut per_level: Vec<Vec<Vec<u8>>> = vec![Vec::new(); s];
         for (i, block) in all.chunks(CLUSTER_BLOCK_SIZE).enumerate() {
             for col in decode_block(r.file.path(), i, block, r.block_range(i), s, None, true)? {
                 for (lvl, f) in per_level.iter_mut().zip(col.filters) {
@@ -447,10 +448,17 @@ impl BloomClusterReader {
                 get_u32(&trailer, ids_len + i * 4).ok_or_else(|| bad(trailer_off, "short dir"))
             })
             .collect::<Result<Vec<_>>>()?;
-        // The directory starts at column 0 and strictly increases below n_columns.
+        // The directory starts at column 0 and strictly increases below n_columns, and no
+        // block holds more columns than its 16-bit column count can say (so n_columns is
+        // bounded by the file's length, not by the trailer's word).
+        let max_cols = u64::from(u16::MAX);
         if dir.first() != Some(&0)
-            || dir.windows(2).any(|w| matches!(w, [a, b] if a >= b))
-            || dir.last().is_some_and(|&l| u64::from(l) >= n_columns)
+            || dir
+                .windows(2)
+                .any(|w| matches!(w, [a, b] if a >= b || u64::from(b - a) > max_cols))
+            || dir
+                .last()
+                .is_none_or(|&l| u64::from(l) >= n_columns || n_columns - u64::from(l) > max_cols)
         {
             return Err(bad(trailer_off, "bad block directory"));
         }

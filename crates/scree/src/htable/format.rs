@@ -658,6 +658,11 @@ impl Footer {
         if !ok {
             return Err(bad("region offsets do not tile the file"));
         }
+        // Every entry takes at least 3 bytes (three one-byte varints) of the buckets or the
+        // overflow region: a larger count is corruption, not a size to reserve memory for.
+        if f.item_count > f.meta_offset / 3 {
+            return Err(bad("item count larger than the entries' regions can hold"));
+        }
         Ok(f)
     }
 }

@@ -568,7 +568,8 @@ impl HTableReader {
             None => (Vec::new(), 0),
         };
         // About the share of the footer's items that the range holds.
-        let share = u64::from(hi - lo + 1) * self.footer.item_count / u64::from(n.max(1));
+        let share =
+            u64::from(hi - lo + 1).saturating_mul(self.footer.item_count) / u64::from(n.max(1));
         let mut items: Vec<ScanItem> =
             Vec::with_capacity(usize::try_from(share).unwrap_or(0).min(1 << 26));
         let hash_key = self.footer.hash_key;

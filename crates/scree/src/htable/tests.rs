@@ -215,6 +215,20 @@ fn a_footer_of_another_version_or_a_bad_shift_is_refused() {
         Err(e @ Error::Corruption { .. }) => assert!(e.to_string().contains("shift"), "{e}"),
         other => panic!("expected Corruption, got {other:?}"),
     }
+    // So is an item count the entries' regions cannot hold (it sized a scan's reservation
+    // and overflowed a multiplication there: found in review, 2026-11-23).
+    for count in [u64::MAX, 1 << 40] {
+        bytes.copy_from_slice(&original);
+        bytes[f + 16..f + 24].copy_from_slice(&count.to_le_bytes());
+        reseal(&mut bytes);
+        std::fs::write(&p, &bytes).unwrap();
+        match open(&env, &p, true) {
+            Err(e @ Error::Corruption { .. }) => {
+                assert!(e.to_string().contains("item count"), "{e}")
+            }
+            other => panic!("expected Corruption, got {other:?}"),
+        }
+    }
     // So is a base sequence number above the largest sequence number.
     bytes.copy_from_slice(&original);
     bytes[f + 92..f + 100].copy_from_slice(&u64::MAX.to_le_bytes());
@@ -817,6 +831,50 @@ fn bloom_cluster_byte_flips_are_detected_or_harmless() {
             }
         }
     }
+}
+
+/// A cluster trailer (valid checksum) whose column count its blocks cannot hold is refused at
+/// open. Before, u32::MAX columns opened and a rebuild reserved ~96 GB (found in review,
+/// 2026-11-23).
+#[test]
+fn bloom_cluster_with_more_columns_than_its_blocks_hold_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = env();
+    let (_, readers) = cluster_fixture(dir.path(), &env, 2, 2, 30);
+    let mut b = BloomClusterBuilder::new(2);
+    for (i, r) in readers.iter().enumerate() {
+        b.add_sublevel(i as u64, r.read_filters().unwrap()).unwrap();
+    }
+    let good = b.finish_to_vec().unwrap();
+    let cp = dir.path().join("c");
+    for n_columns in [u64::from(u32::MAX), 2 + u64::from(u16::MAX)] {
+        let mut bytes = good.clone();
+        let len = bytes.len();
+        // Trailer: ids (2 × 8), directory (1 block × 4), then the 36-byte fixed end whose
+        // first field is n_columns; the checksum (at len − 12) covers the trailer before it.
+        let trailer_off = len - (2 * 8 + 4 + 36);
+        bytes[len - 36..len - 28].copy_from_slice(&n_columns.to_le_bytes());
+        let crc = super::format::region_crc(trailer_off as u64, &bytes[trailer_off..len - 12]);
+        bytes[len - 12..len - 8].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(&cp, &bytes).unwrap();
+        match BloomClusterReader::open(env.open(&cp, false).unwrap()) {
+            Err(e @ Error::Corruption { .. }) => {
+                assert!(e.to_string().contains("block directory"), "{e}")
+            }
+            other => panic!(
+                "{n_columns} columns: expected Corruption, got {:?}",
+                other.map(|r| r.n_columns())
+            ),
+        }
+    }
+    // The unmodified file opens (the edit above is the only difference).
+    std::fs::write(&cp, &good).unwrap();
+    assert_eq!(
+        BloomClusterReader::open(env.open(&cp, false).unwrap())
+            .unwrap()
+            .n_columns(),
+        2
+    );
 }
 
 #[test]
