@@ -1,11 +1,31 @@
 //! HTables (LSM-trie buckets): opening arbitrary bytes, reading every item and probing keys
-//! never panics, on both read paths (copied and memory-mapped).
+//! never panics, on both read paths (copied and memory-mapped). Each input is tried twice: as
+//! it is, and with its footer's checksum recomputed, so that mutated footer fields (counts,
+//! offsets, shifts) reach the reader's checks instead of stopping at the checksum. A crafted
+//! item count that overflowed a multiplication was found this way by hand (2026-11-23).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use scree::htable::HTableReader;
 
+/// Bytes of an HTable footer; its checksum covers the first 100 and sits at 100..104
+/// (docs/format-htable.md).
+const FOOTER: usize = 112;
+
 fuzz_target!(|data: &[u8]| {
+    open_and_read(data);
+    if data.len() >= FOOTER {
+        let mut sealed = data.to_vec();
+        let off = sealed.len() - FOOTER;
+        let crc = scree::coding::crc2(&(off as u64).to_le_bytes(), &sealed[off..off + 100]);
+        sealed[off + 100..off + 104].copy_from_slice(&crc.to_le_bytes());
+        if sealed != data {
+            open_and_read(&sealed);
+        }
+    }
+});
+
+fn open_and_read(data: &[u8]) {
     scree_fuzz::with_both_read_paths("000001.ht", data, |env, path| {
         let Ok(file) = env.open(path, false) else {
             return;
@@ -28,4 +48,4 @@ fuzz_target!(|data: &[u8]| {
             let _ = t.get(h, uk, u64::MAX >> 8);
         }
     });
-});
+}
