@@ -508,16 +508,44 @@ impl Fragmented {
 
         // Merge children that cannot take another table: the last level has nowhere to push
         // them, and with one table per guard the layout behaves like leveled.
-        let wants = |c: &Child| {
+        // A child also merges when its fragment would interleave with an older table it
+        // overlaps: a get stops at the first table of a guard holding the key, which is only
+        // right if, wherever two tables overlap, the newer holds only newer entries. Arrivals
+        // keep that order until guards are consolidated at two levels; then a fragment can
+        // carry entries older than a table the child already holds (found in review,
+        // 2026-11-23; test `consolidation_never_lands_an_interleaving_fragment`).
+        // The fragment spans from its inputs' smallest to their largest key (one merged table).
+        let interleaves = |c: &Child| {
+            let in_min = c.inputs.iter().map(|t| t.meta.min_seq).min();
+            let lo = c.inputs.iter().map(|t| t.meta.smallest_user()).min();
+            let hi = c.inputs.iter().map(|t| t.meta.largest_user()).max();
+            let (Some(in_min), Some(lo), Some(hi)) = (in_min, lo, hi) else {
+                return false;
+            };
             !in_place
+                && c.existing.iter().any(|t| {
+                    t.meta.max_seq >= in_min
+                        && lo <= t.meta.largest_user()
+                        && t.meta.smallest_user() <= hi
+                })
+        };
+        let wants = |c: &Child| {
+            let full = !in_place
                 && (out == last || max == 1 || bottom)
                 && !c.inputs.is_empty()
                 && !c.existing.is_empty()
-                && c.existing.len() + 1 > max
+                && c.existing.len() + 1 > max;
+            full || interleaves(c)
         };
-        if children.iter().any(wants) && lt.take(job, out, &lo, &hi, Mode::Source) {
-            for c in &mut children {
-                c.merge = wants(c);
+        if children.iter().any(wants) {
+            if lt.take(job, out, &lo, &hi, Mode::Source) {
+                for c in &mut children {
+                    c.merge = wants(c);
+                }
+            } else if children.iter().any(interleaves) {
+                // Appending would break that order: plan this guard again later.
+                lt.release(job);
+                return None;
             }
         }
         for c in &mut children {
