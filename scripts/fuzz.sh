@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Runs the cargo-fuzz targets of fuzz/ (stable toolchain, no sanitizer: `-s none`).
+# Runs the cargo-fuzz targets of fuzz/ (stable toolchain, no sanitizer: `-s none`), built with
+# debug assertions and overflow checks (`-a`): an arithmetic overflow on crafted input is a
+# failure, not a silent wrap. An allocation above 2 GiB is a failure too (`-malloc_limit_mb`):
+# a crafted size field must not reserve memory for what the file cannot hold.
 #
 # usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   default: 60 seconds for every target. CI: scripts/fuzz.sh 5
@@ -22,13 +25,13 @@ TARGETS=("$@")
 if [[ ${#TARGETS[@]} -eq 0 ]]; then
   mapfile -t TARGETS < <(cargo fuzz list)
 fi
-cargo fuzz build -s none
+cargo fuzz build -s none -a
 total=0
 for t in "${TARGETS[@]}"; do
   mkdir -p "$WORK/$t"
   log=$(mktemp)
-  if ! cargo fuzz run -s none "$t" "$WORK/$t" "corpus/$t" -- \
-    -max_total_time="$SECS" -rss_limit_mb=4096 -timeout=30 -print_final_stats=1 >"$log" 2>&1; then
+  if ! cargo fuzz run -s none -a "$t" "$WORK/$t" "corpus/$t" -- \
+    -max_total_time="$SECS" -rss_limit_mb=4096 -malloc_limit_mb=2048 -timeout=30 -print_final_stats=1 >"$log" 2>&1; then
     tail -40 "$log" >&2
     echo "fuzz target $t FAILED (input saved under fuzz/artifacts/$t/)" >&2
     exit 1

@@ -80,6 +80,25 @@ fn main() {
             }
         }
     }
+    // An HTable of three buckets with a fixed hash key (the database's tables above are one
+    // bucket each): checks that span buckets, like the footer item count that overflowed a
+    // multiplication only with two or more, need one to start from.
+    let hk = [7u8; 16];
+    let mut b = scree::htable::HTableBuilder::new(
+        hk,
+        scree::htable::HTableOptions {
+            n_buckets: Some(3),
+            ..Default::default()
+        },
+    );
+    for i in 0..60u64 {
+        let uk = format!("key{i:05}").into_bytes();
+        let kind = if i % 9 == 4 { ValueKind::Delete } else { ValueKind::Put };
+        let value = if kind == ValueKind::Put { format!("v{i}").into_bytes() } else { Vec::new() };
+        b.add(scree::htable::placement_hash(&hk, &uk), make_ikey(&uk, i + 1, kind), value)
+            .expect("add");
+    }
+    write("htable", "three-buckets.ht", &b.finish_to_vec().expect("htable").0);
     // Blocks: a 12-byte probe, then a block of forty internal keys, as type 0 (keys whole)
     // and as type 1 (user key + tag, what tables write).
     for (name, mut b) in [
