@@ -17,7 +17,11 @@ use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::{std_fs::StdFs, Env, FileLock};
 use crate::iterator::{self, prefix_end, RangeIter, Value};
-use crate::key::ValueKind;
+use crate::key::{self, ValueKind};
+
+/// The largest file number a database uses: a manifest, table or WAL naming a larger one is
+/// corruption (the next number, and the two recovery takes, must not overflow).
+const MAX_FILE_NO: u64 = u64::MAX >> 1;
 use crate::layout::{self, Job, JobCtx, Layout, LayoutVersion, ManualStep, Pressure};
 use crate::log::{self, LogEnd, LogWriter};
 use crate::manifest::edit::{Edit, KeyspaceDef, KsEdit};
@@ -881,6 +885,15 @@ impl DbInner {
             self.make_room(&mut wal, ks)?;
         }
         let mut seq = self.last_seq.load(Ordering::Acquire);
+        // Refused before anything is logged: a record past the largest sequence number would
+        // be acknowledged and then refuse to replay.
+        let count: u64 = group.iter().map(|p| u64::from(p.count)).sum();
+        if seq.saturating_add(count) > key::MAX_SEQ {
+            return Err(Error::Unsupported(format!(
+                "sequence numbers exhausted: {seq} used, {count} more needed, the largest is {}",
+                key::MAX_SEQ
+            )));
+        }
         let mut sync = false;
         let mut user_bytes = 0;
         let first_seq = seq + 1;
@@ -1362,6 +1375,16 @@ fn truncate_log(
     valid: u64,
     later: &[u64],
 ) -> Result<()> {
+    // The later logs go first, durably: if the cut log were replaced first and only the
+    // rename reached the disk, the next recovery would replay the later logs after the cut (a
+    // hole in the history). Removed first, a crash leaves the damaged log the newest, and the
+    // next recovery cuts it at the same place.
+    for &l in later {
+        env.remove(&wal_path(dir, l))?;
+    }
+    if !later.is_empty() {
+        env.sync_dir(dir)?;
+    }
     let path = wal_path(dir, n);
     let tmp = dir.join(format!("{n:06}.dbtmp"));
     let mut w = env.create(&tmp, WriteCause::Wal)?;
@@ -1370,9 +1393,6 @@ fn truncate_log(
     w.sync()?;
     drop(w);
     env.rename(&tmp, &path)?;
-    for &l in later {
-        env.remove(&wal_path(dir, l))?;
-    }
     env.sync_dir(dir)
 }
 
@@ -1412,9 +1432,26 @@ fn recover(
                 )));
             }
             if let Some(n) = e.next_file_no {
+                if n > MAX_FILE_NO {
+                    return Err(Error::corruption(
+                        &path,
+                        0,
+                        format!("next file number {n} out of range"),
+                    ));
+                }
                 next_file = next_file.max(n);
             }
             if let Some(s) = e.last_seq {
+                if s > key::MAX_SEQ {
+                    return Err(Error::corruption(
+                        &path,
+                        0,
+                        format!(
+                            "last sequence number {s} above the largest ({})",
+                            key::MAX_SEQ
+                        ),
+                    ));
+                }
                 last_seq = last_seq.max(s);
             }
             if e.hash_key.is_some() {
@@ -1498,6 +1535,13 @@ fn recover(
                     "table named by the manifest is missing",
                 ));
             }
+            if f.meta.file_no > MAX_FILE_NO {
+                return Err(Error::corruption(
+                    dir.join(&name),
+                    0,
+                    "table file number out of range",
+                ));
+            }
             next_file = next_file.max(f.meta.file_no + 1);
         }
     }
@@ -1515,10 +1559,19 @@ fn recover(
         .collect();
     logs.sort_unstable();
     for &n in &logs {
+        if n > MAX_FILE_NO {
+            return Err(Error::corruption(
+                wal_path(&dir, n),
+                0,
+                "WAL file number out of range",
+            ));
+        }
         next_file = next_file.max(n + 1);
     }
     let replay: Vec<u64> = logs.iter().copied().filter(|&n| n >= min_log).collect();
     let mut live_logs = Vec::new();
+    // The largest sequence number replayed so far (entries of flushed keyspaces included).
+    let mut replayed_max = 0u64;
     'logs: for (i, &n) in replay.iter().enumerate() {
         let path = wal_path(&dir, n);
         let data = env.read_all(&path)?;
@@ -1539,6 +1592,7 @@ fn recover(
             for (j, e) in entries.iter().enumerate() {
                 let s = seq + j as u64;
                 last_seq = last_seq.max(s);
+                replayed_max = replayed_max.max(s);
                 let Some(ks) = cores.get(&e.ks) else {
                     // A keyspace created after its manifest edit was lost cannot be: keyspace
                     // creation is logged before any write to it.
@@ -1589,6 +1643,33 @@ fn recover(
             }
         };
         if let Some(offset) = cut {
+            // A keyspace flushed past this log may already hold, in its tables, writes made
+            // after the cut; keeping them while the WAL loses the rest of their batches (and
+            // the other keyspaces' writes in between) is no point in time. Refuse, as RocksDB
+            // does ("SST file is ahead of WALs"), before anything is changed on disk.
+            for ks in cores.values() {
+                if ks.log_number.load(Ordering::SeqCst) <= n {
+                    continue;
+                }
+                if let Some(f) = ks
+                    .sv()
+                    .version
+                    .files()
+                    .iter()
+                    .find(|f| f.meta.max_seq > replayed_max)
+                {
+                    return Err(Error::corruption(
+                        &path,
+                        offset,
+                        format!(
+                            "point-in-time recovery would cut the WAL here, but keyspace {:?} \
+                             already holds later writes (table {:06}, sequence {} > {}): \
+                             no consistent point in time",
+                            ks.name, f.meta.file_no, f.meta.max_seq, replayed_max
+                        ),
+                    ));
+                }
+            }
             // The log ends here. Cut it durably to its valid prefix (and drop any later log)
             // before a newer WAL exists: otherwise the next recovery would find a torn record
             // in a log that is no longer the newest, or replay discarded records.

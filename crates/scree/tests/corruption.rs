@@ -566,3 +566,197 @@ fn a_flipped_byte_is_caught_with_mapped_and_read_blocks() {
         }
     }
 }
+
+// ---- Found in review (2026-11-23): crafted fields and a split batch ----
+
+fn logs(fs: &FaultFs) -> Vec<PathBuf> {
+    fs.files()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect()
+}
+
+/// The WAL record holding a put of `key`: (its WAL, the offset of its payload).
+fn find_record(fs: &FaultFs, key: &[u8]) -> Option<(PathBuf, usize)> {
+    for wal in logs(fs) {
+        let data = fs.file_bytes(&wal)?;
+        let (recs, _) = scree::log::read_wal_records(&data);
+        let mut pos = 0usize;
+        for (ty, payload) in recs {
+            let (_, entries) = scree::batch::decode_public(ty, payload).ok()?;
+            if entries.iter().any(|e| e.2 == key) {
+                return Some((wal, pos + scree::log::HEADER));
+            }
+            pos += scree::log::HEADER + payload.len();
+        }
+    }
+    None
+}
+
+/// Point-in-time recovery must not keep one half of a batch: keyspace A, flushed past the
+/// damaged WAL, holds in a table the A half of a batch written after the damage, while the cut
+/// would drop the B half (and B's write before it). Such a state is no point in time: the
+/// open is refused as corruption, with the WAL left as it was.
+#[test]
+fn point_in_time_recovery_refuses_a_table_ahead_of_the_cut() {
+    let fs = FaultFs::new(11);
+    {
+        let db = Db::open(DIR, opts(&fs, WalRecovery::PointInTime)).expect("open");
+        let a = db
+            .keyspace("a", common::small_ks(Layout::Leveled))
+            .expect("a");
+        let b = db
+            .keyspace("b", common::small_ks(Layout::Leveled))
+            .expect("b");
+        // B keeps data in the first WAL and is never flushed.
+        b.put(b"b0", b"v").expect("put");
+        let filler = vec![7u8; 1024];
+        // A fills past its buffer: it alone rotates and is flushed.
+        for i in 0..80u32 {
+            a.put(format!("fill1-{i:04}"), &filler).expect("put");
+        }
+        db.wait_for_compactions().expect("wait");
+        b.put(b"r1", b"v").expect("put");
+        let mut batch = scree::WriteBatch::new();
+        batch.put(&a, b"x", b"1");
+        batch.put(&b, b"x", b"1");
+        db.write(batch, &scree::WriteOptions { sync: true })
+            .expect("batch");
+        // A is flushed again: the batch's A half is in a table now.
+        for i in 0..80u32 {
+            a.put(format!("fill2-{i:04}"), &filler).expect("put");
+        }
+        db.wait_for_compactions().expect("wait");
+    }
+    let (wal, at) = find_record(&fs, b"r1").expect("r1 in a WAL");
+    let mut data = fs.file_bytes(&wal).expect("wal");
+    data[at + 3] ^= 0x40;
+    fs.set_file_bytes(&wal, data.clone());
+    let before: Vec<PathBuf> = logs(&fs);
+    match Db::open(DIR, opts(&fs, WalRecovery::PointInTime)) {
+        Err(e @ Error::Corruption { .. }) => {
+            assert!(e.to_string().contains("no consistent point in time"), "{e}")
+        }
+        Err(e) => panic!("expected Corruption, got {e}"),
+        Ok(_) => panic!("opened a state where a batch is split"),
+    }
+    // Nothing was cut or removed.
+    assert_eq!(logs(&fs), before);
+    assert_eq!(fs.file_bytes(&wal), Some(data));
+    // The default mode refuses the damage as before.
+    assert!(matches!(
+        Db::open(DIR, opts(&fs, WalRecovery::default())),
+        Err(Error::Corruption { .. })
+    ));
+}
+
+/// An edit appended to the manifest with a valid checksum.
+fn append_edit(fs: &FaultFs, edit: &scree::manifest::edit::Edit) {
+    let m = fs
+        .files()
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("MANIFEST-"))
+        .expect("a manifest");
+    let payload = edit.encode();
+    let mut bytes = fs.file_bytes(&m).expect("manifest");
+    scree::coding::put_u32(&mut bytes, scree::coding::crc2(&[1], &payload));
+    scree::coding::put_u32(&mut bytes, payload.len() as u32);
+    bytes.push(1);
+    bytes.extend_from_slice(&payload);
+    fs.set_file_bytes(&m, bytes);
+}
+
+fn small_database(seed: u64) -> FaultFs {
+    let fs = FaultFs::new(seed);
+    let db = Db::open(DIR, opts(&fs, WalRecovery::default())).expect("open");
+    let ks = db
+        .keyspace("k", common::small_ks(Layout::Leveled))
+        .expect("ks");
+    ks.put(b"k", b"v").expect("put");
+    drop(ks);
+    drop(db);
+    fs
+}
+
+/// Manifest fields out of range are corruption at open, not an overflow: a next file number
+/// or last sequence number at the top of its range (checked edits, valid checksums).
+#[test]
+fn manifest_numbers_out_of_range_are_corruption() {
+    use scree::manifest::edit::Edit;
+    for (what, edit) in [
+        (
+            "next file number",
+            Edit {
+                next_file_no: Some(u64::MAX),
+                ..Default::default()
+            },
+        ),
+        (
+            "last sequence number",
+            Edit {
+                last_seq: Some(u64::MAX),
+                ..Default::default()
+            },
+        ),
+        (
+            "last sequence number",
+            Edit {
+                last_seq: Some(scree::key::MAX_SEQ + 1),
+                ..Default::default()
+            },
+        ),
+    ] {
+        let fs = small_database(3);
+        append_edit(&fs, &edit);
+        match Db::open(DIR, opts(&fs, WalRecovery::default())) {
+            Err(e @ Error::Corruption { .. }) => assert!(e.to_string().contains(what), "{e}"),
+            Err(e) => panic!("{what}: expected Corruption, got {e}"),
+            Ok(_) => panic!("{what}: opened"),
+        }
+    }
+}
+
+/// When every sequence number is used, a write is refused before it is logged (it used to be
+/// acknowledged and then make the WAL unreadable), and the database still opens with its data.
+#[test]
+fn a_write_past_the_last_sequence_number_is_refused_and_nothing_is_lost() {
+    let fs = small_database(4);
+    append_edit(
+        &fs,
+        &scree::manifest::edit::Edit {
+            last_seq: Some(scree::key::MAX_SEQ),
+            ..Default::default()
+        },
+    );
+    {
+        let db = Db::open(DIR, opts(&fs, WalRecovery::default())).expect("open");
+        let ks = db
+            .keyspace("k", common::small_ks(Layout::Leveled))
+            .expect("ks");
+        match ks.put(b"k2", b"v") {
+            Err(e @ Error::Unsupported(_)) => assert!(e.to_string().contains("exhausted"), "{e}"),
+            other => panic!("expected Unsupported, got {other:?}"),
+        }
+        // Not a background error: reads go on.
+        assert_eq!(ks.get(b"k").expect("get").as_deref(), Some(&b"v"[..]));
+    }
+    let db = Db::open(DIR, opts(&fs, WalRecovery::default())).expect("reopen");
+    let ks = db
+        .keyspace("k", common::small_ks(Layout::Leveled))
+        .expect("ks");
+    assert_eq!(ks.get(b"k").expect("get").as_deref(), Some(&b"v"[..]));
+    assert_eq!(ks.get(b"k2").expect("get"), None);
+}
+
+/// A WAL named with the largest file number is corruption at open (its successor number
+/// overflowed).
+#[test]
+fn a_wal_file_number_out_of_range_is_corruption() {
+    let fs = small_database(5);
+    fs.set_file_bytes(Path::new("/db/18446744073709551615.log"), Vec::new());
+    match Db::open(DIR, opts(&fs, WalRecovery::default())) {
+        Err(e @ Error::Corruption { .. }) => assert!(e.to_string().contains("out of range"), "{e}"),
+        Err(e) => panic!("expected Corruption, got {e}"),
+        Ok(_) => panic!("opened"),
+    }
+}
