@@ -74,11 +74,7 @@ impl RangeIter {
     }
 
     fn below_hi(&self, uk: &[u8]) -> bool {
-        match &self.hi {
-            Bound::Included(h) => uk <= h.as_slice(),
-            Bound::Excluded(h) => uk < h.as_slice(),
-            Bound::Unbounded => true,
-        }
+        below(&self.hi, uk)
     }
 
     fn above_lo(&self, uk: &[u8]) -> bool {
@@ -108,6 +104,12 @@ impl RangeIter {
                 return Ok(None);
             }
             let p = key::parse(it.key());
+            // The bound first: versions newer than the read are skipped below, and a scan at an
+            // old snapshot would otherwise walk every later key whose versions are all newer
+            // (found in review: 4,035 blocks read instead of 6 for a 10-key range).
+            if !below(&self.hi, p.user_key) {
+                return Ok(None);
+            }
             let uk = p.user_key.to_vec();
             if matches!(&self.lo, Bound::Excluded(l) if uk == *l) || p.seq > seq {
                 it.next()?;
@@ -261,4 +263,13 @@ pub(crate) fn failed(e: Error) -> RangeIter {
             .unwrap_or(Error::Closed))
     });
     RangeIter::new(f, 0, Bound::Unbounded, Bound::Unbounded)
+}
+
+/// Whether `uk` is inside the upper bound `hi`.
+fn below(hi: &Bound<Vec<u8>>, uk: &[u8]) -> bool {
+    match hi {
+        Bound::Included(h) => uk <= h.as_slice(),
+        Bound::Excluded(h) => uk < h.as_slice(),
+        Bound::Unbounded => true,
+    }
 }

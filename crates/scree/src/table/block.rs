@@ -205,6 +205,13 @@ impl Block {
                 .ok_or_else(|| bad("key runs past block"))?;
             let voff = r.pos();
             r.bytes(vlen).ok_or_else(|| bad("value runs past block"))?;
+            // Shared prefixes let a few bytes repeat a long key: bound the decoded keys by the
+            // block (index blocks are written without sharing, so they never come near), or a
+            // crafted block of a megabyte could decode into gigabytes (found in review).
+            let need = keys.len() + shared + non_shared + 8;
+            if need > u32::MAX as usize || need > 16 * entries_end + 8 * (ents.len() + 1) {
+                return Err(bad("decoded keys too large for the block"));
+            }
             let koff = keys.len();
             keys.extend_from_within(last.0..last.0 + shared);
             keys.extend_from_slice(delta);
@@ -589,6 +596,39 @@ impl BlockCursor {
             self.load(self.next)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod amplification_tests {
+    use super::*;
+
+    /// A block whose entries each repeat the whole previous key (4 bytes each on disk) is
+    /// refused instead of decoding into ~1,700 times its size (found in review, 2026-11-23).
+    #[test]
+    fn an_index_block_that_decodes_far_larger_than_itself_is_refused() {
+        let l = 64 * 1024usize;
+        let mut raw = Vec::new();
+        put_varint(&mut raw, 0);
+        put_varint(&mut raw, l as u64);
+        put_varint(&mut raw, 0);
+        put_varint(&mut raw, 2);
+        raw.extend(std::iter::repeat_n(b'k', l));
+        for _ in 1..2000 {
+            put_varint(&mut raw, l as u64);
+            put_varint(&mut raw, 0);
+            put_varint(&mut raw, 0);
+            put_varint(&mut raw, 2);
+        }
+        put_u32(&mut raw, 0);
+        put_u32(&mut raw, 1);
+        raw.push(TYPE_IKEY);
+        let c = crc(&raw);
+        put_u32(&mut raw, c);
+        match Block::decode(raw) {
+            Err((_, d)) => assert!(d.contains("too large"), "{d}"),
+            Ok(b) => panic!("decoded into {} bytes", b.weight()),
+        }
     }
 }
 
