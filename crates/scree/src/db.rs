@@ -192,8 +192,8 @@ impl Drop for DbHandle {
     }
 }
 
-/// An open database. Cheap to clone; the database closes when the last `Db`, `Keyspace` and
-/// `Snapshot` handle is dropped (background work is stopped, the WAL synced).
+/// An open database. Cheap to clone; the database closes when the last `Db`, `Keyspace`,
+/// `Snapshot` and range iterator is dropped (background work is stopped, the WAL synced).
 #[derive(Clone)]
 pub struct Db {
     h: Arc<DbHandle>,
@@ -683,6 +683,7 @@ impl Keyspace {
             .chain(sv.imms.iter().cloned())
             .collect();
         RangeIter::new(iterator::sources_for(mems, sv.version.clone()), seq, lo, hi)
+            .holding(self.h.clone())
     }
 
     /// Iterates `range` in key order (reverse with `.rev()` / `next_back`).
@@ -816,7 +817,7 @@ impl DbInner {
             // allocation, no hand-off). Writers arriving meanwhile queue behind the leader.
             q.leader = true;
             drop(q);
-            let res = self.write_group(&[&me]);
+            let res = self.write_group_guarded(&[&me]);
             let mut q = self.queue.lock();
             q.leader = false;
             if !q.pending.is_empty() {
@@ -849,7 +850,7 @@ impl DbInner {
         }
         drop(q);
         let refs: Vec<&Pending> = group.iter().map(|p| &**p).collect();
-        let res = self.write_group(&refs);
+        let res = self.write_group_guarded(&refs);
         for p in &group {
             let r = match &res {
                 Ok(()) => Ok(()),
@@ -863,6 +864,17 @@ impl DbInner {
         drop(q);
         let r = me.result.lock().take();
         r.unwrap_or(Ok(()))
+    }
+
+    /// [`DbInner::write_group`], with a panic (a bug) turned into a background error: the
+    /// leader flag is then still cleared, so later writers get the error instead of waiting
+    /// for a leader that is gone.
+    fn write_group_guarded(&self, group: &[&Pending]) -> Result<()> {
+        let res = guard_panic("write", || self.write_group(group));
+        if let Err(e @ Error::BackgroundError(_)) = &res {
+            self.set_bg_error(e);
+        }
+        res
     }
 
     fn write_group(&self, group: &[&Pending]) -> Result<()> {
@@ -1069,7 +1081,17 @@ impl DbInner {
                         return;
                     }
                     if self.bg_error.lock().is_none() {
-                        if let Some(w) = self.pick_work(&mut bg, flush_only) {
+                        // A panic while picking (a bug) stops background work with an error
+                        // writers see, instead of ending this thread silently.
+                        let mut picked = None;
+                        let r = guard_panic("picking background work", || {
+                            picked = self.pick_work(&mut bg, flush_only);
+                            Ok(())
+                        });
+                        if let Err(e) = r {
+                            self.set_bg_error(&e);
+                        }
+                        if let Some(w) = picked {
                             bg.running += 1;
                             break w;
                         }

@@ -28,6 +28,10 @@ pub struct RangeIter {
     last_front: Option<Vec<u8>>,
     last_back: Option<Vec<u8>>,
     done: bool,
+    /// The database handle: an iterator keeps the database open, as a snapshot does. Without
+    /// it the database could close and be reopened while the iterator still had tables to
+    /// open, and the reopened database could delete them (found in review, 2026-11-23).
+    _db: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl std::fmt::Debug for RangeIter {
@@ -70,7 +74,14 @@ impl RangeIter {
             last_front: None,
             last_back: None,
             done: false,
+            _db: None,
         }
+    }
+
+    /// Keeps `db` (the database handle) alive as long as the iterator.
+    pub(crate) fn holding(mut self, db: Arc<dyn std::any::Any + Send + Sync>) -> Self {
+        self._db = Some(db);
+        self
     }
 
     fn below_hi(&self, uk: &[u8]) -> bool {

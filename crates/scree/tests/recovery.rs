@@ -172,3 +172,39 @@ fn write_amplification_counts_every_byte_written() {
     assert!(s.bytes_written.flush > 0 && s.bytes_written.metadata > 0);
     assert!(s.write_amplification > s.write_amplification_without_wal);
 }
+
+/// A range iterator keeps its database open, as a snapshot does: dropping every other handle
+/// does not close it, a second open is `Locked` meanwhile, and the iterator reads all it saw.
+/// Before, the database closed under the iterator, a reopen compacted and deleted the tables
+/// it had not opened yet, and its next step was an I/O error (found in review, 2026-11-23).
+#[test]
+fn a_live_iterator_keeps_its_database_open() {
+    for layout in [Layout::Leveled, Layout::Fragmented] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let o = common::small_db();
+        let db = Db::open(dir.path(), o.clone()).expect("open");
+        let ks = db.keyspace("k", common::small_ks(layout)).expect("ks");
+        for i in 0..5000u64 {
+            ks.put(format!("{i:08}"), format!("old{i}")).expect("put");
+        }
+        db.compact().expect("compact");
+        let it = ks.range::<&[u8], _>(..);
+        drop((ks, db));
+        match Db::open(dir.path(), o.clone()) {
+            Err(scree::Error::Locked(_)) => {}
+            other => panic!("{layout}: expected Locked while an iterator lives, got {other:?}"),
+        }
+        let mut n = 0u64;
+        for r in it {
+            let (k, v) = r.expect("scan");
+            assert_eq!(k, format!("{n:08}").into_bytes(), "{layout}");
+            assert_eq!(v, format!("old{n}").into_bytes(), "{layout}");
+            n += 1;
+        }
+        assert_eq!(n, 5000, "{layout}");
+        // The iterator is gone: the database opens again with the same data.
+        let db = Db::open(dir.path(), o).expect("reopen");
+        let ks = db.keyspace("k", common::small_ks(layout)).expect("ks");
+        assert_eq!(ks.get(b"00004999").expect("get"), Some(b"old4999".to_vec()));
+    }
+}
