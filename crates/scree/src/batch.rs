@@ -60,7 +60,7 @@ pub struct WriteBatch {
     /// Keyspaces named by the entries, each once (the write path needs them before it logs).
     pub(crate) ks_ids: KsIds,
     pub(crate) user_bytes: u64,
-    pub(crate) db_id: Option<usize>,
+    pub(crate) db_id: Option<u64>,
     pub(crate) error: Option<String>,
 }
 
@@ -204,6 +204,8 @@ impl WriteBatch {
         self.ks_ids.clear();
         self.user_bytes = 0;
         self.error = None;
+        // A cleared batch may be filled for another database (found in review).
+        self.db_id = None;
     }
 
     /// Σ key+value bytes of puts + key bytes of deletes.

@@ -136,8 +136,28 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
             }
         }
     } else {
+        let data = names.iter().find(|n| {
+            n.rsplit_once('.').is_some_and(|(num, ext)| {
+                num.parse::<u64>().is_ok()
+                    && (ext == "sst"
+                        || (ext == "log"
+                            && env
+                                .fs
+                                .file_size(&dir.join(n.as_str()))
+                                .map_or(true, |s| s > 0))
+                        || ext == crate::layout::trie::version::HTABLE_EXT
+                        || ext == crate::layout::trie::version::CLUSTER_EXT)
+            })
+        });
         if names.iter().any(|n| n.starts_with("MANIFEST-")) {
             rep.problem(&current, 0, "CURRENT is missing but manifests exist");
+        } else if let Some(f) = data {
+            // Db::open refuses this directory too (its data would otherwise be lost).
+            rep.problem(
+                &current,
+                0,
+                format!("CURRENT is missing but the directory holds database files ({f})"),
+            );
         } else {
             rep.notes
                 .push("no CURRENT: not a database (or never created)".into());

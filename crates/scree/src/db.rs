@@ -137,7 +137,16 @@ struct BgState {
     closing: bool,
 }
 
+/// Source of [`DbInner::instance`].
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
 pub(crate) struct DbInner {
+    /// Unique among the databases this process opens: what a `WriteBatch` records to refuse
+    /// being written to another database. (The `DbInner` address was used before, and a
+    /// database opened after another closed often got the same one: a batch of the closed
+    /// database was accepted by the new one, into whichever keyspace had the same id. Found
+    /// in review, 2026-11-23.)
+    instance: u64,
     dir: PathBuf,
     env: Env,
     opts: Options,
@@ -240,6 +249,13 @@ impl Drop for Snapshot {
             }
         }
     }
+}
+
+/// Whether `ext` names a table file a layout writes (sorted tables, HTables, BloomClusters).
+fn is_table_ext(ext: &str) -> bool {
+    ext == "sst"
+        || ext == layout::trie::version::HTABLE_EXT
+        || ext == layout::trie::version::CLUSTER_EXT
 }
 
 fn parse_file_name(name: &str) -> Option<(u64, &str)> {
@@ -417,8 +433,8 @@ impl Db {
             .write(batch.rep, batch.count, batch.ks_ids, ub, opts.sync)
     }
 
-    fn id(&self) -> usize {
-        Arc::as_ptr(&self.h.inner) as usize
+    fn id(&self) -> u64 {
+        self.h.inner.instance
     }
 
     /// A snapshot of the current state.
@@ -582,8 +598,8 @@ impl Keyspace {
     pub(crate) fn id(&self) -> u32 {
         self.core.id
     }
-    pub(crate) fn db_id(&self) -> usize {
-        Arc::as_ptr(&self.h.inner) as usize
+    pub(crate) fn db_id(&self) -> u64 {
+        self.h.inner.instance
     }
 
     /// The keyspace's name.
@@ -1526,24 +1542,23 @@ fn recover(
                 }
             }
         }
-    } else if names.iter().any(|n| n.starts_with("MANIFEST-"))
-        && names.iter().any(|n| match parse_file_name(n) {
-            // CURRENT is written last when a database is created: without it, manifests and
-            // empty logs are the leftovers of a creation that did not finish (no write was ever
-            // acknowledged), and the database starts afresh. Any data means CURRENT was lost.
-            Some((num, "log")) => env
-                .fs
-                .file_size(&wal_path(&dir, num))
-                .map_or(true, |s| s > 0),
-            Some((_, "dbtmp")) => false,
-            Some(_) => true,
-            None => false,
-        })
-    {
+    } else if let Some(found) = names.iter().find(|n| match parse_file_name(n) {
+        // CURRENT is written last when a database is created: without it, manifests and
+        // empty logs are the leftovers of a creation that did not finish (no write was ever
+        // acknowledged), and the database starts afresh. Any data means CURRENT was lost, and
+        // starting afresh would delete it (found in review: a directory whose CURRENT and
+        // manifest were gone reopened empty, its tables deleted).
+        Some((num, "log")) => env
+            .fs
+            .file_size(&wal_path(&dir, num))
+            .map_or(true, |s| s > 0),
+        Some((_, ext)) => is_table_ext(ext),
+        None => false,
+    }) {
         return Err(Error::corruption(
             &current,
             0,
-            "CURRENT is missing but manifests exist",
+            format!("CURRENT is missing but the directory holds database data ({found})"),
         ));
     }
     // Every file the manifest names must exist.
@@ -1733,6 +1748,7 @@ fn recover(
         None
     };
     let inner_partial = |manifest: ManifestWriter, wal: LogWriter| DbInner {
+        instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
         dir: dir.clone(),
         env: env.clone(),
         opts: opts.clone(),
@@ -1797,10 +1813,14 @@ fn recover(
         } else if name == "LOCK" || name == manifest::CURRENT {
             false
         } else if let Some((n, ext)) = parse_file_name(name) {
+            // Only the kinds of file Scree writes: anything else in the directory is not ours
+            // (found in review: opening a directory that was not a database deleted files
+            // such as `2023.csv`).
             match ext {
                 "log" => !live_log_set.contains(&n),
                 "dbtmp" => true,
-                _ => !live_tables.contains(name),
+                ext if is_table_ext(ext) => !live_tables.contains(name),
+                _ => false,
             }
         } else {
             false

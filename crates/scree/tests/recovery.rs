@@ -208,3 +208,120 @@ fn a_live_iterator_keeps_its_database_open() {
         assert_eq!(ks.get(b"00004999").expect("get"), Some(b"old4999".to_vec()));
     }
 }
+
+fn listing(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().into_string().expect("utf8"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Opening a directory that holds other files creates a database beside them and deletes none
+/// of them: only files of the kinds Scree writes are ever removed (found in review: it deleted
+/// `2023.csv` and `1.jpg`).
+#[test]
+fn open_never_deletes_files_it_did_not_write() {
+    let d = tempfile::tempdir().expect("dir");
+    for f in ["2023.csv", "1.jpg", "7.txt", "notes.txt", "000007.bak"] {
+        std::fs::write(d.path().join(f), b"user data").expect("write");
+    }
+    {
+        let db = Db::open(d.path(), common::small_db()).expect("open");
+        let ks = db
+            .keyspace("k", common::small_ks(Layout::Leveled))
+            .expect("ks");
+        ks.put(b"a", b"1").expect("put");
+        db.flush().expect("flush");
+    }
+    let _db = Db::open(d.path(), common::small_db()).expect("reopen");
+    let after = listing(d.path());
+    for f in ["2023.csv", "1.jpg", "7.txt", "notes.txt", "000007.bak"] {
+        assert!(after.iter().any(|n| n == f), "{f} was deleted: {after:?}");
+    }
+}
+
+/// A directory whose CURRENT and manifest are gone but whose tables remain is corruption, for
+/// `Db::open` and for `scree::check`: it used to open as a new empty database and delete every
+/// table (found in review).
+#[test]
+fn tables_without_current_are_corruption_not_a_new_database() {
+    for layout in [Layout::Leveled, Layout::Trie] {
+        let d = tempfile::tempdir().expect("dir");
+        {
+            let db = Db::open(d.path(), common::small_db()).expect("open");
+            let ks = db.keyspace("k", common::small_ks(layout)).expect("ks");
+            for i in 0..3000u32 {
+                ks.put(i.to_be_bytes(), vec![1u8; 100]).expect("put");
+            }
+            db.flush().expect("flush");
+        }
+        for f in listing(d.path()) {
+            if f == "CURRENT" || f.starts_with("MANIFEST") {
+                std::fs::remove_file(d.path().join(&f)).expect("rm");
+            }
+        }
+        let before = listing(d.path());
+        match Db::open(d.path(), common::small_db()) {
+            Err(e @ scree::Error::Corruption { .. }) => {
+                assert!(e.to_string().contains("CURRENT is missing"), "{e}")
+            }
+            other => panic!("{layout}: expected Corruption, got {other:?}"),
+        }
+        assert_eq!(
+            listing(d.path()),
+            before,
+            "{layout}: open changed the directory"
+        );
+        let rep = scree::check::check_dir(d.path(), std::sync::Arc::new(scree::fs::std_fs::StdFs))
+            .expect("check");
+        assert!(!rep.problems.is_empty(), "{layout}: check found no problem");
+    }
+}
+
+/// A batch records the database it was built for, not its address: one built for a database
+/// that has closed is refused by the next database opened (which may reuse the address), and a
+/// cleared batch can be refilled for another database (found in review).
+#[test]
+fn a_batch_belongs_to_one_database_until_cleared() {
+    let d1 = tempfile::tempdir().expect("dir");
+    let d2 = tempfile::tempdir().expect("dir");
+    let mut b = WriteBatch::new();
+    {
+        let db1 = Db::open(d1.path(), common::small_db()).expect("open");
+        let k1 = db1
+            .keyspace("users", common::small_ks(Layout::Leveled))
+            .expect("ks");
+        b.put(&k1, b"user:1", b"from-db1");
+    }
+    for _ in 0..20 {
+        let db2 = Db::open(d2.path(), common::small_db()).expect("open");
+        let k2 = db2
+            .keyspace("other", common::small_ks(Layout::Leveled))
+            .expect("ks");
+        match db2.write(b.clone(), &WriteOptions::default()) {
+            Err(scree::Error::InvalidArgument(_)) => {}
+            other => panic!("a batch of a closed database: {other:?}"),
+        }
+        assert_eq!(k2.get(b"user:1").expect("get"), None);
+    }
+    let db1 = Db::open(d1.path(), common::small_db()).expect("open");
+    let db2 = Db::open(d2.path(), common::small_db()).expect("open");
+    let k1 = db1
+        .keyspace("users", common::small_ks(Layout::Leveled))
+        .expect("ks");
+    let k2 = db2
+        .keyspace("other", common::small_ks(Layout::Leveled))
+        .expect("ks");
+    let mut b = WriteBatch::new();
+    b.put(&k1, b"a", b"1");
+    db1.write(b.clone(), &WriteOptions::default())
+        .expect("write");
+    b.clear();
+    b.put(&k2, b"a", b"2");
+    db2.write(b, &WriteOptions::default())
+        .expect("a cleared batch on another database");
+    assert_eq!(k2.get(b"a").expect("get").as_deref(), Some(&b"2"[..]));
+    assert_eq!(k1.get(b"a").expect("get").as_deref(), Some(&b"1"[..]));
+}
