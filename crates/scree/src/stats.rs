@@ -79,7 +79,7 @@ impl IoStats {
         };
         self.bytes_read.fetch_add(n, Relaxed);
     }
-    fn written(&self, cause: WriteCause) -> u64 {
+    pub(crate) fn written(&self, cause: WriteCause) -> u64 {
         self.written
             .get(cause_index(cause))
             .map_or(0, |c| c.load(Relaxed))

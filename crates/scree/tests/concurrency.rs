@@ -380,3 +380,70 @@ fn without_flush_in_compactions_only_background_threads_flush() {
     assert!(s.flushes > 0 && s.compactions > 0, "{s:?}");
     assert_eq!(s.flushes_in_compactions, 0);
 }
+
+/// `Db::compact()` returns under a write load that keeps giving it new work (found in review,
+/// 2026-11-23: it looped for as long as the writes went on, on every layout), and the data
+/// stays exact.
+#[test]
+fn compact_returns_while_writes_go_on() {
+    for layout in Layout::implemented() {
+        let started = Instant::now();
+        let dir = tempfile::tempdir().expect("dir");
+        let db = Db::open(dir.path(), common::small_db()).expect("open");
+        let ks = db.keyspace("k", common::small_ks(layout)).expect("ks");
+        for i in 0..5_000u32 {
+            ks.put(i.to_be_bytes(), [5u8; 200]).expect("put");
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (ks, stop) = (ks.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    ks.put((1_000_000 + i).to_be_bytes(), [6u8; 200])
+                        .expect("put");
+                    i += 1;
+                    if i % 50 == 0 {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                }
+                i
+            })
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let compactor = {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let r = db.compact();
+                let _ = tx.send(());
+                r
+            })
+        };
+        let returned = rx.recv_timeout(std::time::Duration::from_secs(120)).is_ok();
+        stop.store(true, Ordering::Relaxed);
+        let n = writer.join().expect("writer");
+        compactor.join().expect("compactor").expect("compact");
+        assert!(
+            returned,
+            "{layout}: compact() did not return within 120 s of writes"
+        );
+        println!(
+            "{layout}: compact() returned: {returned}; {n} writes meanwhile; {:?}",
+            started.elapsed()
+        );
+        for i in (0..5_000u32).step_by(97) {
+            assert_eq!(
+                ks.get(i.to_be_bytes()).expect("get").as_deref(),
+                Some(&[5u8; 200][..])
+            );
+        }
+        for i in (0..n).step_by(31) {
+            assert_eq!(
+                ks.get((1_000_000 + i).to_be_bytes())
+                    .expect("get")
+                    .as_deref(),
+                Some(&[6u8; 200][..])
+            );
+        }
+    }
+}
