@@ -139,14 +139,12 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
         let data = names.iter().find(|n| {
             n.rsplit_once('.').is_some_and(|(num, ext)| {
                 num.parse::<u64>().is_ok()
-                    && (ext == "sst"
+                    && (crate::db::is_table_ext(ext)
                         || (ext == "log"
                             && env
                                 .fs
                                 .file_size(&dir.join(n.as_str()))
-                                .map_or(true, |s| s > 0))
-                        || ext == crate::layout::trie::version::HTABLE_EXT
-                        || ext == crate::layout::trie::version::CLUSTER_EXT)
+                                .map_or(true, |s| s > 0)))
             })
         });
         if names.iter().any(|n| n.starts_with("MANIFEST-")) {

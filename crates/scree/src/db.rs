@@ -252,7 +252,7 @@ impl Drop for Snapshot {
 }
 
 /// Whether `ext` names a table file a layout writes (sorted tables, HTables, BloomClusters).
-fn is_table_ext(ext: &str) -> bool {
+pub(crate) fn is_table_ext(ext: &str) -> bool {
     ext == "sst"
         || ext == layout::trie::version::HTABLE_EXT
         || ext == layout::trie::version::CLUSTER_EXT
