@@ -18,10 +18,6 @@ use crate::error::{Error, Result};
 use crate::fs::{std_fs::StdFs, Env, FileLock};
 use crate::iterator::{self, prefix_end, RangeIter, Value};
 use crate::key::{self, ValueKind};
-
-/// The largest file number a database uses: a manifest, table or WAL naming a larger one is
-/// corruption (the next number, and the two recovery takes, must not overflow).
-const MAX_FILE_NO: u64 = u64::MAX >> 1;
 use crate::layout::{self, Job, JobCtx, Layout, LayoutVersion, ManualStep, Pressure};
 use crate::log::{self, LogEnd, LogWriter};
 use crate::manifest::edit::{Edit, KeyspaceDef, KsEdit};
@@ -136,6 +132,10 @@ struct BgState {
     flushing: HashSet<u32>,
     closing: bool,
 }
+
+/// The largest file number a database uses: a manifest, table or WAL naming a larger one is
+/// corruption (the next number, and the two recovery takes, must not overflow).
+const MAX_FILE_NO: u64 = u64::MAX >> 1;
 
 /// Source of [`DbInner::instance`].
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
