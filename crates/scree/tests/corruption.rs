@@ -115,10 +115,8 @@ fn build(layout: Layout, reopen: bool) -> Reference {
         }
     }
     // The WAL holding the last writes (before a reopen adds an empty newer one).
-    let data_wal = fs
-        .files()
+    let data_wal = logs(&fs)
         .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
         .filter(|p| fs.file_bytes(p).is_some_and(|b| !b.is_empty()))
         .max();
     if reopen {
