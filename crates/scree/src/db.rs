@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::fs::{std_fs::StdFs, Env, FileLock};
 use crate::iterator::{self, prefix_end, RangeIter, Value};
 use crate::key::{self, ValueKind};
-use crate::layout::{self, Job, JobCtx, Layout, LayoutVersion, ManualStep, Pressure};
+use crate::layout::{self, Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure};
 use crate::log::{self, LogEnd, LogWriter};
 use crate::manifest::edit::{Edit, KeyspaceDef, KsEdit};
 use crate::manifest::{self, ManifestWriter};
@@ -51,6 +51,46 @@ pub(crate) struct KsCore {
     pub log_number: AtomicU64,
     /// What flushes and compactions put into each level since open (index = level).
     pub level_writes: Mutex<Vec<LevelWrites>>,
+    /// The scopes of the manual compactions running on this keyspace, by token; every
+    /// installed edit updates them ([`ManualScope::follow`]).
+    pub manual: Mutex<ManualScopes>,
+}
+
+/// Scopes of the running manual compactions of one keyspace.
+#[derive(Default)]
+pub(crate) struct ManualScopes {
+    next_token: u64,
+    running: Vec<(u64, ManualScope)>,
+}
+
+impl ManualScopes {
+    fn register(&mut self, scope: ManualScope) -> u64 {
+        self.next_token += 1;
+        self.running.push((self.next_token, scope));
+        self.next_token
+    }
+    fn get(&self, token: u64) -> ManualScope {
+        self.running
+            .iter()
+            .find(|(t, _)| *t == token)
+            .map(|(_, s)| s.clone())
+            .unwrap_or_default()
+    }
+    fn remove(&mut self, token: u64) {
+        self.running.retain(|(t, _)| *t != token);
+    }
+}
+
+/// Ends a manual compaction's scope however the call returns.
+struct ScopeToken<'a> {
+    ks: &'a KsCore,
+    token: u64,
+}
+
+impl Drop for ScopeToken<'_> {
+    fn drop(&mut self) {
+        self.ks.manual.lock().remove(self.token);
+    }
 }
 
 impl KsCore {
@@ -394,6 +434,7 @@ impl Db {
             })),
             log_number: AtomicU64::new(wal_no),
             level_writes: Mutex::new(Vec::new()),
+            manual: Mutex::new(ManualScopes::default()),
         });
         inner.keyspaces.write().insert(id, core.clone());
         Ok(Keyspace {
@@ -476,42 +517,35 @@ impl Db {
         }
     }
 
-    /// Flushes, then compacts every keyspace as far as its layout goes. Under writes that keep
-    /// arriving, it returns once the data present at the call has been worked on (a bounded
-    /// amount of rewriting), not when nothing is left to do.
+    /// Flushes, then compacts every keyspace as far as its layout goes: the tables present
+    /// at the call, and every table made from them while it runs, end where the layout puts
+    /// fully compacted data (one sorted level at the bottom for `leveled`, one table per
+    /// guard of the deepest level for `fragmented`, one generation per last-level container
+    /// for `trie`). Data written meanwhile is compacted only where a job merges it with
+    /// older data, so writes that go on do not keep the call from returning.
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
         let inner = self.inner();
         let all: Vec<Arc<KsCore>> = inner.keyspaces.read().values().cloned().collect();
         for ks in all {
-            // Writes that keep arriving give a layout's manual compaction new work forever
-            // (found in review: `compact()` did not return under a light write load on any
-            // layout). Its rewrites are bounded by 12 × the keyspace's bytes at the start
-            // + 4 MiB, and its steps by 64 × its tables + 1,000: without concurrent writes
-            // every layout finishes well inside both (a byte is rewritten at most once per
-            // level it passes), with them the call returns once the data it found has had
-            // that much work.
-            let files = ks.sv().version.files();
-            let entry_bytes: u64 = files.iter().map(|f| f.meta.size).sum();
-            let budget = entry_bytes.saturating_mul(12).saturating_add(4 << 20);
-            let max_steps = (files.len() as u64).saturating_mul(64).saturating_add(1000);
-            drop(files);
-            let rewritten = || {
-                inner.stats.written(WriteCause::Compaction) + inner.stats.written(WriteCause::Gc)
+            // Under the pick lock, no compaction installs between listing the tables and
+            // registering the scope that later installs update.
+            let token = {
+                let _pick = inner.pick_lock.lock();
+                let files = ks.sv().version.files();
+                let scope = ManualScope::new(files.iter().map(|f| f.meta.file_no));
+                ks.manual.lock().register(scope)
             };
-            let start = rewritten();
-            let mut steps = 0u64;
+            let _token = ScopeToken { ks: &ks, token };
             loop {
-                if steps >= max_steps || rewritten().saturating_sub(start) > budget {
-                    break;
-                }
                 inner.check_bg_error()?;
                 let opts = ks.opts();
                 let smallest = inner.smallest_snapshot();
                 let step = {
                     let ctx = inner.job_ctx(&opts, smallest);
                     let _pick = inner.pick_lock.lock();
-                    ks.layout.manual(&ks.sv().version, &ctx)
+                    let scope = ks.manual.lock().get(token);
+                    ks.layout.manual(&ks.sv().version, &ctx, &scope)
                 };
                 match step {
                     ManualStep::Done => break,
@@ -520,7 +554,6 @@ impl Db {
                         inner.bg_cv.wait_for(&mut bg, Duration::from_millis(20));
                     }
                     ManualStep::Run(job) => {
-                        steps += 1;
                         // As in the background: a failed compaction stops writes.
                         if let Err(e) = guard_panic("compaction", || inner.run_compaction(&ks, job))
                         {
@@ -1310,6 +1343,9 @@ impl DbInner {
             .filter(|f| !added.contains(f))
             .collect();
         ks.count_level_writes(edit, &old_files, &merged, flushed.is_some());
+        for (_, scope) in ks.manual.lock().running.iter_mut() {
+            scope.follow(edit.added.iter().map(|a| a.meta.file_no), &merged);
+        }
         {
             let mut g = ks.sv.write();
             let imms = match flushed {
@@ -1543,6 +1579,7 @@ fn recover(
                         })),
                         log_number: AtomicU64::new(0),
                         level_writes: Mutex::new(Vec::new()),
+                        manual: Mutex::new(ManualScopes::default()),
                     }),
                 );
             }

@@ -403,8 +403,8 @@ fn compact_returns_while_writes_go_on() {
                     ks.put((1_000_000 + i).to_be_bytes(), [6u8; 200])
                         .expect("put");
                     i += 1;
-                    if i % 50 == 0 {
-                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    if i % 5000 == 0 {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
                     }
                 }
                 i

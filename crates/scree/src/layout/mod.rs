@@ -158,11 +158,66 @@ pub trait Layout: Send + Sync {
     fn pick(&self, version: &Arc<dyn LayoutVersion>, ctx: &JobCtx<'_>) -> Option<Box<dyn Job>>;
     /// Whether a background compaction is due (no reservation).
     fn needs_compaction(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> bool;
-    /// The next step of a full compaction (`Db::compact`), or `None` when done. `Err(busy)`
-    /// semantics: `Some(None)`-like waiting is expressed by returning `ManualStep::Wait`.
-    fn manual(&self, version: &Arc<dyn LayoutVersion>, ctx: &JobCtx<'_>) -> ManualStep;
+    /// The next step of a full compaction (`Db::compact`) of the tables in `scope`: `Done`
+    /// once none of them lies above where the layout puts fully compacted data, `Wait` while
+    /// the tables it needs are busy with background work. Tables outside `scope` (data
+    /// written after the call) may join a job but never make one due.
+    fn manual(
+        &self,
+        version: &Arc<dyn LayoutVersion>,
+        ctx: &JobCtx<'_>,
+        scope: &ManualScope,
+    ) -> ManualStep;
     /// Write back-pressure.
     fn pressure(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> Pressure;
+}
+
+/// The tables a manual compaction (`Db::compact`) answers for: those live when it was called,
+/// and every table a compaction (manual or background) has since made from any of them. A
+/// table that only moved keeps its file number and stays in scope. Data written after the call
+/// is in scope only where a job merged it with data from before, so writes that go on while a
+/// manual compaction runs never give it new work of their own, and it ends (RocksDB's
+/// `CompactRange` likewise compacts the files present when it reaches each level).
+#[derive(Debug, Clone, Default)]
+pub struct ManualScope {
+    files: std::collections::HashSet<u64>,
+}
+
+impl ManualScope {
+    /// A scope of the given tables.
+    pub fn new(files: impl IntoIterator<Item = u64>) -> Self {
+        ManualScope {
+            files: files.into_iter().collect(),
+        }
+    }
+    /// Whether table `file_no` is in scope.
+    pub fn contains(&self, file_no: u64) -> bool {
+        self.files.contains(&file_no)
+    }
+    /// Follows an installed edit: if it merged away a table in scope, the tables it added hold
+    /// that table's data and join the scope. `merged` are the edit's removed tables that it
+    /// does not add back (a table both removed and added is a move).
+    pub fn follow(
+        &mut self,
+        added: impl IntoIterator<Item = u64>,
+        merged: &std::collections::HashSet<u64>,
+    ) {
+        let inherits = merged.iter().any(|f| self.files.contains(f));
+        for f in merged {
+            self.files.remove(f);
+        }
+        if inherits {
+            self.files.extend(added);
+        }
+    }
+    /// Number of tables in scope.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+    /// Whether no table is in scope.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
 }
 
 /// The next step of a full compaction.
@@ -171,7 +226,7 @@ pub enum ManualStep {
     Run(Box<dyn Job>),
     /// Inputs are busy with background work; wait and ask again.
     Wait,
-    /// Everything is compacted as far as the layout goes.
+    /// Every table in scope is compacted as far as the layout goes.
     Done,
 }
 
@@ -191,5 +246,30 @@ pub fn new_layout(kind: LayoutKind) -> Result<Arc<dyn Layout>> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::ManualScope;
+
+    #[test]
+    fn a_manual_scope_follows_the_data_of_its_tables() {
+        let mut s = ManualScope::new([1, 2]);
+        // A merge of a table in scope with a later one: the outputs hold data in scope.
+        s.follow([10, 11], &HashSet::from([1, 5]));
+        assert!(!s.contains(1) && s.contains(10) && s.contains(11) && s.contains(2));
+        // A merge of later tables only stays out.
+        s.follow([12], &HashSet::from([6, 7]));
+        assert!(!s.contains(12));
+        // A move (removed and added again, so not merged) keeps its number in scope.
+        s.follow([2], &HashSet::new());
+        assert!(s.contains(2));
+        // A flush adds without merging: out of scope.
+        s.follow([13], &HashSet::new());
+        assert!(!s.contains(13));
+        assert_eq!(s.len(), 3);
     }
 }

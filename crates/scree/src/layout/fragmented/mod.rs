@@ -56,7 +56,7 @@ use crate::error::Result;
 use crate::iter::{InternalIter, MergingIter};
 use crate::key;
 use crate::layout::leveled::flush_to_table;
-use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualStep, Pressure};
+use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure};
 use crate::manifest::edit::{AddedTable, KsEdit, LayoutRecord};
 use crate::memtable::Memtable;
 use crate::options::{FragmentedOptions, KeyspaceOptions, Layout as LayoutKind};
@@ -855,29 +855,34 @@ impl Layout for Fragmented {
             .is_some_and(|v| !self.candidates(v, &opts.fragmented, false).is_empty())
     }
 
-    fn manual(&self, version: &Arc<dyn LayoutVersion>, ctx: &JobCtx<'_>) -> ManualStep {
+    fn manual(
+        &self,
+        version: &Arc<dyn LayoutVersion>,
+        ctx: &JobCtx<'_>,
+        scope: &ManualScope,
+    ) -> ManualStep {
         let Some(v) = self.v(version) else {
             return ManualStep::Done;
         };
         let o = &ctx.opts.fragmented;
         self.locks.lock().gc(v);
-        if !v.l0.is_empty() {
+        let in_scope =
+            |ts: &[Arc<TableFile>]| ts.iter().filter(|t| scope.contains(t.meta.file_no)).count();
+        if in_scope(&v.l0) > 0 {
             return match self.job_for(v, o, &Cand::L0) {
                 Some(j) => ManualStep::Run(j),
                 None => ManualStep::Wait,
             };
         }
-        // Everything down to the deepest non-empty level, then one table per guard there.
+        // Every guard holding a table in scope down to the deepest non-empty level, then the
+        // deepest level's guards down to one table in scope each (later fragments may stay).
         let deepest = v.deepest_nonempty();
         let mut busy = false;
         for level in 1..=deepest {
             let Some(lvl) = v.level(level) else { continue };
             for (idx, g) in lvl.guards.iter().enumerate() {
-                let todo = if level < deepest {
-                    !g.tables.is_empty()
-                } else {
-                    g.tables.len() > 1
-                };
+                let n = in_scope(&g.tables);
+                let todo = if level < deepest { n > 0 } else { n > 1 };
                 if !todo {
                     continue;
                 }

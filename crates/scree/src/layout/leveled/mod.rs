@@ -13,7 +13,7 @@ use crate::compaction::{merge_into_tables, Cutter, SizeCutter};
 use crate::error::{Error, Result};
 use crate::iter::{InternalIter, MergingIter};
 use crate::key::cmp_ikey;
-use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualStep, Pressure};
+use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure};
 use crate::manifest::edit::{AddedTable, KsEdit};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::{KeyspaceOptions, Layout as LayoutKind, LeveledOptions};
@@ -359,24 +359,31 @@ impl Layout for Leveled {
             .is_some_and(|v| !self.scores(v, &opts.leveled).is_empty())
     }
 
-    fn manual(&self, version: &Arc<dyn LayoutVersion>, ctx: &JobCtx<'_>) -> ManualStep {
+    fn manual(
+        &self,
+        version: &Arc<dyn LayoutVersion>,
+        ctx: &JobCtx<'_>,
+        scope: &ManualScope,
+    ) -> ManualStep {
         let Some(v) = self.v(version) else {
             return ManualStep::Done;
         };
-        let nonempty: Vec<usize> = (0..v.levels.len())
-            .filter(|&l| !v.level(l).is_empty())
-            .collect();
-        let Some(&deepest) = nonempty.last() else {
+        let Some(deepest) = (0..v.levels.len()).rev().find(|&l| !v.level(l).is_empty()) else {
             return ManualStep::Done;
         };
-        let target = deepest.max(1);
-        if nonempty.len() == 1 && deepest >= 1 {
-            // One sorted level left: done unless it still holds droppable garbage, which a
-            // rewrite would not find cheaply; a single level is "as far as it goes".
+        // Done once every table in scope sits in one sorted level at the bottom: a single
+        // level is "as far as it goes" (a rewrite would not find its garbage cheaply).
+        let above = (0..deepest).any(|l| v.level(l).iter().any(|t| scope.contains(t.meta.file_no)));
+        let in_deepest = v
+            .level(deepest)
+            .iter()
+            .any(|t| scope.contains(t.meta.file_no));
+        if !above && (deepest >= 1 || !in_deepest) {
             return ManualStep::Done;
         }
+        // Everything goes into the deepest level in one merge (later data with it: it overlaps).
         let inputs: Vec<Arc<TableFile>> = v.levels.iter().flatten().cloned().collect();
-        match self.plan_job(v, &ctx.opts.leveled, 0, inputs, Some(target)) {
+        match self.plan_job(v, &ctx.opts.leveled, 0, inputs, Some(deepest.max(1))) {
             Some(j) => ManualStep::Run(Box::new(j)),
             None => ManualStep::Wait,
         }
@@ -532,10 +539,13 @@ impl Job for LeveledJob {
 mod tests {
     use std::sync::Arc;
 
+    use std::sync::atomic::AtomicU64;
+
     use super::{Leveled, LeveledVersion};
-    use crate::layout::{Layout, LayoutVersion};
+    use crate::layout::{JobCtx, Layout, LayoutVersion, ManualScope, ManualStep};
     use crate::manifest::edit::{AddedTable, KsEdit};
     use crate::options::LeveledOptions;
+    use crate::options::{KeyspaceOptions, Layout as LayoutKind};
     use crate::table::test_support::{metadata_only_ctx as ctx, metadata_only_table};
 
     fn table(level: u32, no: u64, lo: &str, hi: &str, seq: u64) -> AddedTable {
@@ -585,5 +595,48 @@ mod tests {
             .plan_job(lv, &o, 0, lv.level(0).to_vec(), None)
             .expect("job");
         assert!(job.bottommost);
+    }
+
+    /// `Db::compact` answers for the tables present at its call (and what is made from
+    /// them): later tables above them never make it due, so writes that go on cannot keep it
+    /// from returning (found in review: it looped while writes kept coming).
+    #[test]
+    fn a_manual_compaction_is_due_only_for_tables_in_its_scope() {
+        let t = ctx();
+        let next = AtomicU64::new(100);
+        let opts = KeyspaceOptions::new(LayoutKind::Leveled);
+        let stats = Arc::default();
+        let jc = JobCtx {
+            tables: &t,
+            next_file: &next,
+            smallest_snapshot: 0,
+            opts: &opts,
+            stats: &stats,
+            hash_key: [0; 16],
+            flush_point: None,
+        };
+        let policy = Leveled::new();
+        let due = |v: &Arc<dyn LayoutVersion>, scope: &[u64]| {
+            matches!(
+                policy.manual(v, &jc, &ManualScope::new(scope.iter().copied())),
+                ManualStep::Run(_)
+            )
+        };
+        // Compacted data at the bottom, a later table in L0.
+        let v = version(vec![
+            table(2, 1, "a", "m", 5),
+            table(2, 2, "n", "z", 5),
+            table(0, 3, "c", "d", 20),
+        ]);
+        assert!(!due(&v, &[1, 2]), "the later L0 table is not its work");
+        assert!(due(&v, &[1, 2, 3]), "present at the call, it goes down");
+        assert!(!due(&v, &[]));
+        // A table in scope above the bottom makes it due, whatever else lies there.
+        let v = version(vec![table(2, 1, "a", "m", 5), table(1, 2, "n", "z", 9)]);
+        assert!(due(&v, &[2]));
+        assert!(!due(&v, &[1]));
+        // A single level 0 in scope still goes to level 1.
+        let v = version(vec![table(0, 1, "a", "m", 5)]);
+        assert!(due(&v, &[1]));
     }
 }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::error::Result;
-use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualStep, Pressure};
+use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure};
 use crate::manifest::edit::KsEdit;
 use crate::memtable::Memtable;
 use crate::options::{KeyspaceOptions, Layout as LayoutKind, TrieOptions};
@@ -356,30 +356,33 @@ impl Layout for Trie {
         })
     }
 
-    fn manual(&self, version: &Arc<dyn LayoutVersion>, ctx: &JobCtx<'_>) -> ManualStep {
+    fn manual(
+        &self,
+        version: &Arc<dyn LayoutVersion>,
+        ctx: &JobCtx<'_>,
+        scope: &ManualScope,
+    ) -> ManualStep {
         let Some(v) = self.v(version) else {
             return ManualStep::Done;
         };
         self.busy.lock().prune(v);
         let mut cs = Self::sorted(v);
         cs.sort_by_key(|c| (c.depth, c.id));
-        // Push every upper level down, shallowest first.
-        if let Some(c) = cs
-            .iter()
-            .find(|c| c.depth < v.last_depth && !c.pile.is_empty())
-        {
+        // Push every upper container holding a table in scope down, shallowest first.
+        if let Some(c) = cs.iter().find(|c| {
+            c.depth < v.last_depth && c.pile.iter().any(|t| scope.contains(t.meta.file_no))
+        }) {
             return match self.compaction_job(v, c) {
                 Some(j) => ManualStep::Run(j),
                 None => ManualStep::Wait,
             };
         }
-        // Then merge every last-level pile of several generations in place (unless garbage
-        // collection is disabled).
+        // Then merge in place every last-level pile with two or more generations in scope
+        // (unless garbage collection is disabled); later generations may stay on top.
         let gc = ctx.opts.trie.gc_garbage_ratio > 0.0;
-        if let Some(c) = cs
-            .iter()
-            .find(|c| gc && c.depth >= v.last_depth && c.generations() >= 2)
-        {
+        if let Some(c) = cs.iter().find(|c| {
+            gc && c.depth >= v.last_depth && c.generations_where(|t| scope.contains(t)) >= 2
+        }) {
             return match self.gc_job(v, c) {
                 Some(j) => ManualStep::Run(j),
                 None => ManualStep::Wait,

@@ -174,9 +174,13 @@ impl Container {
     }
     /// Number of generations (distinct order keys) in the pile.
     pub fn generations(&self) -> usize {
+        self.generations_where(|_| true)
+    }
+    /// Number of generations among the pile's tables whose file numbers pass `keep`.
+    pub fn generations_where(&self, keep: impl Fn(u64) -> bool) -> usize {
         let mut n = 0;
         let mut last = None;
-        for t in &self.pile {
+        for t in self.pile.iter().filter(|t| keep(t.meta.file_no)) {
             if last != Some(t.meta.max_seq) {
                 n += 1;
                 last = Some(t.meta.max_seq);
