@@ -190,7 +190,7 @@ impl LayoutVersion for LeveledVersion {
 
 /// The leveled policy.
 pub struct Leveled {
-    busy: Arc<Mutex<HashSet<u64>>>,
+    busy: Arc<Mutex<Busy>>,
     /// Round-robin compaction pointer per level (largest user key compacted last).
     pointers: Mutex<Vec<Vec<u8>>>,
 }
@@ -199,7 +199,7 @@ impl Leveled {
     /// A policy with `opts`.
     pub fn new() -> Self {
         Leveled {
-            busy: Arc::new(Mutex::new(HashSet::new())),
+            busy: Arc::new(Mutex::new(Busy::default())),
             pointers: Mutex::new(Vec::new()),
         }
     }
@@ -226,16 +226,35 @@ impl Leveled {
         s
     }
 
-    fn reserve(&self, files: &[Arc<TableFile>]) -> Option<Reservation> {
+    /// Reserves `files` and the output range `[lo, hi]` of `out_level`; `None` when a file is
+    /// busy or a running job writes an overlapping range into the same level.
+    fn reserve(
+        &self,
+        files: &[Arc<TableFile>],
+        out_level: usize,
+        lo: &[u8],
+        hi: &[u8],
+    ) -> Option<Reservation> {
         let mut busy = self.busy.lock();
-        if files.iter().any(|f| busy.contains(&f.meta.file_no)) {
+        if files.iter().any(|f| busy.files.contains(&f.meta.file_no)) {
+            return None;
+        }
+        if busy
+            .outputs
+            .iter()
+            .any(|(_, l, olo, ohi)| *l == out_level && olo.as_slice() <= hi && lo <= ohi.as_slice())
+        {
             return None;
         }
         let nos: Vec<u64> = files.iter().map(|f| f.meta.file_no).collect();
-        busy.extend(nos.iter().copied());
+        busy.files.extend(nos.iter().copied());
+        busy.next_id += 1;
+        let id = busy.next_id;
+        busy.outputs.push((id, out_level, lo.to_vec(), hi.to_vec()));
         Some(Reservation {
             busy: self.busy.clone(),
             files: nos,
+            output: id,
         })
     }
 
@@ -257,9 +276,9 @@ impl Leveled {
             overlapping(v.level(out_level), &lo, &hi)
         };
         let all: Vec<Arc<TableFile>> = inputs.iter().chain(next.iter()).cloned().collect();
-        let reservation = self.reserve(&all)?;
         // The output covers the keys of `next` too, which can reach past the inputs' range.
         let (all_lo, all_hi) = user_range(&all)?;
+        let reservation = self.reserve(&all, out_level, &all_lo, &all_hi)?;
         let bottommost = nothing_below(v, out_level, &all_lo, &all_hi);
         let grandparents = overlapping(v.level(out_level + 1), &all_lo, &all_hi);
         if bottom_level.is_none() {
@@ -284,17 +303,31 @@ impl Leveled {
     }
 }
 
+/// What running jobs hold: their input files, and the key range each writes into its output
+/// level. A job's output tables may span gaps between its inputs (a manual compaction's
+/// output spans the whole keyspace); another job must not place a table in such a gap of the
+/// same level meanwhile, or the level would hold overlapping tables once both are installed.
+#[derive(Default)]
+struct Busy {
+    files: HashSet<u64>,
+    /// (reservation id, output level, smallest and largest user key).
+    outputs: Vec<(u64, usize, Vec<u8>, Vec<u8>)>,
+    next_id: u64,
+}
+
 struct Reservation {
-    busy: Arc<Mutex<HashSet<u64>>>,
+    busy: Arc<Mutex<Busy>>,
     files: Vec<u64>,
+    output: u64,
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
         let mut b = self.busy.lock();
         for f in &self.files {
-            b.remove(f);
+            b.files.remove(f);
         }
+        b.outputs.retain(|(id, ..)| *id != self.output);
     }
 }
 
