@@ -51,4 +51,14 @@ impl BlockCache {
             c.insert((file, offset), block);
         }
     }
+    /// Drops the block of `file` at `offset`, if cached.
+    pub fn remove(&self, file: u64, offset: u64) {
+        if let Some(c) = &self.inner {
+            c.remove(&(file, offset));
+        }
+    }
+    /// Whether blocks are cached at all.
+    pub fn enabled(&self) -> bool {
+        self.inner.is_some()
+    }
 }

@@ -282,6 +282,21 @@ impl TableReader {
         }
     }
 
+    /// Drops this table's blocks from the block cache when they were decoded from its memory
+    /// map: each such block holds the whole file's map, so a table deleted with blocks still
+    /// cached would keep its inode, and all of its disk space, until they were evicted (found
+    /// in review: after a read phase, a write-only phase kept every compacted-away table).
+    fn evict_mapped_blocks(&self) {
+        if self.file.map().is_none() || !self.cache.enabled() {
+            return;
+        }
+        for i in 0..self.index.len() {
+            if let Ok((off, _)) = self.handle(i) {
+                self.cache.remove(self.file_no, off);
+            }
+        }
+    }
+
     /// Reads data block `i` of the index; `fill_cache` false for compaction reads.
     fn block(&self, i: usize, fill_cache: bool) -> Result<Arc<DataBlock>> {
         let (off, size) = self.handle(i)?;
@@ -644,6 +659,9 @@ pub fn get_in_tables<'a>(
 impl Drop for TableFile {
     fn drop(&mut self) {
         if self.obsolete.load(AtOrd::SeqCst) {
+            if let Some(r) = self.reader.get() {
+                r.evict_mapped_blocks();
+            }
             let _ = self.ctx.env.fs.remove(&self.path());
         }
     }
