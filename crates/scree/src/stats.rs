@@ -258,9 +258,10 @@ pub struct Stats {
     pub metadata_block_reads: u64,
     /// Blocks read by compactions and flushes.
     pub compaction_block_reads: u64,
-    /// Block cache hits.
+    /// Block cache hits of lookups and scans (a compaction's cache accesses are not counted,
+    /// like its block reads).
     pub cache_hits: u64,
-    /// Block cache misses.
+    /// Block cache misses of lookups and scans (each is a data block read).
     pub cache_misses: u64,
     /// Point lookups served.
     pub gets: u64,

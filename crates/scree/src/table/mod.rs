@@ -301,7 +301,11 @@ impl TableReader {
     fn block(&self, i: usize, fill_cache: bool) -> Result<Arc<DataBlock>> {
         let (off, size) = self.handle(i)?;
         if let Some(b) = self.cache.get(self.file_no, off) {
-            self.stats.cache_hits.fetch_add(1, AtOrd::Relaxed);
+            // Counted like the miss below: only for lookups and scans (a compaction's reads are
+            // kept apart from lookup costs, and its misses are not cache misses either).
+            if fill_cache {
+                self.stats.cache_hits.fetch_add(1, AtOrd::Relaxed);
+            }
             return Ok(b);
         }
         let kind = if fill_cache {
