@@ -17,6 +17,9 @@ use crate::memtable::Lookup;
 
 type Task = Box<dyn FnOnce() + Send>;
 
+/// Most last-level probes waiting for a search thread; a lookup beyond it searches serially.
+const MAX_QUEUED: usize = 64;
+
 struct Shared {
     queue: Mutex<VecDeque<Task>>,
     cv: Condvar,
@@ -121,19 +124,29 @@ impl SearchPool {
         user_key: &[u8],
         seq: u64,
     ) -> Result<Lookup> {
-        if !version.has_distinct_last_level() {
+        // With probes already waiting (lookups arrive faster than the search threads take
+        // them), the lookup searches serially instead of queueing behind them: the queue stays
+        // bounded.
+        if !version.has_distinct_last_level() || self.shared.queue.lock().len() >= MAX_QUEUED {
             return version.get(user_key, seq);
         }
         let v = version.clone();
         let k = user_key.to_vec();
-        let last = self.submit(move || v.get_last(&k, seq));
-        match version.get_upper(user_key, seq)? {
-            Lookup::Absent => last.wait().unwrap_or_else(|| {
+        // Cleared when the upper levels answer: a probe nobody waits for is skipped, so it
+        // neither costs a search thread's time nor delays the probes queued after it.
+        let wanted = Arc::new(AtomicBool::new(true));
+        let w = wanted.clone();
+        let last = self.submit(move || w.load(Ordering::Acquire).then(|| v.get_last(&k, seq)));
+        match version.get_upper(user_key, seq) {
+            Ok(Lookup::Absent) => last.wait().flatten().unwrap_or_else(|| {
                 Err(Error::BackgroundError(
                     "a parallel-search thread failed during a lookup".into(),
                 ))
             }),
-            found => Ok(found),
+            other => {
+                wanted.store(false, Ordering::Release);
+                other
+            }
         }
     }
 }
@@ -184,5 +197,84 @@ mod tests {
         let many: Vec<_> = (0..100).map(|i| pool.submit(move || i * 2)).collect();
         let sum: i32 = many.into_iter().filter_map(Pending::wait).sum();
         assert_eq!(sum, 9900);
+    }
+
+    /// A version whose upper levels hold every key but `miss` and whose last level takes
+    /// `delay` per probe.
+    struct SlowLast {
+        delay: std::time::Duration,
+        last_probes: std::sync::atomic::AtomicUsize,
+    }
+
+    impl LayoutVersion for SlowLast {
+        fn get(&self, k: &[u8], seq: u64) -> Result<Lookup> {
+            match self.get_upper(k, seq)? {
+                Lookup::Absent => self.get_last(k, seq),
+                found => Ok(found),
+            }
+        }
+        fn add_iters(&self, _: &mut Vec<Box<dyn crate::iter::InternalIter>>) -> Result<()> {
+            Ok(())
+        }
+        fn apply(
+            &self,
+            _: &crate::manifest::edit::KsEdit,
+            _: &Arc<crate::table::TableCtx>,
+        ) -> Result<Arc<dyn LayoutVersion>> {
+            Err(Error::Unsupported("test".into()))
+        }
+        fn snapshot(&self, _: &mut crate::manifest::edit::KsEdit) {}
+        fn files(&self) -> Vec<Arc<crate::table::TableFile>> {
+            Vec::new()
+        }
+        fn level_stats(&self) -> Vec<crate::stats::LevelStats> {
+            Vec::new()
+        }
+        fn has_distinct_last_level(&self) -> bool {
+            true
+        }
+        fn get_upper(&self, k: &[u8], _: u64) -> Result<Lookup> {
+            Ok(if k == b"miss" {
+                Lookup::Absent
+            } else {
+                Lookup::Value(k.to_vec())
+            })
+        }
+        fn get_last(&self, _: &[u8], _: u64) -> Result<Lookup> {
+            self.last_probes.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(self.delay);
+            Ok(Lookup::Value(b"last".to_vec()))
+        }
+        fn check_invariants(&self) -> std::result::Result<(), String> {
+            Ok(())
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+    }
+
+    /// Lookups answered by the upper levels must not leave their last-level probes queued:
+    /// they piled up without bound (each holding its version, and so its files, alive) and a
+    /// later lookup that needs the last level waited behind all of them.
+    #[test]
+    fn upper_level_hits_leave_no_backlog_of_last_level_probes() {
+        let pool = SearchPool::new(2).expect("pool");
+        let v: Arc<dyn LayoutVersion> = Arc::new(SlowLast {
+            delay: std::time::Duration::from_millis(2),
+            last_probes: std::sync::atomic::AtomicUsize::new(0),
+        });
+        for i in 0..2000u32 {
+            let k = i.to_be_bytes();
+            assert!(matches!(pool.get(&v, &k, 1), Ok(Lookup::Value(x)) if x == k));
+        }
+        let queued = pool.shared.queue.lock().len();
+        assert!(queued <= 64, "{queued} last-level probes still queued");
+        let t = std::time::Instant::now();
+        assert!(matches!(pool.get(&v, b"miss", 1), Ok(Lookup::Value(x)) if x == b"last"));
+        let waited = t.elapsed();
+        assert!(
+            waited < std::time::Duration::from_millis(500),
+            "a last-level lookup waited {waited:?} behind abandoned probes"
+        );
     }
 }
