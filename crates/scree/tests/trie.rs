@@ -518,3 +518,33 @@ fn options_are_validated() {
         ));
     }
 }
+
+/// A last-level container whose BloomCluster no longer fits (many sub-levels, or many small
+/// items at high bits per key) falls back to per-table filters "until garbage collection shrinks
+/// its pile"; it must still be garbage-collected.
+#[test]
+fn containers_without_a_cluster_are_still_garbage_collected() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_db()).unwrap();
+    let mut ko = ks_opts(1, 2);
+    ko.trie.bloom_bits_per_key = 64;
+    ko.trie.gc_garbage_ratio = 0.2;
+    ko.trie.gc_sample_columns = 8;
+    let ks = db.keyspace("t", ko).unwrap();
+    let n = 3000u64;
+    for gen in 0..24u64 {
+        for i in 0..n {
+            ks.put(key(i), [gen as u8]).unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+    }
+    for i in 0..n {
+        assert_eq!(ks.get(key(i)).unwrap(), Some(vec![23u8]), "{i}");
+    }
+    let lv = levels(&db);
+    let last = lv.last().unwrap();
+    // Every key was overwritten 24 times: the last level keeps a few generations, not all.
+    assert!(last.tables <= 8 * 6, "{last:?}");
+    db.check_invariants().unwrap();
+}

@@ -427,8 +427,9 @@ pub fn container_columns(
 /// A new BloomCluster of `c` columns for a last-level container. Starts from `old` (keeping
 /// the sub-levels still in `pile`), covers the tables of `pile` it does not cover yet (oldest
 /// first) and then `new` (whose column filters were computed when they were written). Puts the
-/// record and the old file's removal in `edit` and returns the builder (for sampling), or
-/// `None` when a column did not fit a block (per-table filters then serve the container).
+/// record and the old file's removal in `edit` and returns the builder (for sampling; `None`
+/// when it covers nothing). When a column does not fit a block no cluster is written
+/// (per-table filters then serve the container), but the builder is returned all the same.
 #[allow(clippy::too_many_arguments)]
 pub fn rebuild_cluster(
     ctx: &JobCtx<'_>,
@@ -484,17 +485,21 @@ pub fn rebuild_cluster(
             edit.removed.push(o.file.meta.file_no);
         }
     }
-    if b.overflowing_column().is_some() || b.n_sublevels() == 0 {
+    if b.n_sublevels() == 0 {
+        return Ok(None);
+    }
+    if b.overflowing_column().is_some() {
         let newest = new
             .iter()
             .map(|w| w.meta.file_no)
             .chain(pile.iter().map(|t| t.meta.file_no))
             .max()
             .unwrap_or(0);
-        if b.n_sublevels() > 0 {
-            shared.cluster_failed.lock().insert(cid, newest);
-        }
-        return Ok(None);
+        shared.cluster_failed.lock().insert(cid, newest);
+        // No file: per-table filters serve the container. The filters are still returned for
+        // sampling: garbage collection is what shrinks the pile until a cluster fits again
+        // (without an estimate, such a container was never collected and grew forever).
+        return Ok(Some(b));
     }
     let no = ctx.new_file_no();
     let path = ctx.tables.dir.join(format!("{no:06}.{CLUSTER_EXT}"));
