@@ -122,7 +122,13 @@ pub fn in_subtree(id: u64, root: u64) -> bool {
         return false;
     }
     let mask = (1u64 << 56) - 1;
-    ((id & mask) >> (3 * (d - r))) == (root & mask)
+    (id & mask).checked_shr(3 * (d - r)) == Some(root & mask)
+}
+
+/// Whether `id` can name a container: depth at most [`MAX_DEPTH`], prefix of `3 × depth` bits.
+pub fn valid_container(id: u64) -> bool {
+    let d = depth_of(id);
+    d as usize <= MAX_DEPTH && (id & ((1u64 << 56) - 1)) >> (3 * d) == 0
 }
 
 /// The BloomCluster of a last-level container.
@@ -533,6 +539,9 @@ impl LayoutVersion for TrieVersion {
                 }
                 TAG_CLUSTER => {
                     let cid = rd.varint().ok_or_else(|| bad("cluster"))?;
+                    if !valid_container(cid) {
+                        return Err(bad(format!("cluster of container {cid:#x}")));
+                    }
                     let no = rd.varint().ok_or_else(|| bad("cluster"))?;
                     let size = rd.varint().ok_or_else(|| bad("cluster"))?;
                     let n = rd.varint().ok_or_else(|| bad("cluster"))?;
@@ -579,6 +588,9 @@ impl LayoutVersion for TrieVersion {
                 }
                 TAG_GC => {
                     let cid = rd.varint().ok_or_else(|| bad("gc estimate"))?;
+                    if !valid_container(cid) {
+                        return Err(bad(format!("gc estimate of container {cid:#x}")));
+                    }
                     let signature = rd.varint().ok_or_else(|| bad("gc estimate"))?;
                     let ppm = rd.varint().ok_or_else(|| bad("gc estimate"))?;
                     if ppm > 1_000_000 {
@@ -731,5 +743,49 @@ impl LayoutVersion for TrieVersion {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::test_support::metadata_only_ctx;
+
+    /// Layout records naming a container the trie cannot have (depth above [`MAX_DEPTH`]) are
+    /// bad records: they were accepted, and a BloomCluster record kept such a container in the
+    /// version, where the next compaction's pick (`in_subtree`, a shift by three bits per depth
+    /// of difference) panicked.
+    #[test]
+    fn records_of_impossible_containers_are_refused() {
+        let v = TrieVersion::empty(Shared::new(0), [0; 16], 2);
+        let deep = 40u64 << 56;
+        let mut e = KsEdit::default();
+        e.records
+            .push(cluster_record(deep, &cluster_meta(7, 100), 4, &[]));
+        let r = v.apply(&e, &metadata_only_ctx());
+        if let Ok(v) = &r {
+            if let Some(v) = v.as_any().downcast_ref::<TrieVersion>() {
+                for c in v.containers.values() {
+                    // What a compaction of the root's child 3 computes for every container.
+                    let _ = in_subtree(c.id, child_id(0, 3));
+                }
+            }
+        }
+        assert!(matches!(r, Err(Error::InvalidArgument(_))));
+        let mut e = KsEdit::default();
+        e.records.push(gc_record(
+            (1 << 56) | 8,
+            GcEstimate {
+                signature: 1,
+                ratio: 0.5,
+            },
+        ));
+        assert!(matches!(
+            v.apply(&e, &metadata_only_ctx()),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(in_subtree(child_id(child_id(0, 3), 5), child_id(0, 3)));
+        assert!(!in_subtree(child_id(child_id(0, 2), 5), child_id(0, 3)));
+        assert!(valid_container(child_id(child_id(0, 7), 7)));
     }
 }
