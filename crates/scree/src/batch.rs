@@ -330,7 +330,8 @@ pub fn decode_public(
     })
 }
 
-/// Decodes the payload of a WAL record of type `ty` ([`log::FULL`] or [`log::COMPACT_BATCH`])
+/// Decodes the payload of a WAL record of type `ty` ([`log::FULL`], [`log::COMPACT_BATCH`] or
+/// [`log::SYNCED_BATCH`])
 /// into (first seq, entries); `Err` carries the offset in the payload and the detail.
 pub(crate) fn decode(
     ty: u8,
@@ -338,22 +339,28 @@ pub(crate) fn decode(
 ) -> std::result::Result<(u64, Vec<BatchEntry>), (usize, String)> {
     let mut r = Reader::new(buf);
     let truncated = |at: usize| (at, "truncated batch header".to_string());
-    let (seq, count, encoding) = match ty {
+    let (seq_at, seq, count, encoding) = match ty {
         log::FULL => {
             let seq = r.u64().ok_or_else(|| truncated(0))?;
             let count = r.u32().ok_or_else(|| truncated(FIXED_HEADER - 4))?;
-            (seq, count, Encoding::Fixed)
+            (0, seq, count, Encoding::Fixed)
         }
-        log::COMPACT_BATCH => {
+        log::COMPACT_BATCH | log::SYNCED_BATCH => {
+            if ty == log::SYNCED_BATCH {
+                // The synced length the writer announced (read by the log reader, not here).
+                r.varint()
+                    .ok_or_else(|| (0, "bad synced-length varint".to_string()))?;
+            }
+            let seq_at = r.pos();
             let seq = r
                 .varint()
-                .ok_or_else(|| (0, "bad sequence number varint".to_string()))?;
+                .ok_or_else(|| (seq_at, "bad sequence number varint".to_string()))?;
             let at = r.pos();
             let count = r
                 .varint()
                 .and_then(|c| u32::try_from(c).ok())
                 .ok_or_else(|| (at, "bad entry count varint".to_string()))?;
-            (seq, count, Encoding::Compact)
+            (seq_at, seq, count, Encoding::Compact)
         }
         _ => return Err((0, format!("WAL record type {ty} is not a batch"))),
     };
@@ -363,7 +370,7 @@ pub(crate) fn decode(
         .is_some_and(|end| end <= MAX_SEQ + 1);
     if !fits {
         return Err((
-            0,
+            seq_at,
             format!("sequence numbers {seq} + {count} entries overflow the largest ({MAX_SEQ})"),
         ));
     }
@@ -621,13 +628,24 @@ mod tests {
                 }
                 Ok(x) => panic!("{what}: decoded {x:?}"),
             }
+            // The same payload after a two-byte synced length (type 3): offsets move by two.
+            let synced = [[0x80, 0x01].as_slice(), &payload].concat();
+            match decode(log::SYNCED_BATCH, &synced) {
+                Err((o, d)) => {
+                    assert_eq!(o, offset + 2, "type 3, {what}: {d}");
+                    assert!(d.contains(detail), "type 3, {what}: {d}");
+                }
+                Ok(x) => panic!("type 3, {what}: decoded {x:?}"),
+            }
         }
+        let err = decode(log::SYNCED_BATCH, &[0x80]).expect_err("synced length unterminated");
+        assert_eq!(err, (0, "bad synced-length varint".to_string()));
         assert_eq!(
             decode(COMPACT_BATCH, &max_seq),
             Ok((MAX_SEQ, vec![e(0, ValueKind::Delete, b"", b"")]))
         );
-        let err = decode(3, &[1, 0]).expect_err("not a batch type");
-        assert!(err.1.contains("type 3"), "{err:?}");
+        let err = decode(4, &[1, 0]).expect_err("not a batch type");
+        assert!(err.1.contains("type 4"), "{err:?}");
     }
 
     fn arb_entry() -> impl Strategy<Value = BatchEntry> {

@@ -985,9 +985,7 @@ impl DbInner {
             // One record per batch: the compact header (a few bytes on the stack), then the
             // batch's entries as they are.
             let head = batch::CompactHeader::new(seq + 1, p.count);
-            let r = wal
-                .log
-                .add_record_parts(log::COMPACT_BATCH, head.as_bytes(), &p.rep);
+            let r = wal.log.add_batch(head.as_bytes(), &p.rep);
             seq += u64::from(p.count);
             sync |= p.sync;
             user_bytes += p.user_bytes;

@@ -3,7 +3,9 @@
 //! A log is a sequence of records `crc: u32 | len: u32 | type: u8 | payload[len]`, all integers
 //! little-endian; `crc` is the masked CRC32C of `type | payload`. The type says how to read the
 //! payload: 1 ([`FULL`]) for manifest edits and old WAL batches, 2 ([`COMPACT_BATCH`]) for WAL
-//! batches written now. See docs/format.md.
+//! batches written before the log's first completed sync, 3 ([`SYNCED_BATCH`]) for WAL batches
+//! written after it (they carry how far the last completed sync reached, so recovery can tell
+//! bytes a crash tore from bytes a sync had made durable). See docs/format.md.
 
 use std::path::Path;
 
@@ -19,8 +21,17 @@ pub const FULL: u8 = 1;
 /// Record type 2: a WAL batch in the compact payload (`varint seq ‖ varint count ‖ entries`,
 /// see `batch`). The only type new WALs are written with; the manifest never uses it.
 pub const COMPACT_BATCH: u8 = 2;
+/// Record type 3: a WAL batch written after the log's first completed sync:
+/// `varint synced ‖` a type-2 payload, where `synced` is the log length the last completed
+/// sync covered when the record was appended.
+pub const SYNCED_BATCH: u8 = 3;
 /// Record types a WAL may hold.
-const WAL_TYPES: &[u8] = &[FULL, COMPACT_BATCH];
+const WAL_TYPES: &[u8] = &[FULL, COMPACT_BATCH, SYNCED_BATCH];
+/// Alignment of the sectors and pages a crash can leave stale (zeros where appends had not
+/// reached them yet) while later ones reached the disk.
+const TEAR_ALIGN: usize = 512;
+/// Zero bytes that must end a stale sector for a gap to count as torn by a crash.
+const TEAR_MIN_ZEROS: usize = 8;
 /// Record types a manifest may hold.
 const MANIFEST_TYPES: &[u8] = &[FULL];
 /// Largest payload accepted (a larger length field is corruption).
@@ -29,12 +40,26 @@ pub const MAX_RECORD: usize = 1 << 30;
 /// Appends records to a log file.
 pub struct LogWriter {
     w: CountedWriter,
+    /// Log length the last completed sync covered (0: none yet).
+    synced: u64,
 }
 
 impl LogWriter {
     /// Wraps a fresh file.
     pub fn new(w: CountedWriter) -> Self {
-        LogWriter { w }
+        LogWriter { w, synced: 0 }
+    }
+    /// Appends one WAL batch whose compact payload is `head ‖ rest`: type [`COMPACT_BATCH`]
+    /// until the log's first completed sync, then [`SYNCED_BATCH`] with the length that sync
+    /// and any later one covered.
+    pub fn add_batch(&mut self, head: &[u8], rest: &[u8]) -> Result<()> {
+        if self.synced == 0 {
+            return self.add_record_parts(COMPACT_BATCH, head, rest);
+        }
+        let mut h = Vec::with_capacity(10 + head.len());
+        crate::coding::put_varint(&mut h, self.synced);
+        h.extend_from_slice(head);
+        self.add_record_parts(SYNCED_BATCH, &h, rest)
     }
     /// Appends one record of type [`FULL`] (buffered).
     pub fn add_record(&mut self, payload: &[u8]) -> Result<()> {
@@ -55,7 +80,9 @@ impl LogWriter {
     }
     /// Makes every record durable.
     pub fn sync(&mut self) -> Result<()> {
-        self.w.sync()
+        self.w.sync()?;
+        self.synced = self.w.len();
+        Ok(())
     }
     /// Makes every record durable, for the last time: the log takes no more records (a log
     /// being retired; a memory-mapped log drops its prepared window and preallocated tail
@@ -82,7 +109,10 @@ impl LogWriter {
 pub enum LogEnd {
     /// Every byte belonged to a valid record.
     Clean,
-    /// A torn tail at `offset`: a bad or partial record with no valid record after it.
+    /// A torn tail at `offset`: a bad or partial record with no valid record after it, or (a
+    /// WAL) a gap shaped as a crash leaves it, stale sectors ending in zeros, that no later
+    /// record shows a completed sync had covered: unsynced appends that reached the disk out
+    /// of order. Everything from `offset` on is dropped.
     TornTail {
         /// Where the torn record starts.
         offset: u64,
@@ -121,25 +151,55 @@ fn check_record(
     Ok((ty, start, len))
 }
 
-/// Whether a valid record starts anywhere after `pos` (cheap header checks first, the CRC
-/// only for plausible candidates). The length field of the bad record is tried first.
-fn valid_record_after(data: &[u8], pos: usize, types: &[u8]) -> bool {
-    let hinted = get_u32(data, pos + 4)
-        .and_then(|l| (pos + HEADER).checked_add(l as usize))
-        .filter(|&n| n > pos && n < data.len());
-    if hinted.is_some_and(|n| check_record(data, n, types).is_ok()) {
-        return true;
-    }
+/// Where the first valid record after `pos` starts, if any (cheap header checks first, the
+/// CRC only for plausible candidates). The search does not trust the bad record's length field.
+fn first_valid_after(data: &[u8], pos: usize, types: &[u8]) -> Option<usize> {
     let mut p = pos + 1;
     while p + HEADER <= data.len() {
         let plausible = data.get(p + 8).is_some_and(|t| types.contains(t))
             && get_u32(data, p + 4).is_some_and(|l| (l as usize) <= data.len() - p - HEADER);
         if plausible && check_record(data, p, types).is_ok() {
-            return true;
+            return Some(p);
         }
         p += 1;
     }
-    false
+    None
+}
+
+/// The largest synced length announced by a valid [`SYNCED_BATCH`] record at or after `from`
+/// (0 if none), walking record by record and searching past bad ones.
+fn synced_announced_after(data: &[u8], from: usize) -> u64 {
+    let mut most = 0;
+    let mut pos = Some(from);
+    while let Some(p) = pos {
+        match check_record(data, p, WAL_TYPES) {
+            Ok((ty, start, len)) => {
+                if ty == SYNCED_BATCH {
+                    let payload = data.get(start..start + len).unwrap_or_default();
+                    if let Some(n) = crate::coding::Reader::new(payload).varint() {
+                        most = most.max(n);
+                    }
+                }
+                pos = Some(start + len).filter(|&n| n < data.len());
+            }
+            Err(_) => pos = first_valid_after(data, p, WAL_TYPES),
+        }
+    }
+    most
+}
+
+/// Whether the gap `[bad, next)` before a valid record has the shape a crash gives unsynced
+/// appends written back out of order: a sector or page that reached the disk before the
+/// appends filled it ends in zeros (the file was zeros past the append point), while a later
+/// one is whole. It must hold an aligned boundary preceded by at least [`TEAR_MIN_ZEROS`] zero
+/// bytes, all inside the gap. A flipped bit or garbage has no such run (unless the data itself
+/// held zeros just there), so it stays corruption.
+fn crash_shaped_gap(data: &[u8], bad: usize, next: usize) -> bool {
+    let first = (bad + TEAR_MIN_ZEROS).div_ceil(TEAR_ALIGN) * TEAR_ALIGN;
+    (first..=next).step_by(TEAR_ALIGN).any(|b| {
+        data.get(b - TEAR_MIN_ZEROS..b)
+            .is_some_and(|z| z.iter().all(|&x| x == 0))
+    })
 }
 
 /// Splits a whole manifest into its payloads and says how it ended (records of type [`FULL`]
@@ -150,12 +210,14 @@ pub fn read_records(data: &[u8]) -> (Vec<&[u8]>, LogEnd) {
 }
 
 /// Splits a whole WAL file into its records, each as (type, payload), and says how it ended.
-/// Both [`FULL`] and [`COMPACT_BATCH`] records are valid; any other type is a bad record.
+/// [`FULL`], [`COMPACT_BATCH`] and [`SYNCED_BATCH`] records are valid; any other type is a bad
+/// record.
 pub fn read_wal_records(data: &[u8]) -> (Vec<(u8, &[u8])>, LogEnd) {
     read_typed(data, WAL_TYPES)
 }
 
 fn read_typed<'a>(data: &'a [u8], types: &[u8]) -> (Vec<(u8, &'a [u8])>, LogEnd) {
+    let wal = types.contains(&SYNCED_BATCH);
     let mut out = Vec::new();
     let mut pos = 0usize;
     while pos < data.len() {
@@ -176,14 +238,24 @@ fn read_typed<'a>(data: &'a [u8], types: &[u8]) -> (Vec<(u8, &'a [u8])>, LogEnd)
                 // A torn write leaves nothing valid after it: a valid record anywhere after the
                 // bad one means the bad bytes are in the middle of the log. The search does not
                 // trust the bad record's length field (a flipped length bit must not turn middle
-                // corruption into a torn tail).
-                let end = if valid_record_after(data, pos, types) {
+                // corruption into a torn tail). One exception, in a WAL: a crash can keep later
+                // unsynced appends and lose earlier ones (pages written back out of order).
+                // Such a gap ends a stale sector in zeros, and no completed sync covered it: no
+                // later record announces a synced length past it.
+                let torn = match first_valid_after(data, pos, types) {
+                    None => true,
+                    Some(next) => {
+                        wal && crash_shaped_gap(data, pos, next)
+                            && synced_announced_after(data, next) <= pos as u64
+                    }
+                };
+                let end = if torn {
+                    LogEnd::TornTail { offset: pos as u64 }
+                } else {
                     LogEnd::Corrupt {
                         offset: pos as u64,
                         detail,
                     }
-                } else {
-                    LogEnd::TornTail { offset: pos as u64 }
                 };
                 return (out, end);
             }
@@ -270,7 +342,7 @@ mod tests {
     fn an_unknown_type_in_a_wal_is_a_bad_record() {
         let recs: [(u8, &[u8]); 3] = [
             (COMPACT_BATCH, b"one"),
-            (3, b"two"),
+            (4, b"two"),
             (COMPACT_BATCH, b"three"),
         ];
         let data = encode_typed(&recs);
@@ -324,5 +396,137 @@ mod tests {
         let (recs, end) = read_records(&data);
         assert!(recs.is_empty());
         assert!(matches!(end, LogEnd::Corrupt { offset: 0, .. }));
+    }
+
+    /// Six WAL records of 300 nonzero payload bytes (309 bytes each); records from `synced_from`
+    /// on are type 3 announcing `synced`.
+    fn wal_of_six(synced_from: usize, synced: u64) -> Vec<u8> {
+        let mut payloads = Vec::new();
+        for i in 0..6u8 {
+            let mut p = Vec::new();
+            if i as usize >= synced_from {
+                crate::coding::put_varint(&mut p, synced);
+            }
+            p.resize(p.len() + 300, 0xA0 + i);
+            payloads.push(p);
+        }
+        let recs: Vec<(u8, &[u8])> = payloads
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let ty = if i >= synced_from {
+                    SYNCED_BATCH
+                } else {
+                    COMPACT_BATCH
+                };
+                (ty, p.as_slice())
+            })
+            .collect();
+        encode_typed(&recs)
+    }
+
+    /// Found by review (2026-11-24): after a power loss, unsynced appends can reach the disk out
+    /// of order (a page written back before the appends filled it, a later page whole). The
+    /// reader called the gap middle corruption, so the default recovery refused to open the
+    /// database, although no synced write was touched.
+    #[test]
+    fn a_stale_sector_before_later_unsynced_records_is_a_torn_tail() {
+        let mut data = wal_of_six(6, 0);
+        // Record 1 starts at 309; the stale sector ends at 512: zeros from 400 to 512.
+        for b in &mut data[400..512] {
+            *b = 0;
+        }
+        let (recs, end) = read_wal_records(&data);
+        assert_eq!(recs.len(), 1);
+        assert_eq!(end, LogEnd::TornTail { offset: 309 });
+        // The same gap in a manifest (synced edit by edit) stays corruption.
+        let mut m = encode(&[&[0xA0; 300][..], &[0xA1; 300], &[0xA2; 300]]);
+        for b in &mut m[400..512] {
+            *b = 0;
+        }
+        assert!(matches!(
+            read_records(&m).1,
+            LogEnd::Corrupt { offset: 309, .. }
+        ));
+    }
+
+    #[test]
+    fn a_gap_a_completed_sync_covered_is_corruption() {
+        // Records 3.. were written after a sync that covered 4 records (1236 bytes): the gap
+        // at 309 was durable, so the damage is not a crash's.
+        let mut data = wal_of_six(3, 4 * 309);
+        for b in &mut data[400..512] {
+            *b = 0;
+        }
+        let (_, end) = read_wal_records(&data);
+        assert!(
+            matches!(end, LogEnd::Corrupt { offset: 309, .. }),
+            "{end:?}"
+        );
+        // A sync that covered only record 0 (309 bytes) does not reach the gap.
+        let mut data = wal_of_six(3, 309);
+        for b in &mut data[400..512] {
+            *b = 0;
+        }
+        assert_eq!(read_wal_records(&data).1, LogEnd::TornTail { offset: 309 });
+    }
+
+    #[test]
+    fn damage_without_a_stale_sector_stays_corruption() {
+        // A flipped bit, garbage, or too few zeros before a sector boundary.
+        for (from, to, byte) in [(400, 401, 0x55), (400, 512, 0x5A), (506, 512, 0)] {
+            let mut data = wal_of_six(6, 0);
+            for b in &mut data[from..to] {
+                *b = byte;
+            }
+            let (_, end) = read_wal_records(&data);
+            assert!(
+                matches!(end, LogEnd::Corrupt { offset: 309, .. }),
+                "{from}..{to} = {byte}: {end:?}"
+            );
+        }
+    }
+
+    /// The writer announces the length its last completed sync covered in every batch after
+    /// it, and a batch decodes the same under either type.
+    #[test]
+    fn batches_after_a_sync_announce_what_it_covered() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let env = crate::fs::Env {
+            fs: std::sync::Arc::new(crate::fs::std_fs::StdFs),
+            stats: std::sync::Arc::new(crate::stats::IoStats::default()),
+            direct_reads: false,
+            mmap_reads: false,
+        };
+        let path = dir.path().join("000001.log");
+        let mut w = LogWriter::new(
+            env.create(&path, crate::stats::WriteCause::Wal)
+                .expect("create"),
+        );
+        let entries = vec![crate::batch::BatchEntry {
+            ks: 3,
+            kind: crate::key::ValueKind::Put,
+            key: b"k".to_vec(),
+            value: b"v".to_vec(),
+        }];
+        let payload = crate::batch::encode_compact(7, &entries);
+        let (head, rest) = payload.split_at(2);
+        w.add_batch(head, rest).expect("append");
+        w.sync().expect("sync");
+        let synced = w.len();
+        w.add_batch(head, rest).expect("append");
+        w.add_batch(head, rest).expect("append");
+        w.finish().expect("finish");
+        drop(w);
+        let data = std::fs::read(&path).expect("read");
+        let (recs, end) = read_wal_records(&data);
+        assert_eq!(end, LogEnd::Clean);
+        let types: Vec<u8> = recs.iter().map(|(t, _)| *t).collect();
+        assert_eq!(types, [COMPACT_BATCH, SYNCED_BATCH, SYNCED_BATCH]);
+        for (ty, p) in &recs {
+            assert_eq!(crate::batch::decode(*ty, p), Ok((7, entries.clone())));
+        }
+        let mut r = crate::coding::Reader::new(recs[1].1);
+        assert_eq!(r.varint(), Some(synced));
     }
 }

@@ -156,16 +156,21 @@ pub enum CrashMode {
     /// A random number of whole unsynced appends survives (the file size persisted at a write
     /// boundary, as when `i_size` reached the disk with the data of earlier writes only).
     KeepWholeWrites,
+    /// The unsynced bytes survive except in one stale page: from a random unsynced offset to
+    /// the next 4 KiB boundary they read as zeros. That page reached the disk before later
+    /// appends filled it, and later pages reached it whole (write-back out of order).
+    PagesOutOfOrder,
 }
 
 impl CrashMode {
     /// Every mode.
-    pub const ALL: [CrashMode; 5] = [
+    pub const ALL: [CrashMode; 6] = [
         CrashMode::Drop,
         CrashMode::KeepPartial,
         CrashMode::ZeroTail,
         CrashMode::GarbageTail,
         CrashMode::KeepWholeWrites,
+        CrashMode::PagesOutOfOrder,
     ];
 }
 
@@ -554,6 +559,14 @@ impl FaultFs {
                             i => old.boundaries.get(i - 1).copied().unwrap_or(synced),
                         };
                         data.extend_from_slice(old.data.get(synced..end).unwrap_or_default());
+                    }
+                    CrashMode::PagesOutOfOrder => {
+                        data.extend_from_slice(old.data.get(synced..).unwrap_or_default());
+                        let from = synced + keep.min(extra - 1);
+                        let to = ((from / 4096) + 1) * 4096;
+                        for b in data.iter_mut().take(to).skip(from) {
+                            *b = 0;
+                        }
                     }
                 }
             }
@@ -975,6 +988,12 @@ mod tests {
                 CrashMode::GarbageTail => {}
                 CrashMode::KeepWholeWrites => {
                     assert!(b.len() == 4 || b.len() == 104, "{}", b.len())
+                }
+                CrashMode::PagesOutOfOrder => {
+                    // One page here: everything kept, then zeros from some point on.
+                    assert_eq!(b.len(), 104);
+                    let z = b[4..].iter().position(|&x| x == 0).expect("a stale part");
+                    assert!(b[4 + z..].iter().all(|&x| x == 0));
                 }
             }
         }

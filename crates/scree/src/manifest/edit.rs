@@ -92,8 +92,12 @@ const T_FEATURES: u8 = 6;
 pub const FEATURE_COMPACT_WAL: u64 = 1;
 /// Feature bit: sorted-table blocks of type 1 (internal keys with varint tags, docs/format.md).
 pub const FEATURE_IKEY_BLOCKS: u64 = 2;
+/// Feature bit: WAL records of type 3 (batches announcing the log length the last completed
+/// sync covered, docs/format.md). Builds without it would read such a record as unknown and
+/// cut the WAL there; they refuse the database instead.
+pub const FEATURE_SYNCED_WAL: u64 = 4;
 /// Every feature bit this build reads.
-pub const KNOWN_FEATURES: u64 = FEATURE_COMPACT_WAL | FEATURE_IKEY_BLOCKS;
+pub const KNOWN_FEATURES: u64 = FEATURE_COMPACT_WAL | FEATURE_IKEY_BLOCKS | FEATURE_SYNCED_WAL;
 
 const K_LOG: u8 = 1;
 const K_ADD: u8 = 3;
