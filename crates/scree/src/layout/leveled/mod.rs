@@ -511,7 +511,7 @@ impl Job for LeveledJob {
         self.inputs.len() == 1
             && self.next.is_empty()
             && self.level + 1 == self.out_level
-            && level_bytes(&self.grandparents) <= 10 * self.target
+            && level_bytes(&self.grandparents) <= self.target.saturating_mul(10)
     }
 
     fn run(&mut self, ctx: &JobCtx<'_>) -> Result<KsEdit> {
@@ -543,7 +543,7 @@ impl Job for LeveledJob {
             grandparents: self.grandparents.clone(),
             gp_index: 0,
             overlap: 0,
-            limit: 10 * self.target,
+            limit: self.target.saturating_mul(10),
             started: false,
         };
         let outs = merge_into_tables(
