@@ -317,6 +317,15 @@ impl Db {
                 )));
             }
             fs.create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        } else if !opts.create_if_missing && !fs.exists(&dir.join(manifest::CURRENT)) {
+            // An existing directory without CURRENT holds no database (say, an unmounted
+            // mount point): creating one there is what `create_if_missing: false` forbids
+            // (found in review: it silently opened a fresh, empty database).
+            return Err(Error::InvalidArgument(format!(
+                "{} holds no database (no {}) and create_if_missing is false",
+                dir.display(),
+                manifest::CURRENT
+            )));
         }
         let lock_path = dir.join("LOCK");
         let lock = fs.lock(&lock_path).map_err(|e| {

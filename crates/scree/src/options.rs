@@ -58,7 +58,9 @@ pub struct Options {
     pub max_immutable_memtables: usize,
     /// WAL recovery mode.
     pub wal_recovery: WalRecovery,
-    /// Create the database if it does not exist. Default true.
+    /// Create the database if it does not exist. Default true. When false, opening a path
+    /// that is missing, or a directory without a database (no `CURRENT`), is
+    /// `Error::InvalidArgument`.
     pub create_if_missing: bool,
     /// Probe the last level in parallel with the upper levels on point lookups (layouts with a
     /// distinct last level). Default false: it pays only for cold reads (see docs).

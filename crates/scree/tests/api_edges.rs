@@ -38,6 +38,25 @@ fn open_below_a_regular_file_is_an_error() {
     assert!(r.is_err());
 }
 
+/// `create_if_missing: false` on an existing directory that holds no database (an unmounted
+/// mount point, a mistyped path to a parent directory) created a fresh, empty database there.
+#[test]
+fn create_if_missing_false_refuses_a_directory_without_a_database() {
+    let d = tempfile::tempdir().unwrap();
+    let mut o = small_db();
+    o.create_if_missing = false;
+    let r = Db::open(d.path(), o.clone());
+    assert!(matches!(r, Err(Error::InvalidArgument(_))), "{:?}", r.map(|_| ()));
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "nothing created");
+    // Nor a directory of other files.
+    std::fs::write(d.path().join("notes.txt"), b"x").unwrap();
+    let r = Db::open(d.path(), o);
+    let e = r.map(|_| ()).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+    assert!(e.to_string().contains(&d.path().display().to_string()), "{e}");
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+}
+
 #[test]
 fn create_if_missing_false_on_existing_db() {
     let d = tempfile::tempdir().unwrap();
