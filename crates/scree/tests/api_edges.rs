@@ -5,10 +5,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use common::*;
-use scree::{
-    Db, Error, Layout, WriteBatch, WriteOptions, MAX_KEY_BYTES,
-    MAX_VALUE_BYTES,
-};
+use scree::{Db, Error, Layout, WriteBatch, WriteOptions, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 const SORTED: [Layout; 2] = [Layout::Leveled, Layout::Fragmented];
 const ALL: [Layout; 3] = [Layout::Leveled, Layout::Fragmented, Layout::Trie];
@@ -46,14 +43,25 @@ fn create_if_missing_false_refuses_a_directory_without_a_database() {
     let mut o = small_db();
     o.create_if_missing = false;
     let r = Db::open(d.path(), o.clone());
-    assert!(matches!(r, Err(Error::InvalidArgument(_))), "{:?}", r.map(|_| ()));
-    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "nothing created");
+    assert!(
+        matches!(r, Err(Error::InvalidArgument(_))),
+        "{:?}",
+        r.map(|_| ())
+    );
+    assert_eq!(
+        std::fs::read_dir(d.path()).unwrap().count(),
+        0,
+        "nothing created"
+    );
     // Nor a directory of other files.
     std::fs::write(d.path().join("notes.txt"), b"x").unwrap();
     let r = Db::open(d.path(), o);
     let e = r.map(|_| ()).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
-    assert!(e.to_string().contains(&d.path().display().to_string()), "{e}");
+    assert!(
+        e.to_string().contains(&d.path().display().to_string()),
+        "{e}"
+    );
     assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
 }
 
@@ -62,7 +70,10 @@ fn create_if_missing_false_on_existing_db() {
     let d = tempfile::tempdir().unwrap();
     {
         let db = Db::open(d.path(), small_db()).unwrap();
-        db.keyspace("k", small_ks(Layout::Leveled)).unwrap().put("a", "b").unwrap();
+        db.keyspace("k", small_ks(Layout::Leveled))
+            .unwrap()
+            .put("a", "b")
+            .unwrap();
     }
     let mut o = small_db();
     o.create_if_missing = false;
@@ -88,7 +99,10 @@ fn keyspace_names() {
     ];
     {
         let db = Db::open(d.path(), small_db()).unwrap();
-        assert!(matches!(db.keyspace("", small_ks(Layout::Leveled)), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            db.keyspace("", small_ks(Layout::Leveled)),
+            Err(Error::InvalidArgument(_))
+        ));
         assert!(matches!(
             db.keyspace(&"x".repeat(256), small_ks(Layout::Leveled)),
             Err(Error::InvalidArgument(_))
@@ -119,12 +133,24 @@ fn layout_mismatch_after_reopen() {
     let d = tempfile::tempdir().unwrap();
     {
         let db = Db::open(d.path(), small_db()).unwrap();
-        db.keyspace("k", small_ks(Layout::Fragmented)).unwrap().put("a", "b").unwrap();
+        db.keyspace("k", small_ks(Layout::Fragmented))
+            .unwrap()
+            .put("a", "b")
+            .unwrap();
     }
     let db = Db::open(d.path(), small_db()).unwrap();
-    for l in [Layout::Leveled, Layout::Trie, Layout::SemiSorted { prefix_len: 4 }, Layout::Lightweight] {
+    for l in [
+        Layout::Leveled,
+        Layout::Trie,
+        Layout::SemiSorted { prefix_len: 4 },
+        Layout::Lightweight,
+    ] {
         let r = db.keyspace("k", small_ks(l));
-        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{l}: {:?}", r.err());
+        assert!(
+            matches!(r, Err(Error::InvalidArgument(_))),
+            "{l}: {:?}",
+            r.err()
+        );
     }
     let r = db.keyspace("new", small_ks(Layout::SemiSorted { prefix_len: 4 }));
     eprintln!("{:?}", r.as_ref().err());
@@ -147,13 +173,25 @@ fn size_limits() {
             ks.put(b"bigv", &big_val).unwrap();
             ks.put(b"", b"").unwrap();
             ks.put(b"e", b"").unwrap();
-            assert!(matches!(ks.put(vec![1u8; MAX_KEY_BYTES + 1], b"v"), Err(Error::InvalidArgument(_))));
-            assert!(matches!(ks.put(b"x", vec![1u8; MAX_VALUE_BYTES + 1]), Err(Error::InvalidArgument(_))));
-            assert!(matches!(ks.delete(vec![1u8; MAX_KEY_BYTES + 1]), Err(Error::InvalidArgument(_))));
+            assert!(matches!(
+                ks.put(vec![1u8; MAX_KEY_BYTES + 1], b"v"),
+                Err(Error::InvalidArgument(_))
+            ));
+            assert!(matches!(
+                ks.put(b"x", vec![1u8; MAX_VALUE_BYTES + 1]),
+                Err(Error::InvalidArgument(_))
+            ));
+            assert!(matches!(
+                ks.delete(vec![1u8; MAX_KEY_BYTES + 1]),
+                Err(Error::InvalidArgument(_))
+            ));
             let mut b = WriteBatch::new();
             b.put(&ks, b"ok", b"ok");
             b.put(&ks, vec![1u8; MAX_KEY_BYTES + 1], b"v");
-            assert!(matches!(db.write(b, &WriteOptions::default()), Err(Error::InvalidArgument(_))));
+            assert!(matches!(
+                db.write(b, &WriteOptions::default()),
+                Err(Error::InvalidArgument(_))
+            ));
             assert_eq!(ks.get(b"ok").unwrap(), None);
             for i in 0..2000u32 {
                 ks.put(format!("k{i:05}"), vec![1u8; 100]).unwrap();
@@ -188,7 +226,10 @@ fn batch_over_many_keyspaces() {
     {
         let db = Db::open(d.path(), small_db()).unwrap();
         let kss: Vec<_> = (0..n)
-            .map(|i| db.keyspace(&format!("ks{i}"), small_ks(ALL[i % 3])).unwrap())
+            .map(|i| {
+                db.keyspace(&format!("ks{i}"), small_ks(ALL[i % 3]))
+                    .unwrap()
+            })
             .collect();
         let mut b = WriteBatch::new();
         for (i, ks) in kss.iter().enumerate() {
@@ -198,22 +239,35 @@ fn batch_over_many_keyspaces() {
         }
         db.write(b, &WriteOptions { sync: true }).unwrap();
         for (i, ks) in kss.iter().enumerate() {
-            assert_eq!(ks.get(format!("key{i}")).unwrap(), Some(format!("v{i}").into_bytes()));
+            assert_eq!(
+                ks.get(format!("key{i}")).unwrap(),
+                Some(format!("v{i}").into_bytes())
+            );
         }
     }
     // Recovery from the WAL.
     let db = Db::open(d.path(), small_db()).unwrap();
     for i in 0..n {
-        let ks = db.keyspace(&format!("ks{i}"), small_ks(ALL[i % 3])).unwrap();
-        assert_eq!(ks.get(format!("key{i}")).unwrap(), Some(format!("v{i}").into_bytes()));
+        let ks = db
+            .keyspace(&format!("ks{i}"), small_ks(ALL[i % 3]))
+            .unwrap();
+        assert_eq!(
+            ks.get(format!("key{i}")).unwrap(),
+            Some(format!("v{i}").into_bytes())
+        );
         assert_eq!(ks.get(b"").unwrap(), Some(format!("e{i}").into_bytes()));
     }
     db.flush().unwrap();
     drop(db);
     let db = Db::open(d.path(), small_db()).unwrap();
     for i in 0..n {
-        let ks = db.keyspace(&format!("ks{i}"), small_ks(ALL[i % 3])).unwrap();
-        assert_eq!(ks.get(format!("key{i}")).unwrap(), Some(format!("v{i}").into_bytes()));
+        let ks = db
+            .keyspace(&format!("ks{i}"), small_ks(ALL[i % 3]))
+            .unwrap();
+        assert_eq!(
+            ks.get(format!("key{i}")).unwrap(),
+            Some(format!("v{i}").into_bytes())
+        );
     }
 }
 
@@ -252,7 +306,11 @@ fn snapshots_out_of_order_across_compactions() {
         db.wait_for_compactions().unwrap();
         for (round, s) in &snaps {
             for i in (0..600u32).step_by(7) {
-                assert_eq!(s.get(&ks, format!("k{i:04}")).unwrap(), expect(*round, i), "{l} r{round} k{i}");
+                assert_eq!(
+                    s.get(&ks, format!("k{i:04}")).unwrap(),
+                    expect(*round, i),
+                    "{l} r{round} k{i}"
+                );
             }
             if l != Layout::Trie {
                 let got: Vec<_> = s.range::<&[u8], _>(&ks, ..).map(|r| r.unwrap()).collect();
@@ -269,14 +327,22 @@ fn snapshots_out_of_order_across_compactions() {
         }
         db.compact().unwrap();
         for i in (0..600u32).step_by(11) {
-            assert_eq!(first.1.get(&ks, format!("k{i:04}")).unwrap(), expect(0, i), "{l} k{i}");
+            assert_eq!(
+                first.1.get(&ks, format!("k{i:04}")).unwrap(),
+                expect(0, i),
+                "{l} k{i}"
+            );
         }
         drop(snaps);
         drop(first);
     }
 }
 
-fn model_range(m: &BTreeMap<Vec<u8>, Vec<u8>>, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn model_range(
+    m: &BTreeMap<Vec<u8>, Vec<u8>>,
+    lo: &Bound<Vec<u8>>,
+    hi: &Bound<Vec<u8>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
     m.iter()
         .filter(|(k, _)| match lo {
             Bound::Included(l) => *k >= l,
@@ -336,16 +402,26 @@ fn ranges_and_prefixes_match_a_model() {
                 db.compact().unwrap();
             }
             let mut bounds = vec![Bound::Unbounded];
-            for k in keys.iter().chain([vec![0xff, 0xff, 0xff, 0xff, 0xff], b"aa".to_vec()].iter()) {
+            for k in keys
+                .iter()
+                .chain([vec![0xff, 0xff, 0xff, 0xff, 0xff], b"aa".to_vec()].iter())
+            {
                 bounds.push(Bound::Included(k.clone()));
                 bounds.push(Bound::Excluded(k.clone()));
             }
             for lo in &bounds {
                 for hi in &bounds {
                     let want = model_range(&m, lo, hi);
-                    let got: Vec<_> = ks.range((lo.clone(), hi.clone())).map(|r| r.unwrap()).collect();
+                    let got: Vec<_> = ks
+                        .range((lo.clone(), hi.clone()))
+                        .map(|r| r.unwrap())
+                        .collect();
                     assert_eq!(got, want, "{l} phase {phase} fwd {lo:?} {hi:?}");
-                    let mut got: Vec<_> = ks.range((lo.clone(), hi.clone())).rev().map(|r| r.unwrap()).collect();
+                    let mut got: Vec<_> = ks
+                        .range((lo.clone(), hi.clone()))
+                        .rev()
+                        .map(|r| r.unwrap())
+                        .collect();
                     got.reverse();
                     assert_eq!(got, want, "{l} phase {phase} rev {lo:?} {hi:?}");
                     // Alternating.
@@ -374,7 +450,11 @@ fn ranges_and_prefixes_match_a_model() {
             let mut prefixes: Vec<Vec<u8>> = keys.clone();
             prefixes.push(vec![0xff, 0xff, 0xff, 0xff, 0xff]);
             for p in &prefixes {
-                let want: Vec<_> = m.iter().filter(|(k, _)| k.starts_with(p)).map(|(k, v)| (k.clone(), v.clone())).collect();
+                let want: Vec<_> = m
+                    .iter()
+                    .filter(|(k, _)| k.starts_with(p))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
                 let got: Vec<_> = ks.prefix(p).map(|r| r.unwrap()).collect();
                 assert_eq!(got, want, "{l} prefix {p:?}");
                 let mut got: Vec<_> = ks.prefix(p).rev().map(|r| r.unwrap()).collect();
@@ -497,3 +577,243 @@ fn leveled_huge_target_table_bytes_compacts() {
     assert_eq!(ks.get("00077").unwrap(), Some(vec![7u8; 50]));
 }
 
+#[test]
+fn batch_duplicates_and_iterators_made_before_a_compaction() {
+    for l in ALL {
+        let d = tempfile::tempdir().unwrap();
+        let db = Db::open(d.path(), small_db()).unwrap();
+        let mut o = small_ks(l);
+        o.block_size = 256;
+        o.bloom_bits_per_key = 0;
+        let ks = db.keyspace("k", o).unwrap();
+        // Same key several times in one batch: the last wins.
+        let mut b = WriteBatch::new();
+        b.put(&ks, b"dup", b"1");
+        b.delete(&ks, b"dup");
+        b.put(&ks, b"dup", b"3");
+        b.put(&ks, b"gone", b"1");
+        b.delete(&ks, b"gone");
+        db.write(b, &WriteOptions::default()).unwrap();
+        assert_eq!(ks.get(b"dup").unwrap(), Some(b"3".to_vec()), "{l}");
+        assert_eq!(ks.get(b"gone").unwrap(), None, "{l}");
+        ks.put(vec![9u8; MAX_KEY_BYTES], b"big").unwrap();
+        for i in 0..1500u32 {
+            ks.put(format!("k{i:05}"), vec![1u8; 60]).unwrap();
+        }
+        // An iterator made before a compaction, first stepped after it.
+        let it = if l != Layout::Trie {
+            Some((ks.range::<&[u8], _>(..), ks.range::<&[u8], _>(..)))
+        } else {
+            None
+        };
+        let snap = db.snapshot();
+        db.flush().unwrap();
+        assert_eq!(ks.get(b"dup").unwrap(), Some(b"3".to_vec()), "{l}");
+        assert_eq!(ks.get(b"gone").unwrap(), None, "{l}");
+        for i in 0..1500u32 {
+            ks.put(format!("k{i:05}"), vec![2u8; 60]).unwrap();
+        }
+        db.compact().unwrap();
+        db.wait_for_compactions().unwrap();
+        assert_eq!(ks.get(b"dup").unwrap(), Some(b"3".to_vec()), "{l}");
+        assert_eq!(
+            ks.get(vec![9u8; MAX_KEY_BYTES]).unwrap(),
+            Some(b"big".to_vec()),
+            "{l}"
+        );
+        assert_eq!(snap.get(&ks, "k00010").unwrap(), Some(vec![1u8; 60]));
+        if let Some((f, b)) = it {
+            let v: Vec<_> = f.map(|r| r.unwrap()).collect();
+            assert_eq!(v.len(), 1502, "{l}");
+            assert!(v
+                .iter()
+                .filter(|(k, _)| k.starts_with(b"k"))
+                .all(|(_, v)| v == &vec![1u8; 60]));
+            let v: Vec<_> = b.rev().map(|r| r.unwrap()).collect();
+            assert_eq!(v.len(), 1502, "{l}");
+        }
+        drop(snap);
+        drop((ks, db));
+        assert!(scree::check::check_db(d.path()).unwrap().is_empty(), "{l}");
+    }
+}
+
+#[test]
+fn reopen_with_changed_options() {
+    for l in ALL {
+        let d = tempfile::tempdir().unwrap();
+        let mut model = BTreeMap::new();
+        let mut o1 = small_ks(l);
+        o1.leveled.max_levels = 7;
+        o1.leveled.level_base_bytes = 4096;
+        o1.leveled.target_table_bytes = 4096;
+        o1.leveled.level_size_ratio = 2;
+        o1.fragmented.max_levels = 6;
+        o1.trie.last_level_depth = 3;
+        let mut o2 = small_ks(l);
+        o2.leveled.max_levels = 2;
+        o2.leveled.level_size_ratio = 100;
+        o2.fragmented.max_levels = 3;
+        o2.fragmented.top_level_bits = 2;
+        o2.fragmented.bit_decrement = 0;
+        o2.fragmented.max_sstables_per_guard = 1;
+        o2.trie.last_level_depth = 1;
+        o2.trie.pile_size = 3;
+        o2.write_buffer_bytes = 1 << 20;
+        for (round, o) in [o1.clone(), o2.clone(), o1.clone(), o2.clone()]
+            .into_iter()
+            .enumerate()
+        {
+            let db = Db::open(d.path(), small_db()).unwrap();
+            let ks = db.keyspace("k", o.clone()).unwrap();
+            for (k, v) in &model {
+                assert_eq!(ks.get(k).unwrap().as_ref(), Some(v), "{l} round {round}");
+            }
+            for i in 0..3000u32 {
+                let k = format!("k{:05}", (i * 7919 + round as u32 * 13) % 5000).into_bytes();
+                let v = format!("r{round}-{i}").into_bytes();
+                ks.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+            // Changing options in the same session.
+            let ks = db
+                .keyspace(
+                    "k",
+                    if round % 2 == 0 {
+                        o2.clone()
+                    } else {
+                        o1.clone()
+                    },
+                )
+                .unwrap();
+            db.compact().unwrap();
+            db.wait_for_compactions().unwrap();
+            db.check_invariants().unwrap();
+            for (k, v) in &model {
+                assert_eq!(ks.get(k).unwrap().as_ref(), Some(v), "{l} round {round}");
+            }
+            if l != Layout::Trie {
+                let got: Vec<_> = ks.range::<&[u8], _>(..).map(|r| r.unwrap()).collect();
+                let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                assert!(got == want, "{l} round {round}");
+            }
+        }
+        assert!(scree::check::check_db(d.path()).unwrap().is_empty(), "{l}");
+    }
+}
+
+#[test]
+fn check_on_odd_paths_reports_instead_of_panicking() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("file");
+    std::fs::write(&f, b"x").unwrap();
+    assert!(matches!(scree::check::check_db(&f), Err(Error::Io { .. })));
+    assert!(matches!(
+        scree::check::check_db(d.path().join("nope")),
+        Err(Error::Io { .. })
+    ));
+    std::fs::remove_file(&f).unwrap();
+    assert!(scree::check::check_db(d.path()).unwrap().is_empty());
+    std::fs::write(d.path().join("CURRENT"), b"").unwrap();
+    assert!(!scree::check::check_db(d.path()).unwrap().is_empty());
+    std::fs::create_dir(d.path().join("000005.log")).unwrap();
+    std::fs::create_dir(d.path().join("MANIFEST-000001")).unwrap();
+    assert!(!scree::check::check_db(d.path()).unwrap().is_empty());
+    assert!(matches!(
+        Db::open(d.path(), small_db()),
+        Err(Error::Corruption { .. })
+    ));
+}
+
+#[test]
+fn direct_reads_with_large_items() {
+    for mmap in [false, true] {
+        for l in ALL {
+            let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+            let mut dbo = small_db();
+            dbo.direct_reads = true;
+            dbo.mmap_reads = mmap;
+            dbo.block_cache_bytes = 0;
+            let db = Db::open(d.path(), dbo).unwrap();
+            let ks = db.keyspace("k", small_ks(l)).unwrap();
+            ks.put(vec![3u8; MAX_KEY_BYTES], vec![4u8; 5 << 20])
+                .unwrap();
+            for i in 0..2000u32 {
+                ks.put(format!("k{i:05}"), vec![1u8; 60 + (i as usize % 300)])
+                    .unwrap();
+            }
+            db.compact().unwrap();
+            assert_eq!(
+                ks.get(vec![3u8; MAX_KEY_BYTES]).unwrap(),
+                Some(vec![4u8; 5 << 20]),
+                "{l}"
+            );
+            for i in (0..2000u32).step_by(37) {
+                assert_eq!(
+                    ks.get(format!("k{i:05}")).unwrap(),
+                    Some(vec![1u8; 60 + (i as usize % 300)]),
+                    "{l}"
+                );
+            }
+            if l != Layout::Trie {
+                assert_eq!(ks.range::<&[u8], _>(..).count(), 2001);
+                assert_eq!(ks.range::<&[u8], _>(..).rev().count(), 2001);
+            }
+        }
+    }
+}
+
+#[test]
+fn parallel_search_at_snapshots() {
+    for l in ALL {
+        let d = tempfile::tempdir().unwrap();
+        let mut dbo = small_db();
+        dbo.parallel_search = true;
+        dbo.flush_threads = 2;
+        let db = Db::open(d.path(), dbo).unwrap();
+        let mut o = small_ks(l);
+        o.fragmented.parallel_seeks = true;
+        o.fragmented.parallel_seek_threads = 3;
+        let ks = db.keyspace("k", o).unwrap();
+        let mut snaps = Vec::new();
+        for round in 0..4u32 {
+            for i in 0..1500u32 {
+                if (i + round) % 4 == 0 {
+                    ks.delete(format!("k{i:05}")).unwrap();
+                } else {
+                    ks.put(format!("k{i:05}"), format!("{round}")).unwrap();
+                }
+            }
+            snaps.push(db.snapshot());
+            db.flush().unwrap();
+        }
+        db.compact().unwrap();
+        for (round, s) in snaps.iter().enumerate() {
+            let round = round as u32;
+            for i in 0..1500u32 {
+                let want = if (i + round) % 4 == 0 {
+                    None
+                } else {
+                    Some(format!("{round}").into_bytes())
+                };
+                assert_eq!(
+                    s.get(&ks, format!("k{i:05}")).unwrap(),
+                    want,
+                    "{l} {round} {i}"
+                );
+                if round == 3 {
+                    assert_eq!(ks.get(format!("k{i:05}")).unwrap(), want, "{l} {round} {i}");
+                }
+            }
+            if l != Layout::Trie {
+                let n = s.range(&ks, b"k00100".to_vec()..b"k01100".to_vec()).count();
+                assert_eq!(n, 750, "{l}");
+                let n = s
+                    .range(&ks, b"k00100".to_vec()..b"k01100".to_vec())
+                    .rev()
+                    .count();
+                assert_eq!(n, 750, "{l}");
+            }
+        }
+    }
+}
