@@ -1944,7 +1944,7 @@ mod wal_tests {
     use super::*;
     use crate::batch::{encode_fixed, BatchEntry};
     use crate::coding::{crc2, put_u32};
-    use crate::fs::fault::FaultFs;
+    use crate::fs::fault::{CrashMode, FaultFs};
 
     /// (keyspace index, key) → value; `None` for a deleted key.
     type Model = BTreeMap<(usize, Vec<u8>), Option<Vec<u8>>>;
@@ -2141,6 +2141,57 @@ mod wal_tests {
         }
         let (_db, kss) = open(fs).expect(second);
         verify(&kss, model, second);
+    }
+
+    /// Found by review (2026-11-24): a power loss that writes back a page before the appends
+    /// filled it (`CrashMode::PagesOutOfOrder`) leaves zeros from the stale point to the page
+    /// end. When that point lies fewer than 8 bytes before the page end, the reader called the
+    /// gap corruption and the default recovery refused to open, although the damage is only a
+    /// crash's to unsynced appends. Here the WAL is synced up to a known length; every stale
+    /// point the crash can pick must reopen with the synced write.
+    #[test]
+    #[ignore = "the documented rule needs 8 zeros before a sector boundary; a stale page whose \
+                zeros are fewer (stale point < 8 bytes before the page end) refuses to open: \
+                the fix is a choice between a shorter run and bit-flip detection"]
+    fn a_stale_page_with_fewer_than_8_zeros_still_reopens() {
+        let mut refused = Vec::new();
+        for seed in 0..300u64 {
+            let fs = FaultFs::new(seed);
+            {
+                let db = Db::open("/db", opts(&fs)).expect("open");
+                let ks = db
+                    .keyspace("k", KeyspaceOptions::new(LayoutKind::Leveled))
+                    .expect("ks");
+                let sync = WriteOptions {
+                    sync: true,
+                    ..Default::default()
+                };
+                // Synced up to a few hundred bytes before the 4 KiB page end, so that the
+                // crash picks stale points near it often.
+                ks.put_opt(b"synced", [0xABu8; 3700], &sync).expect("put");
+                for i in 0..4u8 {
+                    ks.put([b'u', i], [0xCDu8; 150]).expect("put");
+                }
+                fs.freeze();
+                drop(ks);
+                drop(db);
+            }
+            fs.crash(CrashMode::PagesOutOfOrder);
+            match Db::open("/db", opts(&fs)) {
+                Ok(db) => {
+                    let ks = db
+                        .keyspace("k", KeyspaceOptions::new(LayoutKind::Leveled))
+                        .expect("ks");
+                    assert_eq!(
+                        ks.get(b"synced").expect("get").as_deref(),
+                        Some(&[0xABu8; 3700][..]),
+                        "seed {seed}"
+                    );
+                }
+                Err(e) => refused.push(format!("seed {seed}: {e}")),
+            }
+        }
+        assert!(refused.is_empty(), "{}", refused.join("\n"));
     }
 
     /// A type-2 record with a valid checksum but a malformed payload stops recovery with
