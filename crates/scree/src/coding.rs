@@ -120,6 +120,11 @@ pub fn mask(c: u32) -> u32 {
     c.rotate_right(15).wrapping_add(MASK_DELTA)
 }
 
+/// The CRC32C a [`mask`]ed checksum was made from.
+pub fn unmask(m: u32) -> u32 {
+    m.wrapping_sub(MASK_DELTA).rotate_left(15)
+}
+
 /// CRC32C of `data`, masked as LevelDB does so that checksums of checksums stay strong.
 pub fn crc(data: &[u8]) -> u32 {
     let c = crc32c::crc32c(data);

@@ -2150,9 +2150,6 @@ mod wal_tests {
     /// crash's to unsynced appends. Here the WAL is synced up to a known length; every stale
     /// point the crash can pick must reopen with the synced write.
     #[test]
-    #[ignore = "the documented rule needs 8 zeros before a sector boundary; a stale page whose \
-                zeros are fewer (stale point < 8 bytes before the page end) refuses to open: \
-                the fix is a choice between a shorter run and bit-flip detection"]
     fn a_stale_page_with_fewer_than_8_zeros_still_reopens() {
         let mut refused = Vec::new();
         for seed in 0..300u64 {
@@ -2197,8 +2194,6 @@ mod wal_tests {
     /// after the bad one", calls the torn tail corruption, and the default recovery refuses to
     /// open, although only unsynced bytes were lost.
     #[test]
-    #[ignore = "the torn-vs-corrupt search trusts any valid-looking frame, also one inside the \
-                bad record's payload; telling them apart needs a rule change (see the report)"]
     fn a_value_framing_a_record_does_not_turn_a_torn_tail_into_corruption() {
         let mut value = frame(log::COMPACT_BATCH, b"");
         value.resize(6000, 0xEE);

@@ -30,7 +30,8 @@ const WAL_TYPES: &[u8] = &[FULL, COMPACT_BATCH, SYNCED_BATCH];
 /// Alignment of the sectors and pages a crash can leave stale (zeros where appends had not
 /// reached them yet) while later ones reached the disk.
 const TEAR_ALIGN: usize = 512;
-/// Zero bytes that must end a stale sector for a gap to count as torn by a crash.
+/// Zero bytes that must end a stale sector for a gap to count as torn by a crash, unless the
+/// bad record is shown not to be a one-bit flip (then one zero byte is enough).
 const TEAR_MIN_ZEROS: usize = 8;
 /// Record types a manifest may hold.
 const MANIFEST_TYPES: &[u8] = &[FULL];
@@ -188,18 +189,118 @@ fn synced_announced_after(data: &[u8], from: usize) -> u64 {
     most
 }
 
+/// One byte of CRC32C (Castagnoli, reflected) without initial value or final xor.
+fn crc32c_raw_byte(reg: u32, byte: u8) -> u32 {
+    let mut c = reg ^ u32::from(byte);
+    for _ in 0..8 {
+        c = if c & 1 == 1 {
+            (c >> 1) ^ 0x82F6_3B78
+        } else {
+            c >> 1
+        };
+    }
+    c
+}
+
+/// Whether flipping one bit of `body` gives CRC32C `want`. A CRC is affine: for messages of one
+/// length, `crc(x ^ e) = crc(x) ^ raw(e)`, where `raw` has no initial value or final xor, and
+/// `raw` of a single bit is that bit's register pushed through the zero bytes after it. So
+/// every flip is tried with one pass over the bytes, from the last to the first.
+fn one_bit_gives(body: &[u8], want: u32) -> bool {
+    let target = crc32c::crc32c(body) ^ want;
+    // raw(bit b of the byte at distance d from the end), for the current d.
+    let mut regs: [u32; 8] = std::array::from_fn(|b| crc32c_raw_byte(0, 1 << b));
+    for _ in 0..body.len() {
+        if regs.contains(&target) {
+            return true;
+        }
+        for r in &mut regs {
+            *r = crc32c_raw_byte(*r, 0);
+        }
+    }
+    false
+}
+
+/// Whether one flipped bit explains the bad record at `pos`: in its checksum, its length (the
+/// record with that length is valid), or its type or payload. `None` when no length flip
+/// explains it and its payload runs past the end, so the rest cannot be tried.
+fn one_bit_flip(data: &[u8], pos: usize, types: &[u8]) -> Option<bool> {
+    let (Some(crc), Some(len)) = (get_u32(data, pos), get_u32(data, pos + 4)) else {
+        return Some(false);
+    };
+    let ty = data.get(pos + HEADER - 1).copied();
+    let valid_with_len = |l: u32| {
+        let payload = (pos + HEADER)
+            .checked_add(l as usize)
+            .and_then(|end| data.get(pos + HEADER..end));
+        match (ty, payload) {
+            (Some(t), Some(p)) => types.contains(&t) && crc2(&[t], p) == crc,
+            _ => false,
+        }
+    };
+    if (0..32).any(|b| valid_with_len(len ^ (1 << b))) {
+        return Some(true);
+    }
+    let body = data.get(pos + HEADER - 1..pos + HEADER + len as usize)?;
+    let want = crate::coding::unmask(crc);
+    let computed = crc32c::crc32c(body);
+    // The checksum field itself, or one bit of the type and payload.
+    let flip_in_body = one_bit_gives(body, want);
+    Some((computed ^ want).count_ones() == 1 || flip_in_body)
+}
+
 /// Whether the gap `[bad, next)` before a valid record has the shape a crash gives unsynced
 /// appends written back out of order: a sector or page that reached the disk before the
 /// appends filled it ends in zeros (the file was zeros past the append point), while a later
-/// one is whole. It must hold an aligned boundary preceded by at least [`TEAR_MIN_ZEROS`] zero
-/// bytes, all inside the gap. A flipped bit or garbage has no such run (unless the data itself
-/// held zeros just there), so it stays corruption.
-fn crash_shaped_gap(data: &[u8], bad: usize, next: usize) -> bool {
-    let first = (bad + TEAR_MIN_ZEROS).div_ceil(TEAR_ALIGN) * TEAR_ALIGN;
+/// one is whole. It must hold an aligned boundary preceded by zero bytes inside the gap: at
+/// least [`TEAR_MIN_ZEROS`] of them, or any number when they start the bad record (a write-back
+/// between two appends) or when `not_a_flip` (the bad record is shown not to be a one-bit flip).
+/// A flipped bit or garbage has no such run (unless the data itself held zeros just there), so
+/// it stays corruption.
+fn crash_shaped_gap(data: &[u8], bad: usize, next: usize, not_a_flip: bool) -> bool {
+    let first = (bad + 1).div_ceil(TEAR_ALIGN) * TEAR_ALIGN;
     (first..=next).step_by(TEAR_ALIGN).any(|b| {
-        data.get(b - TEAR_MIN_ZEROS..b)
-            .is_some_and(|z| z.iter().all(|&x| x == 0))
+        let zeros = data
+            .get(bad..b)
+            .map_or(0, |g| g.iter().rev().take_while(|&&x| x == 0).count());
+        zeros >= TEAR_MIN_ZEROS || zeros == b - bad || (zeros >= 1 && not_a_flip)
     })
+}
+
+/// How the log ends at the bad record at `pos`, given that it is a WAL (`wal`) or a manifest.
+fn judge_bad_record(data: &[u8], pos: usize, types: &[u8], wal: bool) -> bool {
+    // true: a torn tail.
+    let Some(next) = first_valid_after(data, pos, types) else {
+        return true;
+    };
+    if !wal {
+        return false;
+    }
+    // A completed sync covered the bad bytes: no crash tore them.
+    if synced_announced_after(data, next) > pos as u64 {
+        return false;
+    }
+    let flip = one_bit_flip(data, pos, types);
+    if flip == Some(true) {
+        return false;
+    }
+    // Valid-looking records inside the bad record's claimed extent may be frames inside its
+    // payload (a value holding WAL bytes, torn by the crash): only records from the extent's
+    // end on count. One flipped length bit was ruled out above.
+    let extent_end = get_u32(data, pos + 4)
+        .and_then(|l| (pos + HEADER).checked_add(l as usize))
+        .unwrap_or(usize::MAX);
+    let outside = if next >= extent_end {
+        Some(next)
+    } else if extent_end >= data.len() {
+        None
+    } else {
+        first_valid_after(data, extent_end - 1, types)
+    };
+    match outside {
+        None => true,
+        Some(n) => crash_shaped_gap(data, pos, n, flip == Some(false)),
+    }
 }
 
 /// Splits a whole manifest into its payloads and says how it ended (records of type [`FULL`]
@@ -242,13 +343,7 @@ fn read_typed<'a>(data: &'a [u8], types: &[u8]) -> (Vec<(u8, &'a [u8])>, LogEnd)
                 // unsynced appends and lose earlier ones (pages written back out of order).
                 // Such a gap ends a stale sector in zeros, and no completed sync covered it: no
                 // later record announces a synced length past it.
-                let torn = match first_valid_after(data, pos, types) {
-                    None => true,
-                    Some(next) => {
-                        wal && crash_shaped_gap(data, pos, next)
-                            && synced_announced_after(data, next) <= pos as u64
-                    }
-                };
+                let torn = judge_bad_record(data, pos, types, wal);
                 let end = if torn {
                     LogEnd::TornTail { offset: pos as u64 }
                 } else {
@@ -473,8 +568,8 @@ mod tests {
 
     #[test]
     fn damage_without_a_stale_sector_stays_corruption() {
-        // A flipped bit, garbage, or too few zeros before a sector boundary.
-        for (from, to, byte) in [(400, 401, 0x55), (400, 512, 0x5A), (506, 512, 0)] {
+        // A flipped bit, garbage, or too few zeros before a sector boundary from a single flip.
+        for (from, to, byte) in [(400, 401, 0x55), (400, 512, 0x5A)] {
             let mut data = wal_of_six(6, 0);
             for b in &mut data[from..to] {
                 *b = byte;
@@ -485,6 +580,53 @@ mod tests {
                 "{from}..{to} = {byte}: {end:?}"
             );
         }
+        // A payload of 0x01 bytes: one flipped bit makes the byte before the sector boundary
+        // zero, which alone would look like a stale sector's last zero. It is one bit: corruption.
+        let payloads: Vec<Vec<u8>> = (0..4).map(|_| vec![1u8; 300]).collect();
+        let recs: Vec<(u8, &[u8])> = payloads
+            .iter()
+            .map(|p| (COMPACT_BATCH, p.as_slice()))
+            .collect();
+        let mut data = encode_typed(&recs);
+        data[511] ^= 1;
+        assert!(matches!(
+            read_wal_records(&data).1,
+            LogEnd::Corrupt { offset: 309, .. }
+        ));
+        // Six zeros instead (no single flip gives them): a stale sector, a torn tail.
+        let mut data = encode_typed(&recs);
+        for b in &mut data[506..512] {
+            *b = 0;
+        }
+        assert_eq!(read_wal_records(&data).1, LogEnd::TornTail { offset: 309 });
+    }
+
+    /// Found by review (2026-11-24): a torn record whose payload holds the bytes of a valid
+    /// record (a value that is a copy of WAL bytes) made the search find "a valid record after
+    /// the bad one": corruption, and the default recovery refused to open. Frames inside the
+    /// bad record's claimed extent no longer count, unless one flipped length bit explains it.
+    #[test]
+    fn a_frame_inside_a_torn_record_does_not_make_it_corruption() {
+        let inner = encode_typed(&[(COMPACT_BATCH, b"inner".as_slice())]);
+        let mut value = vec![0x33u8; 100];
+        value.extend_from_slice(&inner);
+        value.resize(700, 0x44);
+        let data = encode_typed(&[(COMPACT_BATCH, &[0x22u8; 50][..]), (COMPACT_BATCH, &value)]);
+        let cut = 59 + 9 + 100 + inner.len() + 20;
+        let (recs, end) = read_wal_records(&data[..cut]);
+        assert_eq!(recs.len(), 1);
+        assert_eq!(end, LogEnd::TornTail { offset: 59 });
+        // A flipped length bit pointing past the real next record stays corruption.
+        let mut data = encode_typed(&[
+            (COMPACT_BATCH, &[0x22u8; 50][..]),
+            (COMPACT_BATCH, &[0x55u8; 50][..]),
+            (COMPACT_BATCH, &[0x66u8; 50][..]),
+        ]);
+        data[4 + 1] ^= 0x10; // the first record's length: 50 + 4096
+        assert!(matches!(
+            read_wal_records(&data).1,
+            LogEnd::Corrupt { offset: 0, .. }
+        ));
     }
 
     /// The writer announces the length its last completed sync covered in every batch after
@@ -528,5 +670,42 @@ mod tests {
         }
         let mut r = crate::coding::Reader::new(recs[1].1);
         assert_eq!(r.varint(), Some(synced));
+    }
+
+    /// The one-pass search finds exactly the one-bit flips a brute-force search finds.
+    #[test]
+    fn one_bit_flips_are_found_in_one_pass() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for len in [1usize, 2, 9, 64, 300] {
+            let body: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            let want = crc32c::crc32c(&body);
+            assert!(
+                !one_bit_gives(&body, want),
+                "no flip needed is not one flip"
+            );
+            for _ in 0..20 {
+                let (i, b) = ((next() as usize) % len, next() % 8);
+                let mut bad = body.clone();
+                bad[i] ^= 1 << b;
+                assert!(one_bit_gives(&bad, want), "len {len}, byte {i}, bit {b}");
+                // Two flipped bits are not one.
+                let j = (i + 1 + (next() as usize) % len.max(2)) % len;
+                if j != i {
+                    bad[j] ^= 1;
+                    let brute = (0..len * 8).any(|k| {
+                        let mut t = bad.clone();
+                        t[k / 8] ^= 1 << (k % 8);
+                        crc32c::crc32c(&t) == want
+                    });
+                    assert_eq!(one_bit_gives(&bad, want), brute, "len {len}, two flips");
+                }
+            }
+        }
     }
 }
