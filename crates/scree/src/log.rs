@@ -379,6 +379,24 @@ mod tests {
         encode_typed(&typed)
     }
 
+    /// A log writer on a real file `000001.log` in a fresh directory.
+    fn temp_log() -> (tempfile::TempDir, LogWriter) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let env = crate::fs::Env {
+            fs: std::sync::Arc::new(crate::fs::std_fs::StdFs),
+            stats: std::sync::Arc::new(crate::stats::IoStats::default()),
+            direct_reads: false,
+            mmap_reads: false,
+        };
+        let w = env
+            .create(
+                &dir.path().join("000001.log"),
+                crate::stats::WriteCause::Wal,
+            )
+            .expect("create");
+        (dir, LogWriter::new(w))
+    }
+
     fn encode_typed(records: &[(u8, &[u8])]) -> Vec<u8> {
         let mut out = Vec::new();
         for (ty, r) in records {
@@ -412,18 +430,8 @@ mod tests {
             }
         );
         // The writer's framing is what the reader expects, for both types.
-        let dir = tempfile::tempdir().expect("tempdir");
-        let env = crate::fs::Env {
-            fs: std::sync::Arc::new(crate::fs::std_fs::StdFs),
-            stats: std::sync::Arc::new(crate::stats::IoStats::default()),
-            direct_reads: false,
-            mmap_reads: false,
-        };
+        let (dir, mut w) = temp_log();
         let path = dir.path().join("000001.log");
-        let mut w = LogWriter::new(
-            env.create(&path, crate::stats::WriteCause::Wal)
-                .expect("create"),
-        );
         w.add_record(b"old").expect("append");
         w.add_record_parts(COMPACT_BATCH, b"n", b"ew")
             .expect("append");
@@ -633,18 +641,8 @@ mod tests {
     /// it, and a batch decodes the same under either type.
     #[test]
     fn batches_after_a_sync_announce_what_it_covered() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let env = crate::fs::Env {
-            fs: std::sync::Arc::new(crate::fs::std_fs::StdFs),
-            stats: std::sync::Arc::new(crate::stats::IoStats::default()),
-            direct_reads: false,
-            mmap_reads: false,
-        };
+        let (dir, mut w) = temp_log();
         let path = dir.path().join("000001.log");
-        let mut w = LogWriter::new(
-            env.create(&path, crate::stats::WriteCause::Wal)
-                .expect("create"),
-        );
         let entries = vec![crate::batch::BatchEntry {
             ks: 3,
             kind: crate::key::ValueKind::Put,
