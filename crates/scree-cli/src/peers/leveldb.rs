@@ -8,7 +8,7 @@
 //! the `Write(MB)` column of `leveldb.stats` (whole MiB per level).
 
 use std::ffi::{c_char, c_int, c_uchar, c_void, CString};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 
 use super::cffi::{path_cstring, take_error, take_string};
-use super::{parse_leveldb_sstables, parse_leveldb_stats_write_mb};
+use super::{leveldb_files_busy, parse_leveldb_sstables, parse_leveldb_stats_write_mb};
 use crate::bench::engine::{
     BenchEngine, Counters, EResult, EngineConfig, EngineError, WrittenByCause,
 };
@@ -139,6 +139,7 @@ pub struct LevelDb {
     write: *mut leveldb_writeoptions_t,
     wal_bytes: AtomicU64,
     settings: Vec<(String, String)>,
+    dir: PathBuf,
 }
 
 // SAFETY: a LevelDB `DB` is documented safe for concurrent access from multiple threads
@@ -224,6 +225,7 @@ impl LevelDb {
                 write,
                 wal_bytes: AtomicU64::new(0),
                 settings,
+                dir: dir.to_path_buf(),
             })
         }
     }
@@ -236,10 +238,24 @@ impl LevelDb {
         unsafe { take_string(leveldb_property_value(self.db, name.as_ptr()), leveldb_free) }
     }
 
-    /// Whether LevelDB would still compact: ≥ 4 level-0 files, or a level above its size
-    /// limit (10 MiB × 10^(level−1)), as in `VersionSet::Finalize`.
+    /// Whether LevelDB would still compact: a flush or compaction in flight (its files, see
+    /// [`leveldb_files_busy`]), ≥ 4 level-0 files, or a level above its size limit
+    /// (10 MiB × 10^(level−1)), as in `VersionSet::Finalize`.
     fn needs_compaction(&self) -> bool {
-        let levels = parse_leveldb_sstables(&self.property("leveldb.sstables").unwrap_or_default());
+        let sstables = self.property("leveldb.sstables").unwrap_or_default();
+        // A memtable flush in flight shows in no property until it is installed (and a
+        // 64 MiB flush takes longer than the 0.3 s of stable stats below), only in the files.
+        let files: Vec<String> = std::fs::read_dir(&self.dir)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if leveldb_files_busy(&files, &sstables) {
+            return true;
+        }
+        let levels = parse_leveldb_sstables(&sstables);
         let l0_files = levels.first().map_or(0, |l| l.0);
         if l0_files >= 4 {
             return true;

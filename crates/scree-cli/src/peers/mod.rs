@@ -127,6 +127,31 @@ pub fn parse_leveldb_sstables(text: &str) -> Vec<(u64, u64)> {
     levels
 }
 
+/// Whether LevelDB's directory shows a memtable flush or a compaction in flight, which
+/// neither `leveldb.stats` nor `leveldb.sstables` does until it finishes: more than one `.log`
+/// file (the log of an immutable memtable is deleted only once its flush is installed), or a
+/// table file (`.ldb`/`.sst`) numbered above every table `leveldb.sstables` lists (an output
+/// being written: outputs take new file numbers). Unlisted tables with lower numbers are inputs
+/// of finished compactions, which LevelDB may leave on disk until a later compaction deletes
+/// them, so they do not count. `files` are the names in the database directory.
+#[cfg_attr(not(feature = "peers"), allow(dead_code))]
+pub fn leveldb_files_busy(files: &[String], sstables: &str) -> bool {
+    let live: std::collections::HashSet<u64> = sstables
+        .lines()
+        .filter(|l| !l.starts_with("--- level "))
+        .filter_map(|l| l.trim_start().split_once(':')?.0.parse().ok())
+        .collect();
+    let number = |name: &str, ext: &str| name.strip_suffix(ext)?.parse::<u64>().ok();
+    let logs = files.iter().filter(|f| number(f, ".log").is_some()).count();
+    let newest = live.iter().copied().max().unwrap_or(0);
+    logs > 1
+        || files.iter().any(|f| {
+            number(f, ".ldb")
+                .or_else(|| number(f, ".sst"))
+                .is_some_and(|n| n > newest)
+        })
+}
+
 /// The value of ticker `name` (`rocksdb.x.y COUNT : 123`) in RocksDB's statistics string.
 #[cfg_attr(not(feature = "peers"), allow(dead_code))]
 pub fn parse_rocksdb_ticker(stats: &str, name: &str) -> Option<u64> {
@@ -158,6 +183,46 @@ Level  Files Size(MB) Time(sec) Read(MB) Write(MB)\n\
             parse_leveldb_sstables(s),
             vec![(2, 2_097_252), (0, 0), (1, 5000)]
         );
+    }
+
+    #[test]
+    fn leveldb_flush_in_flight_is_busy() {
+        let sst = "--- level 0 ---\n 7:2097152['a' @ 1 : 1 .. 'b' @ 2 : 1]\n--- level 1 ---\n 5:100['c' @ 3 : 1 .. 'd' @ 4 : 1]\n";
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // Idle: one log, every table listed.
+        let idle = names(&[
+            "CURRENT",
+            "LOCK",
+            "LOG",
+            "MANIFEST-000002",
+            "000008.log",
+            "000007.ldb",
+            "000005.ldb",
+        ]);
+        assert!(!leveldb_files_busy(&idle, sst));
+        // An immutable memtable being flushed: its log is still there, its table not listed.
+        let flushing = names(&[
+            "000006.log",
+            "000008.log",
+            "000007.ldb",
+            "000005.ldb",
+            "000009.ldb",
+        ]);
+        assert!(leveldb_files_busy(&flushing, sst));
+        assert!(leveldb_files_busy(
+            &names(&["000006.log", "000008.log"]),
+            sst
+        ));
+        // A compaction writing an output not yet installed.
+        assert!(leveldb_files_busy(
+            &names(&["000008.log", "000007.ldb", "000005.ldb", "000010.sst"]),
+            sst
+        ));
+        // An input of a finished compaction that LevelDB has not deleted yet is not work.
+        assert!(!leveldb_files_busy(
+            &names(&["000008.log", "000003.ldb", "000007.ldb", "000005.ldb"]),
+            sst
+        ));
     }
 
     #[test]
