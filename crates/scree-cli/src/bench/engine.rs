@@ -137,6 +137,8 @@ pub struct EngineConfig {
     pub sync: bool,
     /// Bypass the page cache for reads where the engine can.
     pub direct_reads: bool,
+    /// Block cache bytes for every engine (`None`: each engine's default).
+    pub block_cache_bytes: Option<usize>,
     /// Scree-only settings (None = the engine's default).
     pub scree: ScreeTuning,
 }

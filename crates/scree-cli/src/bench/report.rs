@@ -167,6 +167,7 @@ pub fn config_json(args: &BenchArgs, reads: u64, specs: &[EngineSpec]) -> Value 
         "sync": args.sync,
         "wait_compaction": args.wait_compaction,
         "direct_reads": args.direct_reads,
+        "block_cache_mb": args.block_cache_mb,
         "db": args.db.as_ref().map(|p| p.display().to_string()),
         "scree_version": env!("CARGO_PKG_VERSION"),
         "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),

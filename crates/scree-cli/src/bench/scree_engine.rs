@@ -66,6 +66,9 @@ impl ScreeEngine {
             direct_reads: cfg.direct_reads,
             ..Options::default()
         };
+        if let Some(n) = cfg.block_cache_bytes {
+            opts.block_cache_bytes = n;
+        }
         let mut ko = KeyspaceOptions::new(layout);
         ko.write_buffer_bytes = cfg.write_buffer_bytes;
         ko.bloom_bits_per_key = cfg.bloom_bits;

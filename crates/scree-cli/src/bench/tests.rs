@@ -284,6 +284,7 @@ fn every_scree_layout_passes_verification() {
         bloom_bits: 10,
         sync: false,
         direct_reads: false,
+        block_cache_bytes: None,
         scree: Default::default(),
     };
     for layout in scree::Layout::implemented() {
@@ -310,6 +311,7 @@ fn scree_tuning_flags_reach_the_keyspace() {
         bloom_bits: 10,
         sync: false,
         direct_reads: false,
+        block_cache_bytes: Some(8 << 20),
         scree: super::engine::ScreeTuning {
             background_threads: Some(1),
             flush_threads: Some(1),
@@ -326,6 +328,10 @@ fn scree_tuning_flags_reach_the_keyspace() {
         .expect("open trie");
     let s = e.settings();
     let get = |k: &str| s.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    // --block-cache-mb gives Scree the peers' cache size (its own default is 32 MiB).
+    assert_eq!(get("block_cache_bytes").as_deref(), Some("8388608"));
+    let args = parse_args(["bench", "--block-cache-mb", "8"]).expect("args");
+    assert_eq!(args.block_cache_mb, Some(8));
     assert_eq!(get("background_threads").as_deref(), Some("1"));
     assert_eq!(get("flush_threads").as_deref(), Some("1"));
     assert_eq!(get("flush_in_compactions").as_deref(), Some("false"));
@@ -351,6 +357,7 @@ fn peers_pass_verification_and_report_counters() {
         bloom_bits: 10,
         sync: false,
         direct_reads: false,
+        block_cache_bytes: None,
         scree: Default::default(),
     };
     for peer in [Peer::RocksDb, Peer::LevelDb] {

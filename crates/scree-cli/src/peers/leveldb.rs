@@ -43,6 +43,10 @@ pub struct leveldb_filterpolicy_t {
     _p: [u8; 0],
 }
 #[repr(C)]
+pub struct leveldb_cache_t {
+    _p: [u8; 0],
+}
+#[repr(C)]
 pub struct leveldb_iterator_t {
     _p: [u8; 0],
 }
@@ -102,6 +106,9 @@ extern "C" {
     fn leveldb_options_set_filter_policy(o: *mut leveldb_options_t, p: *mut leveldb_filterpolicy_t);
     fn leveldb_filterpolicy_create_bloom(bits_per_key: c_int) -> *mut leveldb_filterpolicy_t;
     fn leveldb_filterpolicy_destroy(p: *mut leveldb_filterpolicy_t);
+    fn leveldb_options_set_cache(o: *mut leveldb_options_t, c: *mut leveldb_cache_t);
+    fn leveldb_cache_create_lru(capacity: usize) -> *mut leveldb_cache_t;
+    fn leveldb_cache_destroy(c: *mut leveldb_cache_t);
 
     fn leveldb_readoptions_create() -> *mut leveldb_readoptions_t;
     fn leveldb_readoptions_destroy(o: *mut leveldb_readoptions_t);
@@ -135,6 +142,8 @@ pub struct LevelDb {
     db: *mut leveldb_t,
     options: *mut leveldb_options_t,
     filter: *mut leveldb_filterpolicy_t,
+    /// The block cache given with `--block-cache-mb` (null: LevelDB's own 8 MiB one).
+    cache: *mut leveldb_cache_t,
     read: *mut leveldb_readoptions_t,
     write: *mut leveldb_writeoptions_t,
     wal_bytes: AtomicU64,
@@ -175,11 +184,23 @@ impl LevelDb {
             leveldb_options_set_write_buffer_size(options, cfg.write_buffer_bytes);
             leveldb_options_set_compression(options, LEVELDB_NO_COMPRESSION);
             leveldb_options_set_filter_policy(options, filter);
+            // LevelDB's options keep a raw pointer to the cache: it lives until `Drop`.
+            let cache = match cfg.block_cache_bytes {
+                Some(n) => {
+                    let c = leveldb_cache_create_lru(n);
+                    leveldb_options_set_cache(options, c);
+                    c
+                }
+                None => ptr::null_mut(),
+            };
             let mut err: *mut c_char = ptr::null_mut();
             let db = leveldb_open(options, name.as_ptr(), &mut err);
             let fail = |msg: String| {
                 leveldb_options_destroy(options);
                 leveldb_filterpolicy_destroy(filter);
+                if !cache.is_null() {
+                    leveldb_cache_destroy(cache);
+                }
                 msg
             };
             if let Some(msg) = take_error(err, leveldb_free) {
@@ -214,13 +235,18 @@ impl LevelDb {
                         "n/a (LevelDB has no such option)".into()
                     },
                 ),
-                ("block_cache".into(), "default (8 MiB LRU)".into()),
+                (
+                    "block_cache".into(),
+                    cfg.block_cache_bytes
+                        .map_or("default (8 MiB LRU)".into(), |n| format!("{n} (LRU)")),
+                ),
                 ("max_open_files".into(), "default (1000)".into()),
             ];
             Ok(LevelDb {
                 db,
                 options,
                 filter,
+                cache,
                 read,
                 write,
                 wal_bytes: AtomicU64::new(0),
@@ -281,6 +307,9 @@ impl Drop for LevelDb {
             leveldb_writeoptions_destroy(self.write);
             leveldb_options_destroy(self.options);
             leveldb_filterpolicy_destroy(self.filter);
+            if !self.cache.is_null() {
+                leveldb_cache_destroy(self.cache);
+            }
         }
     }
 }

@@ -44,6 +44,10 @@ pub struct rocksdb_filterpolicy_t {
     _p: [u8; 0],
 }
 #[repr(C)]
+pub struct rocksdb_cache_t {
+    _p: [u8; 0],
+}
+#[repr(C)]
 pub struct rocksdb_iterator_t {
     _p: [u8; 0],
 }
@@ -120,6 +124,12 @@ extern "C" {
         p: *mut rocksdb_filterpolicy_t,
     );
     fn rocksdb_filterpolicy_create_bloom(bits_per_key: f64) -> *mut rocksdb_filterpolicy_t;
+    fn rocksdb_block_based_options_set_block_cache(
+        t: *mut rocksdb_block_based_table_options_t,
+        c: *mut rocksdb_cache_t,
+    );
+    fn rocksdb_cache_create_lru(capacity: usize) -> *mut rocksdb_cache_t;
+    fn rocksdb_cache_destroy(c: *mut rocksdb_cache_t);
 
     fn rocksdb_readoptions_create() -> *mut rocksdb_readoptions_t;
     fn rocksdb_readoptions_destroy(o: *mut rocksdb_readoptions_t);
@@ -175,6 +185,12 @@ impl RocksDb {
                 table,
                 rocksdb_filterpolicy_create_bloom(cfg.bloom_bits as f64),
             );
+            if let Some(n) = cfg.block_cache_bytes {
+                // The table options keep their own reference (a shared_ptr copy) to the cache.
+                let cache = rocksdb_cache_create_lru(n);
+                rocksdb_block_based_options_set_block_cache(table, cache);
+                rocksdb_cache_destroy(cache);
+            }
             rocksdb_options_set_block_based_table_factory(options, table);
             rocksdb_block_based_options_destroy(table);
 
@@ -210,7 +226,11 @@ impl RocksDb {
                 ("wal".into(), "on".into()),
                 ("sync".into(), cfg.sync.to_string()),
                 ("use_direct_reads".into(), cfg.direct_reads.to_string()),
-                ("block_cache".into(), "default (8 MiB LRU)".into()),
+                (
+                    "block_cache".into(),
+                    cfg.block_cache_bytes
+                        .map_or("default (8 MiB LRU)".into(), |n| format!("{n} (LRU)")),
+                ),
                 ("max_background_jobs".into(), "default (2)".into()),
                 (
                     "statistics".into(),
