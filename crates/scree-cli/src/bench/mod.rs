@@ -92,10 +92,10 @@ pub struct BenchArgs {
     /// Bloom filter bits per key, the same for every engine.
     #[arg(long, default_value_t = 10)]
     pub bloom_bits: u32,
-    /// Block cache in MiB, the same for every engine [default: each engine's own: Scree
-    /// 32 MiB, RocksDB 8 MiB, LevelDB 8 MiB].
-    #[arg(long)]
-    pub block_cache_mb: Option<usize>,
+    /// Block cache in MiB, the same for every engine (Scree's default; RocksDB's and LevelDB's
+    /// own defaults are 8 MiB, as in ANCHORS.md's setup: `--block-cache-mb 8`).
+    #[arg(long, default_value_t = 32)]
+    pub block_cache_mb: usize,
     /// Sync the WAL on every write.
     #[arg(long)]
     pub sync: bool,
@@ -254,7 +254,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         bloom_bits: args.bloom_bits,
         sync: args.sync,
         direct_reads: args.direct_reads,
-        block_cache_bytes: args.block_cache_mb.map(|mb| mb << 20),
+        block_cache_bytes: Some(args.block_cache_mb.saturating_mul(1 << 20)),
         scree: engine::ScreeTuning {
             background_threads: args.background_threads,
             flush_threads: args.flush_threads,

@@ -331,7 +331,9 @@ fn scree_tuning_flags_reach_the_keyspace() {
     // --block-cache-mb gives Scree the peers' cache size (its own default is 32 MiB).
     assert_eq!(get("block_cache_bytes").as_deref(), Some("8388608"));
     let args = parse_args(["bench", "--block-cache-mb", "8"]).expect("args");
-    assert_eq!(args.block_cache_mb, Some(8));
+    assert_eq!(args.block_cache_mb, 8);
+    // Unset, every engine gets Scree's default cache, not each library its own.
+    assert_eq!(parse_args(["bench"]).expect("args").block_cache_mb, 32);
     assert_eq!(get("background_threads").as_deref(), Some("1"));
     assert_eq!(get("flush_threads").as_deref(), Some("1"));
     assert_eq!(get("flush_in_compactions").as_deref(), Some("false"));
