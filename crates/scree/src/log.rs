@@ -242,11 +242,9 @@ fn one_bit_flip(data: &[u8], pos: usize, types: &[u8]) -> Option<bool> {
         return Some(true);
     }
     let body = data.get(pos + HEADER - 1..pos + HEADER + len as usize)?;
-    let want = crate::coding::unmask(crc);
-    let computed = crc32c::crc32c(body);
-    // The checksum field itself, or one bit of the type and payload.
-    let flip_in_body = one_bit_gives(body, want);
-    Some((computed ^ want).count_ones() == 1 || flip_in_body)
+    // One bit of the stored (masked) checksum, or of the type and payload.
+    let flip_in_crc = (mask(crc32c::crc32c(body)) ^ crc).count_ones() == 1;
+    Some(flip_in_crc || one_bit_gives(body, crate::coding::unmask(crc)))
 }
 
 /// Whether the gap `[bad, next)` before a valid record has the shape a crash gives unsynced
@@ -601,6 +599,12 @@ mod tests {
             read_wal_records(&data).1,
             LogEnd::Corrupt { offset: 309, .. }
         ));
+        // One flipped bit of the stored checksum is one bit; two flipped bits are not.
+        let mut data = encode_typed(&recs);
+        data[309 + 2] ^= 0x40;
+        assert_eq!(one_bit_flip(&data, 309, WAL_TYPES), Some(true));
+        data[309 + 3] ^= 0x01;
+        assert_eq!(one_bit_flip(&data, 309, WAL_TYPES), Some(false));
         // Six zeros instead (no single flip gives them): a stale sector, a torn tail.
         let mut data = encode_typed(&recs);
         for b in &mut data[506..512] {
