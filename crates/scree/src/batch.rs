@@ -27,7 +27,8 @@ pub(crate) type KsIds = SmallVec<[u32; 2]>;
 const FIXED_HEADER: usize = 12;
 
 /// Most bytes of a compact batch header (`varint seq | varint count`).
-const MAX_COMPACT_HEADER: usize = 10 + 5;
+/// Largest compact header: a synced length (type 3 only), a sequence number and a count.
+const MAX_COMPACT_HEADER: usize = 10 + 10 + 5;
 
 /// One decoded operation (recovery, tools).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,11 +95,20 @@ pub(crate) struct CompactHeader {
 
 impl CompactHeader {
     /// The header of a batch of `count` entries whose first has sequence number `seq`.
+    #[cfg(test)]
     pub(crate) fn new(seq: u64, count: u32) -> Self {
+        Self::with_synced(None, seq, count)
+    }
+
+    /// The same, after the synced length a type-3 record starts with (`Some`).
+    pub(crate) fn with_synced(synced: Option<u64>, seq: u64, count: u32) -> Self {
         let mut h = CompactHeader {
             buf: [0; MAX_COMPACT_HEADER],
             len: 0,
         };
+        if let Some(n) = synced {
+            h.push_varint(n);
+        }
         h.push_varint(seq);
         h.push_varint(u64::from(count));
         h

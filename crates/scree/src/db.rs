@@ -993,8 +993,7 @@ impl DbInner {
         for p in group {
             // One record per batch: the compact header (a few bytes on the stack), then the
             // batch's entries as they are.
-            let head = batch::CompactHeader::new(seq + 1, p.count);
-            let r = wal.log.add_batch(head.as_bytes(), &p.rep);
+            let r = wal.log.add_batch(seq + 1, p.count, &p.rep);
             seq += u64::from(p.count);
             sync |= p.sync;
             user_bytes += p.user_bytes;
@@ -2143,6 +2142,42 @@ mod wal_tests {
         verify(&kss, model, second);
     }
 
+    /// For each seed: a leveled keyspace gets `synced` → `value` with sync, then `unsynced`
+    /// without; power is lost with `mode`; the reopen must keep the synced write. Returns the
+    /// seeds whose reopen failed, with the error.
+    fn crash_after_synced_write(
+        seeds: std::ops::Range<u64>,
+        value: &[u8],
+        unsynced: &[(Vec<u8>, Vec<u8>)],
+        mode: CrashMode,
+    ) -> Vec<String> {
+        let ko = || KeyspaceOptions::new(LayoutKind::Leveled);
+        let mut refused = Vec::new();
+        for seed in seeds {
+            let fs = FaultFs::new(seed);
+            {
+                let db = Db::open("/db", opts(&fs)).expect("open");
+                let ks = db.keyspace("k", ko()).expect("ks");
+                ks.put_opt(b"synced", value, &WriteOptions { sync: true })
+                    .expect("put");
+                for (k, v) in unsynced {
+                    ks.put(k, v).expect("put");
+                }
+                fs.freeze();
+            }
+            fs.crash(mode);
+            match Db::open("/db", opts(&fs)) {
+                Ok(db) => {
+                    let ks = db.keyspace("k", ko()).expect("ks");
+                    let got = ks.get(b"synced").expect("get");
+                    assert_eq!(got.as_deref(), Some(value), "seed {seed}");
+                }
+                Err(e) => refused.push(format!("seed {seed}: {e}")),
+            }
+        }
+        refused
+    }
+
     /// Found by review (2026-11-24): a power loss that writes back a page before the appends
     /// filled it (`CrashMode::PagesOutOfOrder`) leaves zeros from the stale point to the page
     /// end. When that point lies fewer than 8 bytes before the page end, the reader called the
@@ -2151,40 +2186,11 @@ mod wal_tests {
     /// point the crash can pick must reopen with the synced write.
     #[test]
     fn a_stale_page_with_fewer_than_8_zeros_still_reopens() {
-        let mut refused = Vec::new();
-        for seed in 0..300u64 {
-            let fs = FaultFs::new(seed);
-            {
-                let db = Db::open("/db", opts(&fs)).expect("open");
-                let ks = db
-                    .keyspace("k", KeyspaceOptions::new(LayoutKind::Leveled))
-                    .expect("ks");
-                let sync = WriteOptions { sync: true };
-                // Synced up to a few hundred bytes before the 4 KiB page end, so that the
-                // crash picks stale points near it often.
-                ks.put_opt(b"synced", [0xABu8; 3700], &sync).expect("put");
-                for i in 0..4u8 {
-                    ks.put([b'u', i], [0xCDu8; 150]).expect("put");
-                }
-                fs.freeze();
-                drop(ks);
-                drop(db);
-            }
-            fs.crash(CrashMode::PagesOutOfOrder);
-            match Db::open("/db", opts(&fs)) {
-                Ok(db) => {
-                    let ks = db
-                        .keyspace("k", KeyspaceOptions::new(LayoutKind::Leveled))
-                        .expect("ks");
-                    assert_eq!(
-                        ks.get(b"synced").expect("get").as_deref(),
-                        Some(&[0xABu8; 3700][..]),
-                        "seed {seed}"
-                    );
-                }
-                Err(e) => refused.push(format!("seed {seed}: {e}")),
-            }
-        }
+        // Synced up to a few hundred bytes before the 4 KiB page end, so that the crash picks
+        // stale points near it often.
+        let unsynced: Vec<_> = (0..4u8).map(|i| (vec![b'u', i], vec![0xCD; 150])).collect();
+        let refused =
+            crash_after_synced_write(0..300, &[0xAB; 3700], &unsynced, CrashMode::PagesOutOfOrder);
         assert!(refused.is_empty(), "{}", refused.join("\n"));
     }
 
@@ -2197,32 +2203,8 @@ mod wal_tests {
     fn a_value_framing_a_record_does_not_turn_a_torn_tail_into_corruption() {
         let mut value = frame(log::COMPACT_BATCH, b"");
         value.resize(6000, 0xEE);
-        let mut refused = Vec::new();
-        for seed in 0..20u64 {
-            let fs = FaultFs::new(seed);
-            {
-                let db = Db::open("/db", opts(&fs)).expect("open");
-                let ks = db
-                    .keyspace("k", KeyspaceOptions::new(LayoutKind::Leveled))
-                    .expect("ks");
-                let sync = WriteOptions { sync: true };
-                ks.put_opt(b"synced", b"v", &sync).expect("put");
-                ks.put(b"blob", &value).expect("put");
-                fs.freeze();
-                drop(ks);
-                drop(db);
-            }
-            fs.crash(CrashMode::KeepPartial);
-            match Db::open("/db", opts(&fs)) {
-                Ok(db) => {
-                    let ks = db
-                        .keyspace("k", KeyspaceOptions::new(LayoutKind::Leveled))
-                        .expect("ks");
-                    assert_eq!(ks.get(b"synced").expect("get").as_deref(), Some(&b"v"[..]));
-                }
-                Err(e) => refused.push(format!("seed {seed}: {e}")),
-            }
-        }
+        let unsynced = [(b"blob".to_vec(), value)];
+        let refused = crash_after_synced_write(0..20, b"v", &unsynced, CrashMode::KeepPartial);
         assert!(refused.is_empty(), "{}", refused.join("\n"));
     }
 

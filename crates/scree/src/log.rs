@@ -50,17 +50,18 @@ impl LogWriter {
     pub fn new(w: CountedWriter) -> Self {
         LogWriter { w, synced: 0 }
     }
-    /// Appends one WAL batch whose compact payload is `head ‖ rest`: type [`COMPACT_BATCH`]
-    /// until the log's first completed sync, then [`SYNCED_BATCH`] with the length that sync
-    /// and any later one covered.
-    pub fn add_batch(&mut self, head: &[u8], rest: &[u8]) -> Result<()> {
-        if self.synced == 0 {
-            return self.add_record_parts(COMPACT_BATCH, head, rest);
-        }
-        let mut h = Vec::with_capacity(10 + head.len());
-        crate::coding::put_varint(&mut h, self.synced);
-        h.extend_from_slice(head);
-        self.add_record_parts(SYNCED_BATCH, &h, rest)
+    /// Appends one WAL batch of `count` entries (`entries`, as encoded) whose first has
+    /// sequence number `seq`: type [`COMPACT_BATCH`] until the log's first completed sync, then
+    /// [`SYNCED_BATCH`] with the length that sync and any later one covered.
+    pub fn add_batch(&mut self, seq: u64, count: u32, entries: &[u8]) -> Result<()> {
+        let synced = Some(self.synced).filter(|&n| n > 0);
+        let head = crate::batch::CompactHeader::with_synced(synced, seq, count);
+        let ty = if synced.is_some() {
+            SYNCED_BATCH
+        } else {
+            COMPACT_BATCH
+        };
+        self.add_record_parts(ty, head.as_bytes(), entries)
     }
     /// Appends one record of type [`FULL`] (buffered).
     pub fn add_record(&mut self, payload: &[u8]) -> Result<()> {
@@ -654,12 +655,12 @@ mod tests {
             value: b"v".to_vec(),
         }];
         let payload = crate::batch::encode_compact(7, &entries);
-        let (head, rest) = payload.split_at(2);
-        w.add_batch(head, rest).expect("append");
+        let rest = payload.get(2..).expect("entries after the 2-byte header");
+        w.add_batch(7, 1, rest).expect("append");
         w.sync().expect("sync");
         let synced = w.len();
-        w.add_batch(head, rest).expect("append");
-        w.add_batch(head, rest).expect("append");
+        w.add_batch(7, 1, rest).expect("append");
+        w.add_batch(7, 1, rest).expect("append");
         w.finish().expect("finish");
         drop(w);
         let data = std::fs::read(&path).expect("read");
