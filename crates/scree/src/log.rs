@@ -369,6 +369,7 @@ pub fn corrupt_error(path: &Path, end: &LogEnd) -> Option<Error> {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::coding::{crc2, put_u32};
