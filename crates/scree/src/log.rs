@@ -266,9 +266,9 @@ fn crash_shaped_gap(data: &[u8], bad: usize, next: usize, not_a_flip: bool) -> b
     })
 }
 
-/// How the log ends at the bad record at `pos`, given that it is a WAL (`wal`) or a manifest.
+/// Whether the bad record at `pos` is a torn tail (true) or corruption (false), in a WAL
+/// (`wal`) or a manifest; the rule in order is docs/format.md, "Stale sectors".
 fn judge_bad_record(data: &[u8], pos: usize, types: &[u8], wal: bool) -> bool {
-    // true: a torn tail.
     let Some(next) = first_valid_after(data, pos, types) else {
         return true;
     };
