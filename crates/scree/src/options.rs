@@ -477,8 +477,17 @@ pub struct TrieOptions {
     /// skip the last level's metadata read. Default 16 MiB.
     pub cluster_cache_bytes: usize,
     /// Estimated garbage fraction of a last-level container above which its pile is merged in
-    /// place (garbage collection). 0 disables garbage collection. Default 0.35.
+    /// place (garbage collection). 0 disables garbage-driven collection (the pile cap below
+    /// still applies). Default 0.35.
     pub gc_garbage_ratio: f64,
+    /// Generations (sub-levels of distinct age) a last-level container's pile may reach before
+    /// it is merged in place into one table whatever its garbage estimate, even with
+    /// `gc_garbage_ratio` 0. The last level grows linearly: a store that outgrows its depth
+    /// (an insert-only load leaves no garbage) would otherwise pile up sub-levels without end,
+    /// each a filter probe per lookup, until the BloomCluster's limit of 65,535 sub-levels
+    /// stopped every compaction into the container. 2..=4096. Default 128 (the paper's largest
+    /// store, 10 TB, has 112 sub-levels on a lookup's path).
+    pub max_last_level_sublevels: usize,
     /// Bucket columns read (one block per sub-level each) to estimate a last-level container's
     /// garbage after a sub-level is added. Default 4.
     pub gc_sample_columns: u32,
@@ -501,6 +510,7 @@ impl Default for TrieOptions {
             filter_memory_bytes: 512 << 20,
             cluster_cache_bytes: 16 << 20,
             gc_garbage_ratio: 0.35,
+            max_last_level_sublevels: 128,
             gc_sample_columns: 4,
             slowdown_sublevels: 16,
             stop_sublevels: 24,
@@ -526,6 +536,9 @@ impl TrieOptions {
         }
         if !(0.0..1.0).contains(&self.gc_garbage_ratio) {
             return bad("gc_garbage_ratio must be within 0..1");
+        }
+        if !(2..=4096).contains(&self.max_last_level_sublevels) {
+            return bad("max_last_level_sublevels must be 2..=4096");
         }
         if self.gc_sample_columns == 0 {
             return bad("gc_sample_columns must be at least 1");

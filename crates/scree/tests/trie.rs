@@ -509,6 +509,8 @@ fn options_are_validated() {
         |o: &mut KeyspaceOptions| o.trie.target_fill = 1.5,
         |o: &mut KeyspaceOptions| o.trie.gc_garbage_ratio = 1.0,
         |o: &mut KeyspaceOptions| o.trie.stop_sublevels = 2,
+        |o: &mut KeyspaceOptions| o.trie.max_last_level_sublevels = 1,
+        |o: &mut KeyspaceOptions| o.trie.max_last_level_sublevels = 4097,
     ] {
         let mut o = KeyspaceOptions::new(Layout::Trie);
         f(&mut o);
@@ -547,4 +549,47 @@ fn containers_without_a_cluster_are_still_garbage_collected() {
     // Every key was overwritten 24 times: the last level keeps a few generations, not all.
     assert!(last.tables <= 8 * 6, "{last:?}");
     db.check_invariants().unwrap();
+}
+
+/// Largest last-level pile (tables) of the keyspace.
+fn max_last_pile(db: &Db) -> usize {
+    let last = levels(db).pop().unwrap();
+    let (_, rest) = last.detail.split_once("max pile ").unwrap();
+    rest.split(',').next().unwrap().parse().unwrap()
+}
+
+/// With garbage collection off and only new keys, a last-level pile used to grow by a
+/// sub-level per parent compaction without end (until the BloomCluster's 65,535 sub-levels
+/// stopped every compaction into the container). `max_last_level_sublevels` caps it: a pile at
+/// the cap is merged in place whatever its garbage.
+#[test]
+fn a_last_level_pile_is_merged_at_its_cap_even_with_garbage_collection_off() {
+    let run = |cap: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), common::small_db()).unwrap();
+        let mut ko = ks_opts(2, 2);
+        ko.trie.gc_garbage_ratio = 0.0;
+        ko.trie.max_last_level_sublevels = cap;
+        let ks = db.keyspace("t", ko).unwrap();
+        let (rounds, per) = (8, 1500);
+        for r in 0..rounds {
+            for i in r * per..(r + 1) * per {
+                ks.put(key(i), value(i, 0)).unwrap();
+            }
+            db.compact().unwrap();
+            db.wait_for_compactions().unwrap();
+        }
+        for i in 0..rounds * per {
+            assert_eq!(ks.get(key(i)).unwrap(), Some(value(i, 0)), "{i}");
+        }
+        db.check_invariants().unwrap();
+        (max_last_pile(&db), db.stats().bytes_written.gc)
+    };
+    let (uncapped, gc) = run(4096);
+    assert!(uncapped >= 8, "every round adds a sub-level: {uncapped}");
+    assert_eq!(gc, 0);
+    let (capped, gc) = run(3);
+    // A generation can span two tables (a round's data larger than the container's buckets).
+    assert!(capped < 2 * 3, "pile of {capped} tables under a cap of 3");
+    assert!(gc > 0);
 }

@@ -178,11 +178,22 @@ impl Trie {
         self.shared.cluster_failed.lock().get(&c.id) != Some(&newest)
     }
 
+    /// Last-level containers to merge in place: over the garbage threshold, or at the pile cap
+    /// (`max_last_level_sublevels`, which applies even with garbage collection off).
     fn needs_gc(&self, v: &TrieVersion, c: &Container, o: &TrieOptions) -> bool {
-        if o.gc_garbage_ratio <= 0.0 || c.depth != v.last_depth || c.generations() < 2 {
+        if c.depth != v.last_depth {
             return false;
         }
-        c.gc.is_some_and(|e| e.signature == c.newest() && e.ratio > o.gc_garbage_ratio)
+        let generations = c.generations();
+        if generations < 2 {
+            return false;
+        }
+        if generations >= o.max_last_level_sublevels {
+            return true;
+        }
+        o.gc_garbage_ratio > 0.0
+            && c.gc
+                .is_some_and(|e| e.signature == c.newest() && e.ratio > o.gc_garbage_ratio)
     }
 
     fn compaction_job(&self, v: &TrieVersion, c: &Container) -> Option<Box<dyn Job>> {
