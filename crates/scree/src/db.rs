@@ -898,7 +898,7 @@ impl DbInner {
             // allocation, no hand-off). Writers arriving meanwhile queue behind the leader.
             q.leader = true;
             drop(q);
-            let res = self.write_group_guarded(&[&me]);
+            let res = self.write_group_guarded(&[&me], &mut 0);
             let mut q = self.queue.lock();
             q.leader = false;
             if !q.pending.is_empty() {
@@ -931,10 +931,12 @@ impl DbInner {
         }
         drop(q);
         let refs: Vec<&Pending> = group.iter().map(|p| &**p).collect();
-        let res = self.write_group_guarded(&refs);
-        for p in &group {
+        let mut applied = 0;
+        let res = self.write_group_guarded(&refs, &mut applied);
+        for (i, p) in group.iter().enumerate() {
             let r = match &res {
                 Ok(()) => Ok(()),
+                Err(_) if i < applied => Ok(()),
                 Err(e) => Err(e.duplicate()),
             };
             *p.result.lock() = Some(r);
@@ -950,15 +952,17 @@ impl DbInner {
     /// [`DbInner::write_group`], with a panic (a bug) turned into a background error: the
     /// leader flag is then still cleared, so later writers get the error instead of waiting
     /// for a leader that is gone.
-    fn write_group_guarded(&self, group: &[&Pending]) -> Result<()> {
-        let res = guard_panic("write", || self.write_group(group));
+    fn write_group_guarded(&self, group: &[&Pending], applied: &mut usize) -> Result<()> {
+        let res = guard_panic("write", || self.write_group(group, applied));
         if let Err(e @ Error::BackgroundError(_)) = &res {
             self.set_bg_error(e);
         }
         res
     }
 
-    fn write_group(&self, group: &[&Pending]) -> Result<()> {
+    /// Writes a group's batches to the WAL and the memtables. On an error, `applied` is the
+    /// number of leading batches that were applied all the same (and are acknowledged).
+    fn write_group(&self, group: &[&Pending], applied: &mut usize) -> Result<()> {
         self.check_bg_error()?;
         let mut wal = self.wal.lock();
         let mut ids: KsIds = group
@@ -988,19 +992,24 @@ impl DbInner {
             )));
         }
         let mut sync = false;
-        let mut user_bytes = 0;
         let first_seq = seq + 1;
-        for p in group {
+        for (i, p) in group.iter().enumerate() {
             // One record per batch: the compact header (a few bytes on the stack), then the
             // batch's entries as they are.
-            let r = wal.log.add_batch(seq + 1, p.count, &p.rep);
-            seq += u64::from(p.count);
-            sync |= p.sync;
-            user_bytes += p.user_bytes;
-            if let Err(e) = r {
+            if let Err(e) = wal.log.add_batch(seq + 1, p.count, &p.rep) {
                 self.set_bg_error(&e);
+                // The batches before this one are whole records in the log and replay after a
+                // reopen: failing them too would make a write that returned an error appear
+                // later (found in review, 2026-11-24). Those that asked for no sync, up to the
+                // first that did, are applied and acknowledged; a synced one cannot be (its
+                // sync will not come) and may reappear, as after a failed sync.
+                let done = group.get(..i).unwrap_or_default();
+                *applied = done.iter().take_while(|p| !p.sync).count();
+                self.apply_group(&cores, done.get(..*applied).unwrap_or_default(), first_seq);
                 return Err(e);
             }
+            seq += u64::from(p.count);
+            sync |= p.sync;
         }
         let r = if sync {
             self.sync_old_logs().and_then(|_| wal.log.sync())
@@ -1011,10 +1020,21 @@ impl DbInner {
             self.set_bg_error(&e);
             return Err(e);
         }
+        self.apply_group(&cores, group, first_seq);
+        Ok(())
+    }
+
+    /// Inserts the logged batches of `group` (sequence numbers from `first_seq` on) into the
+    /// memtables of `cores` and publishes the last sequence number (must hold the WAL lock).
+    fn apply_group(&self, cores: &[Arc<KsCore>], group: &[&Pending], first_seq: u64) {
+        if group.is_empty() {
+            return;
+        }
         // The memtables stay current while the WAL lock is held (only `rotate` swaps them).
         let mems: Vec<(u32, Arc<Memtable>)> =
             cores.iter().map(|k| (k.id, k.sv().mem.clone())).collect();
         let mut s = first_seq;
+        let mut user_bytes = 0;
         for p in group {
             // `rep` was encoded by this crate (WriteBatch or batch::single): every entry decodes.
             for e in batch::entries(&p.rep, p.count).flatten() {
@@ -1023,12 +1043,13 @@ impl DbInner {
                 }
                 s += 1;
             }
+            user_bytes += p.user_bytes;
         }
         self.stats
             .user_bytes
             .fetch_add(user_bytes, Ordering::Relaxed);
-        self.last_seq.store(seq, Ordering::Release);
-        Ok(())
+        let last: u64 = group.iter().map(|p| u64::from(p.count)).sum();
+        self.last_seq.store(first_seq - 1 + last, Ordering::Release);
     }
 
     /// Makes sure `ks` can take a write: applies back-pressure and freezes a full memtable.

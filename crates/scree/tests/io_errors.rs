@@ -368,3 +368,58 @@ fn repro() {
         }
     }
 }
+
+/// A group commit whose second batch hits `ENOSPC` in the WAL: the first batch's record was
+/// appended whole before the failure. A batch that returned an error must not appear after a
+/// reopen, and one that is there must have been acknowledged. (Found in review, 2026-11-24:
+/// the whole group was failed, yet the first batch's whole record replayed after a reopen.)
+#[test]
+fn a_batch_failed_with_its_group_does_not_reappear_after_reopen() {
+    count_panics();
+    let _serial = exclusive();
+    for layout in Layout::implemented() {
+        let fs = FaultFs::new(11);
+        let h = open(&opts(&fs), layout, 1).expect("open");
+        h.ks[0].put(b"before", b"0").expect("put");
+        // Hold the WAL: the first writer leads and waits in its append while two more queue.
+        let gate = fs.pause(OpKind::Write, ".log");
+        let spawn = |k: &'static [u8], v: &'static [u8]| {
+            let ks = h.ks[0].clone();
+            std::thread::spawn(move || ks.put(k, v))
+        };
+        let lead = spawn(b"lead", b"1");
+        while gate.waiting() == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let first = spawn(b"first", b"2");
+        let second = spawn(b"second", b"3");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        // The leader's record is three appends and a flush; the next group's first batch
+        // three appends; its second batch's first append fails.
+        let mut f = Fault::nth(Some(OpKind::Write), 8).error(FaultError::Enospc);
+        f.path_contains = Some(".log".into());
+        fs.inject(f);
+        gate.open();
+        lead.join().expect("lead").expect("the leader's put");
+        let r1 = first.join().expect("first");
+        let r2 = second.join().expect("second");
+        assert!(
+            r2.is_err(),
+            "{layout}: the put whose append failed must fail"
+        );
+        drop(h);
+        fs.clear_faults();
+        let h = open(&opts(&fs), layout, 1).expect("reopen");
+        let got = h.ks[0].get(b"first").expect("get");
+        assert_eq!(
+            got.is_some(),
+            r1.is_ok(),
+            "{layout}: the first batch of the failed group returned {r1:?}, and after a \
+             reopen it is {}",
+            if got.is_some() { "there" } else { "absent" }
+        );
+        assert!(h.ks[0].get(b"second").expect("get").is_none(), "{layout}");
+        assert!(h.ks[0].get(b"lead").expect("get").is_some(), "{layout}");
+        assert!(h.ks[0].get(b"before").expect("get").is_some(), "{layout}");
+    }
+}
