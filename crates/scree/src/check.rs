@@ -141,10 +141,10 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
                 num.parse::<u64>().is_ok()
                     && (crate::db::is_table_ext(ext)
                         || (ext == "log"
-                            && env
-                                .fs
-                                .file_size(&dir.join(n.as_str()))
-                                .map_or(true, |s| s > 0)))
+                            && crate::db::log_may_hold_data(
+                                env.fs.as_ref(),
+                                &dir.join(n.as_str()),
+                            )))
             })
         });
         if names.iter().any(|n| n.starts_with("MANIFEST-")) {

@@ -15,7 +15,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use crate::batch::{self, check_key, check_value, KsIds, WriteBatch, WriteOptions};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-use crate::fs::{std_fs::StdFs, Env, FileLock};
+use crate::fs::{std_fs::StdFs, Env, FileLock, FileSystem};
 use crate::iterator::{self, prefix_end, RangeIter, Value};
 use crate::key::{self, ValueKind};
 use crate::layout::{self, Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure};
@@ -296,6 +296,15 @@ pub(crate) fn is_table_ext(ext: &str) -> bool {
     ext == "sst"
         || ext == layout::trie::version::HTABLE_EXT
         || ext == layout::trie::version::CLUSTER_EXT
+}
+
+/// Whether the WAL at `path` may hold a write: a byte that is not zero (or it cannot be read).
+/// A memory-mapped WAL is preallocated with zeros, and a process killed before its writer was
+/// dropped leaves them (found in review, 2026-11-24: a database whose creation was killed after
+/// its first WAL existed could never be opened, the zeros counted as data).
+pub(crate) fn log_may_hold_data(fs: &dyn FileSystem, path: &Path) -> bool {
+    fs.read_all(path)
+        .map_or(true, |data| data.iter().any(|&b| b != 0))
 }
 
 fn parse_file_name(name: &str) -> Option<(u64, &str)> {
@@ -1635,10 +1644,7 @@ fn recover(
         // acknowledged), and the database starts afresh. Any data means CURRENT was lost, and
         // starting afresh would delete it (found in review: a directory whose CURRENT and
         // manifest were gone reopened empty, its tables deleted).
-        Some((num, "log")) => env
-            .fs
-            .file_size(&wal_path(&dir, num))
-            .map_or(true, |s| s > 0),
+        Some((num, "log")) => log_may_hold_data(env.fs.as_ref(), &wal_path(&dir, num)),
         Some((_, ext)) => is_table_ext(ext),
         None => false,
     }) {

@@ -325,3 +325,38 @@ fn a_batch_belongs_to_one_database_until_cleared() {
     assert_eq!(k2.get(b"a").expect("get").as_deref(), Some(&b"2"[..]));
     assert_eq!(k1.get(b"a").expect("get").as_deref(), Some(&b"1"[..]));
 }
+
+/// A process killed while creating a database, after the first WAL was created and before
+/// `CURRENT` was written, leaves that WAL as it was preallocated: a window of zeros (the
+/// memory-mapped writer cuts it only when dropped). No write was ever acknowledged, so the
+/// next open must create the database afresh. (Found in review, 2026-11-24: any WAL of
+/// non-zero size counted as data, and the directory could never be opened again.)
+#[test]
+fn a_creation_killed_before_current_leaves_an_openable_directory() {
+    use scree::fs::{std_fs::StdFs, FileSystem};
+    let dir = tempfile::tempdir().expect("tempdir");
+    // What the killed open left: the first WAL as preallocated (its writer never dropped).
+    let log = StdFs
+        .create_log(&dir.path().join("000002.log"))
+        .expect("create log");
+    std::mem::forget(log);
+    let size = std::fs::metadata(dir.path().join("000002.log"))
+        .expect("stat")
+        .len();
+    assert!(
+        size > 0,
+        "the WAL is preallocated (this file system has fallocate)"
+    );
+    let db = Db::open(dir.path(), common::small_db()).expect("open after the killed creation");
+    let ks = db
+        .keyspace("r", common::small_ks(Layout::Leveled))
+        .expect("keyspace");
+    ks.put(b"k", b"v").expect("put");
+    drop(ks);
+    drop(db);
+    let db = Db::open(dir.path(), common::small_db()).expect("reopen");
+    let ks = db
+        .keyspace("r", common::small_ks(Layout::Leveled))
+        .expect("keyspace");
+    assert_eq!(ks.get(b"k").expect("get").as_deref(), Some(&b"v"[..]));
+}
