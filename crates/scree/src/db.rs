@@ -575,7 +575,8 @@ impl Db {
                         // As in the background: a failed compaction stops writes.
                         if let Err(e) = guard_panic("compaction", || inner.run_compaction(&ks, job))
                         {
-                            inner.set_bg_error(&e);
+                            inner
+                                .set_bg_error(&format!("compaction of keyspace {:?}", ks.name), &e);
                             return Err(e);
                         }
                     }
@@ -852,10 +853,15 @@ impl DbInner {
         }
     }
 
-    fn set_bg_error(&self, e: &Error) {
+    /// Records the first background error: what failed (`what`: the operation) and why.
+    fn set_bg_error(&self, what: &str, e: &Error) {
         let mut g = self.bg_error.lock();
         if g.is_none() {
-            *g = Some(e.to_string());
+            *g = Some(match e {
+                // A panic turned into an error already reads as a background error.
+                Error::BackgroundError(m) => format!("{what}: {m}"),
+                e => format!("{what}: {e}"),
+            });
         }
         drop(g);
         self.bg_cv.notify_all();
@@ -964,7 +970,7 @@ impl DbInner {
     fn write_group_guarded(&self, group: &[&Pending], applied: &mut usize) -> Result<()> {
         let res = guard_panic("write", || self.write_group(group, applied));
         if let Err(e @ Error::BackgroundError(_)) = &res {
-            self.set_bg_error(e);
+            self.set_bg_error("write", e);
         }
         res
     }
@@ -1006,7 +1012,7 @@ impl DbInner {
             // One record per batch: the compact header (a few bytes on the stack), then the
             // batch's entries as they are.
             if let Err(e) = wal.log.add_batch(seq + 1, p.count, &p.rep) {
-                self.set_bg_error(&e);
+                self.set_bg_error("WAL append", &e);
                 // The batches before this one are whole records in the log and replay after a
                 // reopen: failing them too would make a write that returned an error appear
                 // later (found in review, 2026-11-24). Those that asked for no sync, up to the
@@ -1026,7 +1032,7 @@ impl DbInner {
             wal.log.flush()
         };
         if let Err(e) = r {
-            self.set_bg_error(&e);
+            self.set_bg_error(if sync { "WAL sync" } else { "WAL write" }, &e);
             return Err(e);
         }
         self.apply_group(&cores, group, first_seq);
@@ -1122,7 +1128,7 @@ impl DbInner {
         // crash_while_the_retired_wal_is_unsynced). `old_logs` is then already durable. The
         // log takes no more records, so it is finished: only its appended bytes are written.
         if let Err(e) = wal.log.finish() {
-            self.set_bg_error(&e);
+            self.set_bg_error("WAL sync before rotation", &e);
             return Err(e);
         }
         let n = self.next_file.fetch_add(1, Ordering::SeqCst);
@@ -1132,12 +1138,12 @@ impl DbInner {
         {
             Ok(w) => w,
             Err(e) => {
-                self.set_bg_error(&e);
+                self.set_bg_error("WAL creation", &e);
                 return Err(e);
             }
         };
         if let Err(e) = self.env.sync_dir(&self.dir) {
-            self.set_bg_error(&e);
+            self.set_bg_error("directory sync after WAL creation", &e);
             return Err(e);
         }
         self.live_logs.lock().push(n);
@@ -1197,7 +1203,7 @@ impl DbInner {
                             Ok(())
                         });
                         if let Err(e) = r {
-                            self.set_bg_error(&e);
+                            self.set_bg_error("picking background work", &e);
                         }
                         if let Some(w) = picked {
                             bg.running += 1;
@@ -1207,14 +1213,16 @@ impl DbInner {
                     self.bg_cv.wait_for(&mut bg, Duration::from_millis(200));
                 }
             };
-            let res = match work {
-                Work::Flush(ks) => self.run_claimed_flush(&ks),
-                Work::Compact(ks, job) => {
+            let (what, res) = match work {
+                Work::Flush(ks) => ("flush", self.run_claimed_flush(&ks).map_err(|e| (ks, e))),
+                Work::Compact(ks, job) => (
+                    "compaction",
                     guard_panic("compaction", || self.run_compaction(&ks, job))
-                }
+                        .map_err(|e| (ks, e)),
+                ),
             };
-            if let Err(e) = res {
-                self.set_bg_error(&e);
+            if let Err((ks, e)) = res {
+                self.set_bg_error(&format!("{what} of keyspace {:?}", ks.name), &e);
             }
             let mut bg = self.bg.lock();
             bg.running -= 1;
@@ -1265,7 +1273,7 @@ impl DbInner {
         let mut old = self.old_logs.lock();
         for log in old.iter_mut() {
             if let Err(e) = log.sync() {
-                self.set_bg_error(&e);
+                self.set_bg_error("sync of a retired WAL", &e);
                 return Err(e);
             }
         }
@@ -1357,7 +1365,7 @@ impl DbInner {
             // The new files' directory entries must be durable before a manifest edit names
             // them, or a power loss leaves the manifest pointing at missing files.
             if let Err(err) = self.env.sync_dir(&self.dir) {
-                self.set_bg_error(&err);
+                self.set_bg_error("directory sync before a manifest edit", &err);
                 return Err(err);
             }
         }
@@ -1418,7 +1426,7 @@ impl DbInner {
         // may already have pointed CURRENT at another manifest.
         self.check_bg_error()?;
         if let Err(err) = m.append(e) {
-            self.set_bg_error(&err);
+            self.set_bg_error("manifest append", &err);
             return Err(err);
         }
         Ok(())
@@ -1458,7 +1466,7 @@ impl DbInner {
         let new = match ManifestWriter::create(&self.env, &self.dir, n, &snap) {
             Ok(w) => w,
             Err(e) => {
-                self.set_bg_error(&e);
+                self.set_bg_error("manifest roll-over", &e);
                 return Err(e);
             }
         };

@@ -423,3 +423,46 @@ fn a_batch_failed_with_its_group_does_not_reappear_after_reopen() {
         assert!(h.ks[0].get(b"before").expect("get").is_some(), "{layout}");
     }
 }
+
+/// A flush that hits `ENOSPC` writing its table: the background error writes then get says
+/// what failed (the flush, and of which keyspace) as well as where (the table's path). (Found
+/// in review, 2026-11-24: it gave the path and the OS error only, so a full disk met by a
+/// flush, a compaction or the WAL read alike.)
+#[test]
+fn a_background_error_names_the_operation_that_failed() {
+    count_panics();
+    let _serial = exclusive();
+    for layout in Layout::implemented() {
+        let fs = FaultFs::new(13);
+        let h = open(&opts(&fs), layout, 1).expect("open");
+        h.ks[0].put(b"a", b"1").expect("put");
+        let table = if layout == Layout::Trie {
+            ".ht"
+        } else {
+            ".sst"
+        };
+        let mut f = Fault::nth(Some(OpKind::Write), 1)
+            .error(FaultError::Enospc)
+            .persistent();
+        f.path_contains = Some(table.into());
+        fs.inject(f);
+        let e = h.db.flush().expect_err("the flush fails");
+        let msg = e.to_string();
+        assert!(matches!(e, Error::BackgroundError(_)), "{layout}: {e:?}");
+        assert!(
+            msg.contains("flush of keyspace")
+                && msg.contains(&format!("{:?}", KS_NAMES[0]))
+                && msg.contains(table),
+            "{layout}: {msg}"
+        );
+        match h.ks[0].put(b"b", b"2") {
+            Err(Error::BackgroundError(cause)) => assert!(cause.contains("flush"), "{cause}"),
+            other => panic!("{layout}: {other:?}"),
+        }
+        assert_eq!(h.ks[0].get(b"a").expect("get").as_deref(), Some(&b"1"[..]));
+        drop(h);
+        fs.clear_faults();
+        let h = open(&opts(&fs), layout, 1).expect("reopen");
+        assert_eq!(h.ks[0].get(b"a").expect("get").as_deref(), Some(&b"1"[..]));
+    }
+}
