@@ -1,7 +1,7 @@
 //! Real files: [`StdFs`] implements the file layer on `std::fs`, with optional O_DIRECT reads.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Arc;
@@ -22,26 +22,112 @@ fn open_read_write(path: &Path, truncate: bool) -> io::Result<File> {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StdFs;
 
+/// Buffer of a [`StdWritable`]: appends smaller than this are gathered into one `write(2)`.
+const WRITE_BUFFER: usize = 256 * 1024;
+
+/// A file appended with `write(2)` through a user-space buffer. Unlike `std::io::BufWriter`,
+/// a failed write drops the buffered bytes and poisons the writer: later appends, flushes and
+/// syncs fail, and dropping it writes nothing. Otherwise the bytes of a write that returned an
+/// error could reach the file later (at the drop, once space was freed) and replay after a
+/// reopen; this is the WAL's writer where the memory-mapped log cannot be used.
 struct StdWritable {
-    w: BufWriter<File>,
-    len: u64,
+    file: File,
+    buf: Vec<u8>,
+    /// Bytes that reached the file.
+    written: u64,
+    /// The error that poisoned the writer.
+    failed: Option<io::ErrorKind>,
+}
+
+impl StdWritable {
+    fn new(file: File) -> StdWritable {
+        StdWritable {
+            file,
+            buf: Vec::new(),
+            written: 0,
+            failed: None,
+        }
+    }
+
+    fn check(&self) -> io::Result<()> {
+        match self.failed {
+            None => Ok(()),
+            Some(kind) => Err(io::Error::new(
+                kind,
+                "an earlier write to this file failed; its bytes were dropped",
+            )),
+        }
+    }
+
+    /// Writes `data` to the file, counting what reaches it; on an error the writer is poisoned.
+    fn write_out(&mut self, mut data: &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            match self.file.write(data) {
+                Ok(0) => {
+                    let e = io::Error::new(io::ErrorKind::WriteZero, "write(2) wrote nothing");
+                    self.failed = Some(e.kind());
+                    return Err(e);
+                }
+                Ok(n) => {
+                    self.written += n as u64;
+                    data = data.get(n..).unwrap_or_default();
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.failed = Some(e.kind());
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn flush_buf(&mut self) -> io::Result<()> {
+        let buf = std::mem::take(&mut self.buf);
+        let r = self.write_out(&buf);
+        // Keep the allocation; a failed write's bytes are dropped with it.
+        self.buf = buf;
+        self.buf.clear();
+        r
+    }
 }
 
 impl WritableFile for StdWritable {
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
-        self.w.write_all(data)?;
-        self.len += data.len() as u64;
+        self.check()?;
+        if self.buf.len() + data.len() > WRITE_BUFFER {
+            self.flush_buf()?;
+        }
+        if data.len() >= WRITE_BUFFER {
+            return self.write_out(data);
+        }
+        if self.buf.capacity() == 0 {
+            self.buf.reserve_exact(WRITE_BUFFER);
+        }
+        self.buf.extend_from_slice(data);
         Ok(())
     }
     fn flush(&mut self) -> io::Result<()> {
-        self.w.flush()
+        self.check()?;
+        self.flush_buf()
     }
     fn sync(&mut self) -> io::Result<()> {
-        self.w.flush()?;
-        self.w.get_ref().sync_data()
+        self.flush()?;
+        self.file.sync_data()
     }
     fn len(&self) -> u64 {
-        self.len
+        self.written + self.buf.len() as u64
+    }
+}
+
+impl Drop for StdWritable {
+    fn drop(&mut self) {
+        // A writer dropped without a flush (a database closed without a sync) still hands its
+        // bytes to the OS, as the memory-mapped log's copies already are; a poisoned one
+        // writes nothing more.
+        if self.failed.is_none() {
+            let _ = self.flush_buf();
+        }
     }
 }
 
@@ -126,10 +212,7 @@ impl FileSystem for StdFs {
             .create(true)
             .truncate(true)
             .open(path)?;
-        Ok(Box::new(StdWritable {
-            w: BufWriter::with_capacity(256 * 1024, f),
-            len: 0,
-        }))
+        Ok(Box::new(StdWritable::new(f)))
     }
     fn create_log(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         match super::mmap_log::MmapLog::new(open_read_write(path, true)?) {
@@ -191,5 +274,92 @@ impl FileSystem for StdFs {
             )),
             Err(std::fs::TryLockError::Error(e)) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod tests {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+
+    use super::*;
+
+    /// A non-blocking pipe (read end, write end): a write to a full pipe fails (`WouldBlock`)
+    /// until the reader drains it, like a disk that is full until space is freed.
+    fn pipe() -> (File, File) {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 writes; on success each is a new
+        // descriptor that nothing else owns, so wrapping it in an OwnedFd is sound.
+        let (r, w) = unsafe {
+            assert_eq!(libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK), 0);
+            (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))
+        };
+        (File::from(r), File::from(w))
+    }
+
+    fn drain(r: &mut File) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 65536];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => return out,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return out,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    /// `std::io::BufWriter` keeps the bytes of a failed write and writes them when dropped:
+    /// a WAL record whose write returned an error (its writer told so) reached the file at
+    /// close once space was freed, and replayed after a reopen (found in review, 2026-11-24).
+    #[test]
+    fn bytes_of_a_failed_write_never_reach_the_file_later() {
+        let (mut r, mut fill) = pipe();
+        let w_end = fill.try_clone().unwrap();
+        // Fill the pipe until it takes nothing more.
+        let chunk = [7u8; 4096];
+        loop {
+            match fill.write(&chunk) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let mut w = StdWritable::new(w_end);
+        w.append(b"FAILED RECORD").unwrap();
+        assert!(w.flush().is_err(), "a full pipe takes no bytes");
+        assert!(w.append(b"later").is_err(), "a failed writer is poisoned");
+        assert!(w.flush().is_err());
+        // Space is freed, then the writer is dropped (the database closes).
+        let before = drain(&mut r);
+        assert!(!before.is_empty());
+        drop(w);
+        drop(fill);
+        let after = drain(&mut r);
+        assert!(
+            !after.windows(6).any(|x| x == b"FAILED"),
+            "a failed write's bytes reached the file at the drop"
+        );
+    }
+
+    /// Buffered bytes of a writer that did not fail reach the file when it is dropped, and
+    /// `len` counts what was appended.
+    #[test]
+    fn a_dropped_writer_hands_its_buffer_to_the_os() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let mut w = StdFs.create(&path).unwrap();
+        w.append(b"abc").unwrap();
+        let big = vec![1u8; WRITE_BUFFER + 10];
+        w.append(&big).unwrap();
+        w.append(b"def").unwrap();
+        assert_eq!(w.len(), 3 + big.len() as u64 + 3);
+        drop(w);
+        let got = std::fs::read(&path).unwrap();
+        assert_eq!(got.len(), 6 + big.len());
+        assert_eq!(&got[..3], b"abc");
+        assert_eq!(&got[got.len() - 3..], b"def");
     }
 }
