@@ -278,7 +278,7 @@ impl FileSystem for StdFs {
 }
 
 #[cfg(test)]
-#[allow(clippy::indexing_slicing)]
+#[allow(clippy::indexing_slicing, clippy::unwrap_used)]
 mod tests {
     use std::io::Read;
     use std::os::fd::{FromRawFd, OwnedFd};
