@@ -1708,6 +1708,11 @@ fn recover(
     }
     let replay: Vec<u64> = logs.iter().copied().filter(|&n| n >= min_log).collect();
     let mut live_logs = Vec::new();
+    // Replayed logs that put at least one entry into a memtable: the others hold nothing a
+    // keyspace still needs (empty, or only writes already in tables) and are removed below,
+    // once the new manifest is durable. Kept, they piled up: a log per open while nothing
+    // was flushed, every one replayed by every later open (found in review, 2026-11-24).
+    let mut needed_logs: HashSet<u64> = HashSet::new();
     // The largest sequence number replayed so far (entries of flushed keyspaces included).
     let mut replayed_max = 0u64;
     'logs: for (i, &n) in replay.iter().enumerate() {
@@ -1756,6 +1761,7 @@ fn recover(
                     });
                 }
                 g.mem.insert(&e.key, s, e.kind, &e.value);
+                needed_logs.insert(n);
             }
         }
         let cut = match end {
@@ -1822,6 +1828,7 @@ fn recover(
     for &n in &live_logs {
         env.sync_file(&wal_path(&dir, n))?;
     }
+    live_logs.retain(|n| needed_logs.contains(n));
     let hash_key = hash_key.unwrap_or_else(rand::random);
     // New WAL and a fresh manifest holding the whole recovered state.
     let wal_no = next_file;
