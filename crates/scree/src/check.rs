@@ -172,7 +172,9 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
         let (ks, v) = (&k.name, &k.version);
         for f in v.files() {
             let name = format!("{:06}.{}", f.meta.file_no, f.ext);
-            named.insert(name.clone());
+            if !named.insert(name.clone()) {
+                rep.problem(dir, 0, format!("keyspace {ks}: {name} is named twice"));
+            }
             check_file(&env, &f, &mut rep);
         }
         if let Err(d) = v.check_invariants() {

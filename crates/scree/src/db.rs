@@ -1662,11 +1662,22 @@ fn recover(
             format!("CURRENT is missing but the directory holds database data ({found})"),
         ));
     }
-    // Every file the manifest names must exist.
+    // Every file the manifest names must exist, and be named once: a table named by two
+    // keyspaces (or twice by one) was accepted, and the first compaction of one deleted the
+    // file the other still read (found in review, 2026-11-24).
+    let present: HashSet<&str> = names.iter().map(String::as_str).collect();
+    let mut named: HashSet<(u64, &str)> = HashSet::new();
     for ks in cores.values() {
         for f in ks.sv().version.files() {
             let name = format!("{:06}.{}", f.meta.file_no, f.ext);
-            if !names.contains(&name) {
+            if !named.insert((f.meta.file_no, f.ext)) {
+                return Err(Error::corruption(
+                    dir.join(&name),
+                    0,
+                    format!("named twice by the manifest (keyspace {:?})", ks.name),
+                ));
+            }
+            if !present.contains(name.as_str()) {
                 return Err(Error::corruption(
                     dir.join(&name),
                     0,

@@ -393,3 +393,63 @@ fn reopening_without_a_flush_does_not_pile_up_wal_files() {
         assert_eq!(ks.get(b"a").expect("get"), Some(b"1".to_vec()), "{layout}");
     }
 }
+
+/// A manifest naming one table in two keyspaces opened without complaint, and the first
+/// compaction of one keyspace deleted the file the other still read (an I/O error, its data
+/// gone). It is `Corruption` at open, and a problem for `scree check` (found in review,
+/// 2026-11-24).
+#[test]
+fn a_manifest_naming_one_table_twice_is_corruption() {
+    use scree::manifest;
+    let d = tempfile::tempdir().expect("dir");
+    {
+        let db = Db::open(d.path(), common::small_db()).expect("open");
+        let a = db.keyspace("a", common::small_ks(Layout::Leveled)).expect("ks");
+        db.keyspace("b", common::small_ks(Layout::Leveled)).expect("ks");
+        for i in 0..100u32 {
+            a.put(format!("k{i:04}"), "v").expect("put");
+        }
+        db.flush().expect("flush");
+    }
+    // Reopened, the manifest is one snapshot record; a copy where `b` names `a`'s table too.
+    drop(Db::open(d.path(), common::small_db()).expect("reopen"));
+    let env = scree::fs::Env {
+        fs: std::sync::Arc::new(scree::fs::std_fs::StdFs),
+        stats: std::sync::Arc::new(scree::stats::IoStats::default()),
+        direct_reads: false,
+        mmap_reads: false,
+    };
+    let n = manifest::read_current(&env, d.path()).expect("CURRENT");
+    let mut edits =
+        manifest::read_manifest(&env, &manifest::manifest_path(d.path(), n)).expect("manifest");
+    assert_eq!(edits.len(), 1);
+    let mut snap = edits.remove(0);
+    let tables = snap
+        .keyspaces
+        .iter()
+        .find(|k| !k.added.is_empty())
+        .expect("a's tables")
+        .added
+        .clone();
+    for k in &mut snap.keyspaces {
+        if k.added.is_empty() {
+            k.added = tables.clone();
+        }
+    }
+    let next = snap.next_file_no.expect("next file number");
+    snap.next_file_no = Some(next + 1);
+    drop(manifest::ManifestWriter::create(&env, d.path(), next, &snap).expect("write"));
+    let before = listing(d.path());
+    match Db::open(d.path(), common::small_db()) {
+        Err(e @ scree::Error::Corruption { .. }) => {
+            assert!(e.to_string().contains("named twice"), "{e}")
+        }
+        other => panic!("expected Corruption, got {other:?}"),
+    }
+    assert_eq!(listing(d.path()), before, "open changed the directory");
+    let problems = scree::check::check_db(d.path()).expect("check");
+    assert!(
+        problems.iter().any(|p| p.detail.contains("named twice")),
+        "{problems:?}"
+    );
+}
