@@ -286,6 +286,9 @@ fn check_manifest(
             if ks.contains_key(&d.id) {
                 continue;
             }
+            if ks.values().any(|k| k.name == d.name) {
+                rep.problem(&path, *off, format!("two keyspaces named {:?}", d.name));
+            }
             let Some(kind) = LayoutKind::decode(&d.layout) else {
                 rep.problem(
                     &path,

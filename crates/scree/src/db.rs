@@ -1602,6 +1602,16 @@ fn recover(
                 if cores.contains_key(&d.id) {
                     continue;
                 }
+                // Two keyspaces of one name: `Db::keyspace` would open either (whichever a
+                // hash map met first), so writes could land in one and be read from the other
+                // on the next open (found in review, 2026-11-24).
+                if cores.values().any(|k| k.name == d.name) {
+                    return Err(Error::corruption(
+                        &path,
+                        0,
+                        format!("two keyspaces named {:?}", d.name),
+                    ));
+                }
                 let kind = LayoutKind::decode(&d.layout).ok_or_else(|| {
                     Error::corruption(&path, 0, format!("keyspace {:?}: unknown layout", d.name))
                 })?;

@@ -394,62 +394,93 @@ fn reopening_without_a_flush_does_not_pile_up_wal_files() {
     }
 }
 
-/// A manifest naming one table in two keyspaces opened without complaint, and the first
-/// compaction of one keyspace deleted the file the other still read (an I/O error, its data
-/// gone). It is `Corruption` at open, and a problem for `scree check` (found in review,
-/// 2026-11-24).
-#[test]
-fn a_manifest_naming_one_table_twice_is_corruption() {
+/// The database in `d` with its manifest replaced by a copy of its snapshot changed by
+/// `change` (a valid manifest, as a bug or a bad build could write).
+fn rewrite_manifest(d: &std::path::Path, change: impl FnOnce(&mut scree::manifest::edit::Edit)) {
     use scree::manifest;
-    let d = tempfile::tempdir().expect("dir");
-    {
-        let db = Db::open(d.path(), common::small_db()).expect("open");
-        let a = db.keyspace("a", common::small_ks(Layout::Leveled)).expect("ks");
-        db.keyspace("b", common::small_ks(Layout::Leveled)).expect("ks");
-        for i in 0..100u32 {
-            a.put(format!("k{i:04}"), "v").expect("put");
-        }
-        db.flush().expect("flush");
-    }
-    // Reopened, the manifest is one snapshot record; a copy where `b` names `a`'s table too.
-    drop(Db::open(d.path(), common::small_db()).expect("reopen"));
+    // Reopened, the manifest is one snapshot record.
+    drop(Db::open(d, common::small_db()).expect("reopen"));
     let env = scree::fs::Env {
         fs: std::sync::Arc::new(scree::fs::std_fs::StdFs),
         stats: std::sync::Arc::new(scree::stats::IoStats::default()),
         direct_reads: false,
         mmap_reads: false,
     };
-    let n = manifest::read_current(&env, d.path()).expect("CURRENT");
+    let n = manifest::read_current(&env, d).expect("CURRENT");
     let mut edits =
-        manifest::read_manifest(&env, &manifest::manifest_path(d.path(), n)).expect("manifest");
+        manifest::read_manifest(&env, &manifest::manifest_path(d, n)).expect("manifest");
     assert_eq!(edits.len(), 1);
     let mut snap = edits.remove(0);
-    let tables = snap
-        .keyspaces
-        .iter()
-        .find(|k| !k.added.is_empty())
-        .expect("a's tables")
-        .added
-        .clone();
-    for k in &mut snap.keyspaces {
-        if k.added.is_empty() {
-            k.added = tables.clone();
-        }
-    }
+    change(&mut snap);
     let next = snap.next_file_no.expect("next file number");
     snap.next_file_no = Some(next + 1);
-    drop(manifest::ManifestWriter::create(&env, d.path(), next, &snap).expect("write"));
-    let before = listing(d.path());
-    match Db::open(d.path(), common::small_db()) {
-        Err(e @ scree::Error::Corruption { .. }) => {
-            assert!(e.to_string().contains("named twice"), "{e}")
-        }
+    drop(manifest::ManifestWriter::create(&env, d, next, &snap).expect("write"));
+}
+
+/// Opening `d` is `Corruption` saying `what`, leaves the directory as it was, and `scree
+/// check` reports it.
+fn assert_refused(d: &std::path::Path, what: &str) {
+    let before = listing(d);
+    match Db::open(d, common::small_db()) {
+        Err(e @ scree::Error::Corruption { .. }) => assert!(e.to_string().contains(what), "{e}"),
         other => panic!("expected Corruption, got {other:?}"),
     }
-    assert_eq!(listing(d.path()), before, "open changed the directory");
-    let problems = scree::check::check_db(d.path()).expect("check");
+    assert_eq!(listing(d), before, "open changed the directory");
+    let problems = scree::check::check_db(d).expect("check");
     assert!(
-        problems.iter().any(|p| p.detail.contains("named twice")),
+        problems.iter().any(|p| p.detail.contains(what)),
         "{problems:?}"
     );
+}
+
+/// Two keyspaces `a` (with 100 keys, flushed) and `b`.
+fn two_keyspaces(d: &std::path::Path) {
+    let db = Db::open(d, common::small_db()).expect("open");
+    let a = db.keyspace("a", common::small_ks(Layout::Leveled)).expect("ks");
+    db.keyspace("b", common::small_ks(Layout::Leveled)).expect("ks");
+    for i in 0..100u32 {
+        a.put(format!("k{i:04}"), "v").expect("put");
+    }
+    db.flush().expect("flush");
+}
+
+/// A manifest naming one table in two keyspaces opened without complaint, and the first
+/// compaction of one keyspace deleted the file the other still read (an I/O error, its data
+/// gone). It is `Corruption` at open, and a problem for `scree check` (found in review,
+/// 2026-11-24).
+#[test]
+fn a_manifest_naming_one_table_twice_is_corruption() {
+    let d = tempfile::tempdir().expect("dir");
+    two_keyspaces(d.path());
+    rewrite_manifest(d.path(), |snap| {
+        let tables = snap
+            .keyspaces
+            .iter()
+            .find(|k| !k.added.is_empty())
+            .expect("a's tables")
+            .added
+            .clone();
+        for k in &mut snap.keyspaces {
+            if k.added.is_empty() {
+                k.added = tables.clone();
+            }
+        }
+    });
+    assert_refused(d.path(), "named twice");
+}
+
+/// A manifest defining two keyspaces of one name opened, and `Db::keyspace` returned
+/// whichever of the two a hash map met first: writes made through one could be read
+/// through the other on a later open. It is `Corruption` at open and a problem for `scree
+/// check` (found in review, 2026-11-24).
+#[test]
+fn a_manifest_with_two_keyspaces_of_one_name_is_corruption() {
+    let d = tempfile::tempdir().expect("dir");
+    two_keyspaces(d.path());
+    rewrite_manifest(d.path(), |snap| {
+        for k in &mut snap.new_keyspaces {
+            k.name = "a".into();
+        }
+    });
+    assert_refused(d.path(), "two keyspaces named");
 }
