@@ -384,7 +384,11 @@ fn reopening_without_a_flush_does_not_pile_up_wal_files() {
             assert_eq!(ks.get(b"a").expect("get"), Some(b"1".to_vec()), "{layout}");
             assert_eq!(other.get(b"a").expect("get"), None, "{layout}");
             // The log holding the write, and the one this open writes to.
-            assert!(logs() <= 2, "{layout} round {round}: {:?}", listing(d.path()));
+            assert!(
+                logs() <= 2,
+                "{layout} round {round}: {:?}",
+                listing(d.path())
+            );
         }
         let db = Db::open(d.path(), common::small_db()).expect("open");
         let ks = db.keyspace("k", common::small_ks(layout)).expect("ks");
@@ -436,8 +440,11 @@ fn assert_refused(d: &std::path::Path, what: &str) {
 /// Two keyspaces `a` (with 100 keys, flushed) and `b`.
 fn two_keyspaces(d: &std::path::Path) {
     let db = Db::open(d, common::small_db()).expect("open");
-    let a = db.keyspace("a", common::small_ks(Layout::Leveled)).expect("ks");
-    db.keyspace("b", common::small_ks(Layout::Leveled)).expect("ks");
+    let a = db
+        .keyspace("a", common::small_ks(Layout::Leveled))
+        .expect("ks");
+    db.keyspace("b", common::small_ks(Layout::Leveled))
+        .expect("ks");
     for i in 0..100u32 {
         a.put(format!("k{i:04}"), "v").expect("put");
     }
