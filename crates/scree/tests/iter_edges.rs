@@ -78,3 +78,107 @@ fn a_damaged_block_is_an_error_item_forward_backward_and_mixed() {
         }
     }
 }
+
+/// Keys of up to 64 KiB that share long prefixes (each much larger than a block and a table
+/// target), overwritten and deleted across memtables and levels, scanned in both directions
+/// with bounds that fall between them, at a snapshot and at the latest state.
+#[test]
+fn huge_keys_with_shared_prefixes_scan_both_ways_at_snapshots() {
+    use std::collections::BTreeMap;
+    use std::ops::Bound;
+    for layout in [Layout::Leveled, Layout::Fragmented] {
+        let d = tempfile::tempdir().unwrap();
+        let db = Db::open(d.path(), common::small_db()).unwrap();
+        let ks = db.keyspace("k", common::small_ks(layout)).unwrap();
+        // Key i: a run of 0xFF (long for most keys), then i, then more bytes for odd i.
+        let key = |i: u32| {
+            let n = match i % 4 {
+                0 => scree::options::MAX_KEY_BYTES - 8,
+                1 => 20_000,
+                2 => 3,
+                _ => 9_000,
+            };
+            let mut k = vec![0xffu8; n];
+            k.extend_from_slice(&i.to_be_bytes());
+            if i % 2 == 1 {
+                k.extend_from_slice(&[0xff; 4]);
+            }
+            k
+        };
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let mut snaps = Vec::new();
+        for round in 0..4u32 {
+            for i in 0..40u32 {
+                let k = key(i);
+                if (i + round) % 3 == 0 {
+                    ks.delete(&k).unwrap();
+                    model.remove(&k);
+                } else {
+                    let v = vec![round as u8; (i as usize * 131) % 3000];
+                    ks.put(&k, &v).unwrap();
+                    model.insert(k, v);
+                }
+            }
+            snaps.push((db.snapshot(), model.clone()));
+            match round {
+                0 => db.flush().unwrap(),
+                1 => db.compact().unwrap(),
+                2 => db.flush().unwrap(),
+                _ => {}
+            }
+        }
+        db.compact().unwrap();
+        db.check_invariants().unwrap();
+        let bounds = |i: u32| -> [Bound<Vec<u8>>; 3] {
+            [
+                Bound::Included(key(i)),
+                Bound::Excluded(key(i)),
+                Bound::Unbounded,
+            ]
+        };
+        for (s, m) in &snaps {
+            for (a, b) in [(0u32, 39u32), (5, 17), (17, 5), (12, 12), (1, 38)] {
+                for lo in bounds(a) {
+                    for hi in bounds(b) {
+                        let want: Vec<_> = m
+                            .iter()
+                            .filter(|(k, _)| {
+                                (match &lo {
+                                    Bound::Included(l) => *k >= l,
+                                    Bound::Excluded(l) => *k > l,
+                                    Bound::Unbounded => true,
+                                }) && (match &hi {
+                                    Bound::Included(h) => *k <= h,
+                                    Bound::Excluded(h) => *k < h,
+                                    Bound::Unbounded => true,
+                                })
+                            })
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect();
+                        let got: Vec<_> = s
+                            .range(&ks, (lo.clone(), hi.clone()))
+                            .map(|r| r.unwrap())
+                            .collect();
+                        assert!(
+                            got == want,
+                            "{layout} {a}..{b}: {} vs {}",
+                            got.len(),
+                            want.len()
+                        );
+                        let mut got: Vec<_> = s
+                            .range(&ks, (lo.clone(), hi.clone()))
+                            .rev()
+                            .map(|r| r.unwrap())
+                            .collect();
+                        got.reverse();
+                        assert!(got == want, "{layout} rev {a}..{b}");
+                    }
+                }
+            }
+            // A prefix of 0xFF bytes shared by nearly every key.
+            let got = s.prefix(&ks, vec![0xffu8; 9_000]).rev().count();
+            let want = m.keys().filter(|k| k.starts_with(&[0xff; 9_000])).count();
+            assert_eq!(got, want, "{layout}");
+        }
+    }
+}
