@@ -182,3 +182,109 @@ fn huge_keys_with_shared_prefixes_scan_both_ways_at_snapshots() {
         }
     }
 }
+
+/// Mixed `next`/`next_back` walks at snapshots (and at the latest state) while another thread
+/// rewrites every key in one batch per round, flushing and compacting: each walk must show
+/// exactly one round's state, every key once.
+#[test]
+fn mixed_direction_walks_see_one_round_while_flushes_and_compactions_run() {
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    const KEYS: u32 = 150;
+    let deleted = |i: u32, round: u32| (i + round) % 5 == 0;
+    for layout in [Layout::Leveled, Layout::Fragmented] {
+        let d = tempfile::tempdir().unwrap();
+        let db = Db::open(d.path(), common::small_db()).unwrap();
+        let ks = db.keyspace("k", common::small_ks(layout)).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicU32::new(0));
+        let writer = {
+            let (db, ks, stop, done) = (db.clone(), ks.clone(), stop.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut round = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    let mut b = scree::WriteBatch::new();
+                    for i in 0..KEYS {
+                        let k = format!("k{i:04}");
+                        if deleted(i, round) {
+                            b.delete(&ks, k);
+                        } else {
+                            let mut v = format!("{round:08}").into_bytes();
+                            v.resize(8 + (i as usize * 37) % 400, b'x');
+                            b.put(&ks, k, v);
+                        }
+                    }
+                    db.write(b, &scree::WriteOptions::default()).unwrap();
+                    round += 1;
+                    done.store(round, Ordering::SeqCst);
+                    match round % 10 {
+                        3 => db.flush().unwrap(),
+                        7 if round % 30 == 7 => db.compact().unwrap(),
+                        _ => {}
+                    }
+                }
+                round
+            })
+        };
+        let end = Instant::now() + Duration::from_millis(1500);
+        let mut walks = 0u32;
+        while Instant::now() < end {
+            let written = done.load(Ordering::SeqCst);
+            let snap = db.snapshot();
+            let mut it = if walks % 3 == 0 {
+                ks.range::<&[u8], _>(..)
+            } else {
+                snap.range::<&[u8], _>(&ks, ..)
+            };
+            let mut got = Vec::new();
+            let mut front = walks % 2 == 0;
+            let mut n = 0u32;
+            loop {
+                // Runs of 1..=4 steps per end.
+                if n % (1 + walks % 4) == 0 {
+                    front = !front;
+                }
+                n += 1;
+                let x = if front { it.next() } else { it.next_back() };
+                match x {
+                    Some(r) => got.push(r.unwrap()),
+                    None => break,
+                }
+            }
+            got.sort();
+            let Some(round) = got.first().map(|(_, v)| {
+                std::str::from_utf8(&v[..8])
+                    .unwrap()
+                    .parse::<u32>()
+                    .unwrap()
+            }) else {
+                assert_eq!(written, 0, "{layout}: an empty walk after the first round");
+                walks += 1;
+                continue;
+            };
+            let want: Vec<Vec<u8>> = (0..KEYS)
+                .filter(|&i| !deleted(i, round))
+                .map(|i| format!("k{i:04}").into_bytes())
+                .collect();
+            let keys: Vec<Vec<u8>> = got.iter().map(|(k, _)| k.clone()).collect();
+            assert!(
+                round + 1 >= written,
+                "{layout}: walk {walks} saw round {round} after {written} rounds were written"
+            );
+            assert_eq!(keys, want, "{layout}: walk {walks} at round {round}");
+            assert!(
+                got.iter()
+                    .all(|(_, v)| v[..8] == *format!("{round:08}").as_bytes()),
+                "{layout}: walk {walks} mixes rounds"
+            );
+            walks += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+        let rounds = writer.join().unwrap();
+        assert!(
+            rounds > 20 && walks > 20,
+            "{layout}: {rounds} rounds, {walks} walks"
+        );
+    }
+}
