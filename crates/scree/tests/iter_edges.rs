@@ -192,7 +192,7 @@ fn mixed_direction_walks_see_one_round_while_flushes_and_compactions_run() {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
     const KEYS: u32 = 150;
-    let deleted = |i: u32, round: u32| (i + round) % 5 == 0;
+    let deleted = |i: u32, round: u32| (i + round).is_multiple_of(5);
     for layout in [Layout::Leveled, Layout::Fragmented] {
         let d = tempfile::tempdir().unwrap();
         let db = Db::open(d.path(), common::small_db()).unwrap();
@@ -232,17 +232,17 @@ fn mixed_direction_walks_see_one_round_while_flushes_and_compactions_run() {
         while Instant::now() < end {
             let written = done.load(Ordering::SeqCst);
             let snap = db.snapshot();
-            let mut it = if walks % 3 == 0 {
+            let mut it = if walks.is_multiple_of(3) {
                 ks.range::<&[u8], _>(..)
             } else {
                 snap.range::<&[u8], _>(&ks, ..)
             };
             let mut got = Vec::new();
-            let mut front = walks % 2 == 0;
+            let mut front = walks.is_multiple_of(2);
             let mut n = 0u32;
             loop {
                 // Runs of 1..=4 steps per end.
-                if n % (1 + walks % 4) == 0 {
+                if n.is_multiple_of(1 + walks % 4) {
                     front = !front;
                 }
                 n += 1;
