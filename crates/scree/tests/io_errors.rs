@@ -393,7 +393,9 @@ fn a_batch_failed_with_its_group_does_not_reappear_after_reopen() {
         }
         let first = spawn(b"first", b"2");
         let second = spawn(b"second", b"3");
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        // Queued writers touch no file, so nothing shows they have queued: give them time (a
+        // loaded 2-core CI machine included).
+        std::thread::sleep(std::time::Duration::from_millis(500));
         // The leader's record is three appends and a flush; the next group's first batch
         // three appends; its second batch's first append fails.
         let mut f = Fault::nth(Some(OpKind::Write), 8).error(FaultError::Enospc);
