@@ -276,10 +276,16 @@ fn check_manifest(
         // Replaying a manifest with a hole would report consequences, not causes.
         return;
     }
-    let hash_key = edits
-        .iter()
-        .find_map(|(_, e)| e.hash_key)
-        .unwrap_or_default();
+    let hash_key = edits.iter().find_map(|(_, e)| e.hash_key);
+    if hash_key.is_none() && edits.iter().any(|(_, e)| !e.new_keyspaces.is_empty()) {
+        rep.problem(
+            &path,
+            0,
+            "manifest defines keyspaces but records no placement-hash key",
+        );
+        return;
+    }
+    let hash_key = hash_key.unwrap_or_default();
     let mut ks: HashMap<u32, KsView> = HashMap::new();
     for (off, e) in &edits {
         for d in &e.new_keyspaces {

@@ -421,7 +421,19 @@ impl Db {
             });
         }
         let policy = layout::new_layout(opts.layout)?;
-        let id = inner.keyspaces.read().keys().max().map_or(1, |m| m + 1);
+        // A manifest may hold the largest id (crafted, or 2^32 keyspaces): no id is reused.
+        let Some(id) = inner
+            .keyspaces
+            .read()
+            .keys()
+            .max()
+            .map_or(Some(1), |m| m.checked_add(1))
+        else {
+            return Err(Error::Unsupported(format!(
+                "cannot create keyspace {name:?}: keyspace ids are used up to {}",
+                u32::MAX
+            )));
+        };
         let mut ks_edit = KsEdit::new(id);
         policy.init_records(&opts, &mut ks_edit);
         let wal_no = inner.wal_number.load(Ordering::SeqCst);
@@ -1564,6 +1576,16 @@ fn recover(
         let edits = manifest::read_manifest(&env, &path)?;
         // Hash-placed layouts need the key before their first version exists.
         hash_key = edits.iter().find_map(|e| e.hash_key);
+        // Every manifest Scree writes records the key in its snapshot record. Without it a new
+        // random key would place every lookup of a hash layout in the wrong containers: its
+        // data would read as absent (found in review, 2026-11-24).
+        if hash_key.is_none() && edits.iter().any(|e| !e.new_keyspaces.is_empty()) {
+            return Err(Error::corruption(
+                &path,
+                0,
+                "manifest defines keyspaces but records no placement-hash key",
+            ));
+        }
         for e in edits {
             if let Some(f) = e.features.filter(|f| f & !manifest::KNOWN_FEATURES != 0) {
                 return Err(Error::Unsupported(format!(

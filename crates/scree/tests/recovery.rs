@@ -491,3 +491,51 @@ fn a_manifest_with_two_keyspaces_of_one_name_is_corruption() {
     });
     assert_refused(d.path(), "two keyspaces named");
 }
+
+/// A manifest that defines keyspaces but lost its placement-hash key opened with a new random
+/// key: every lookup of a `trie` keyspace then probed the wrong containers and its data read
+/// as absent, silently (found in review, 2026-11-24).
+#[test]
+fn a_manifest_without_its_placement_hash_key_is_corruption() {
+    let d = tempfile::tempdir().expect("dir");
+    {
+        let db = Db::open(d.path(), common::small_db()).expect("open");
+        let t = db
+            .keyspace("t", common::small_ks(Layout::Trie))
+            .expect("ks");
+        for i in 0..100u32 {
+            t.put(format!("k{i:04}"), "v").expect("put");
+        }
+        db.flush().expect("flush");
+    }
+    rewrite_manifest(d.path(), |snap| snap.hash_key = None);
+    assert_refused(d.path(), "no placement-hash key");
+}
+
+/// A manifest holding keyspace id `u32::MAX`: creating one more keyspace overflowed the id (a
+/// panic in debug builds, id 0 reused in release) (found in review, 2026-11-24). It is
+/// refused; the database stays usable.
+#[test]
+fn a_new_keyspace_after_the_largest_id_is_refused() {
+    let d = tempfile::tempdir().expect("dir");
+    two_keyspaces(d.path());
+    rewrite_manifest(d.path(), |snap| {
+        let last = snap.new_keyspaces.len() - 1;
+        let old = snap.new_keyspaces[last].id;
+        snap.new_keyspaces[last].id = u32::MAX;
+        for k in &mut snap.keyspaces {
+            if k.id == old {
+                k.id = u32::MAX;
+            }
+        }
+    });
+    let db = Db::open(d.path(), common::small_db()).expect("open");
+    match db.keyspace("c", common::small_ks(Layout::Leveled)) {
+        Err(scree::Error::Unsupported(m)) => assert!(m.contains("ids are used up"), "{m}"),
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+    let a = db
+        .keyspace("a", common::small_ks(Layout::Leveled))
+        .expect("ks");
+    assert_eq!(a.get("k0001").expect("get").as_deref(), Some(&b"v"[..]));
+}
