@@ -1960,7 +1960,9 @@ fn recover(
     let live_log_set: HashSet<u64> = live_logs.iter().copied().collect();
     for name in &names {
         let remove = if let Some(n) = name.strip_prefix("MANIFEST-") {
-            n.parse::<u64>().ok() != Some(manifest_no)
+            // Only manifests Scree wrote (`MANIFEST-` and a number), not a user's
+            // `MANIFEST-backup` (found in review, 2026-11-24).
+            n.parse::<u64>().is_ok_and(|n| n != manifest_no)
         } else if name == "LOCK" || name == manifest::CURRENT {
             false
         } else if let Some((n, ext)) = parse_file_name(name) {
