@@ -758,3 +758,73 @@ fn a_wal_file_number_out_of_range_is_corruption() {
         Ok(_) => panic!("opened"),
     }
 }
+
+// ---- Found in review (2026-11-24, session 13): damage the read path must name ----
+
+/// A table file whose length differs from the size the manifest records is `Corruption` when
+/// it is opened, never read as if it were the table the manifest names. Here one table file
+/// holds the bytes of another valid table of the same database (a file restored from the wrong
+/// backup, or an inode relinked by `fsck`): its footer and checksums are sound, so before the
+/// fix the read path believed it, and every get of a key the real table held answered "absent"
+/// (the stranger's filter and keys), and scans returned the stranger's keys in its place. The
+/// manifest had the size all along, and `scree check` reported the mismatch.
+#[test]
+fn a_table_file_of_another_size_is_corruption_not_missing_keys() {
+    for layout in Layout::implemented() {
+        let fs = FaultFs::new(23);
+        let mut model = Model::new();
+        {
+            let db = Db::open(DIR, opts(&fs, WalRecovery::default())).expect("open");
+            let ks = db.keyspace("c", ks_opts(layout)).expect("keyspace");
+            // Rounds of different sizes and disjoint keys: one table per flush.
+            for round in 0..3u32 {
+                for i in 0..(40 + 60 * round) {
+                    let k = round * 1000 + i;
+                    ks.put(key(k), value(k, round)).expect("put");
+                    model.insert(key(k), value(k, round));
+                }
+                db.flush().expect("flush");
+            }
+            db.wait_for_compactions().expect("compactions");
+        }
+        let ext = if layout == Layout::Trie { "ht" } else { "sst" };
+        let mut tables: Vec<(PathBuf, Vec<u8>)> = fs
+            .files()
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == ext))
+            .map(|p| {
+                let b = fs.file_bytes(&p).expect("bytes");
+                (p, b)
+            })
+            .collect();
+        tables.sort_by_key(|(_, b)| b.len());
+        let ((_, small), (victim, big)) = (
+            tables.first().expect("a table").clone(),
+            tables.last().expect("a table").clone(),
+        );
+        assert!(small.len() < big.len(), "{layout:?}: tables of one size");
+        fs.set_file_bytes(&victim, small);
+        let db = Db::open(DIR, opts(&fs, WalRecovery::default())).expect("reopen");
+        let ks = db.keyspace("c", ks_opts(layout)).expect("keyspace");
+        let mut errors = 0;
+        for (k, v) in &model {
+            match ks.get(k) {
+                Ok(got) => assert_eq!(got.as_ref(), Some(v), "{layout:?}: get {k:?}"),
+                Err(Error::Corruption { file, .. }) => {
+                    assert_eq!(file, victim, "{layout:?}");
+                    errors += 1;
+                }
+                Err(e) => panic!("{layout:?}: {e}"),
+            }
+        }
+        assert!(errors > 0, "{layout:?}: no get met the replaced table");
+        if common::has_scans(layout) {
+            let r: Result<Vec<_>, Error> = ks.range::<Vec<u8>, _>(..).collect();
+            assert!(
+                matches!(&r, Err(Error::Corruption { file, .. }) if *file == victim),
+                "{layout:?}: scan gave {:?}",
+                r.map(|v| v.len())
+            );
+        }
+    }
+}

@@ -216,7 +216,17 @@ pub struct TableReader {
 impl TableReader {
     /// Opens a table and verifies footer, index and filter checksums.
     pub fn open(env: &Env, path: &Path, file_no: u64, cache: BlockCache) -> Result<TableReader> {
-        let file = env.open(path, env.direct_reads)?;
+        Self::from_file(env, env.open(path, env.direct_reads)?, file_no, cache)
+    }
+
+    /// [`TableReader::open`] of a file already opened.
+    fn from_file(
+        env: &Env,
+        file: CountedReader,
+        file_no: u64,
+        cache: BlockCache,
+    ) -> Result<TableReader> {
+        let path = file.path();
         let len = file.len();
         let corrupt = |off: u64, d: &str| Error::corruption(path, off, d.to_string());
         if len < FOOTER as u64 {
@@ -600,13 +610,32 @@ impl TableFile {
         if let Some(r) = self.reader.get() {
             return Ok(r.clone());
         }
-        let r = Arc::new(TableReader::open(
+        let r = Arc::new(TableReader::from_file(
             &self.ctx.env,
-            &self.path(),
+            self.open_file()?,
             self.meta.file_no,
             self.ctx.cache.clone(),
         )?);
         Ok(self.reader.get_or_init(|| r).clone())
+    }
+    /// Opens the file for reading (mapped when the options say so). Its length must be the
+    /// size the manifest records (0: not recorded): a file of another length is not the file
+    /// the manifest names, even when its own footer and checksums are sound (a table of
+    /// another number or database put in its place), and reading it as that file would answer
+    /// from the wrong keys (found in review: gets of the real table's keys said "absent").
+    pub fn open_file(&self) -> Result<CountedReader> {
+        let env = &self.ctx.env;
+        let path = self.path();
+        let file = env.open(&path, env.direct_reads)?;
+        let (len, size) = (file.len(), self.meta.size);
+        if size != 0 && len != size {
+            return Err(Error::corruption(
+                &path,
+                len.min(size),
+                format!("file is {len} bytes, the manifest says {size}"),
+            ));
+        }
+        Ok(file)
     }
     /// Marks the file for deletion once unreferenced.
     pub fn mark_obsolete(&self) {

@@ -275,9 +275,7 @@ pub fn table_handle<'a>(
     meta_reads: &mut u64,
 ) -> Result<&'a HHandle> {
     if f.aux.get().is_none() {
-        let env = &f.ctx().env;
-        let file = env.open(&f.path(), env.direct_reads)?;
-        let reader = HTableReader::open_kind(file, false, kind)?;
+        let reader = HTableReader::open_kind(f.open_file()?, false, kind)?;
         *meta_reads += 2;
         if reader.hash_key() != *hash_key {
             return Err(Error::corruption(
@@ -300,9 +298,7 @@ pub fn cluster_reader<'a>(
     meta_reads: &mut u64,
 ) -> Result<&'a BloomClusterReader> {
     if f.aux.get().is_none() {
-        let env = &f.ctx().env;
-        let file = env.open(&f.path(), env.direct_reads)?;
-        let r = BloomClusterReader::open_kind(file, kind)?;
+        let r = BloomClusterReader::open_kind(f.open_file()?, kind)?;
         *meta_reads += 2;
         let _ = f.aux.set(Arc::new(r));
     }
