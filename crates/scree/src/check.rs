@@ -212,10 +212,14 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
         if num.parse::<u64>().is_err() {
             continue;
         }
+        // The kinds of file the open removes when nothing names them (never a user's file).
         let stray = match ext {
             "log" => false,
             "dbtmp" => true,
-            _ => manifest_no.is_some() && !named.contains(name),
+            ext if crate::db::is_table_ext(ext) => {
+                manifest_no.is_some() && !named.contains(name)
+            }
+            _ => false,
         };
         if stray {
             rep.notes.push(format!(
@@ -557,5 +561,45 @@ mod tests {
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert_eq!(problems[0].file, sst);
         assert!(problems[0].offset < 600, "{problems:?}");
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::field_reassign_with_default)]
+mod notes_tests {
+    use super::*;
+    use crate::fs::fault::FaultFs;
+    use crate::{Db, KeyspaceOptions, Layout, Options};
+
+    /// Found in review (2026-11-24, session 13): `scree check -v` noted any `<digits>.<ext>`
+    /// file the manifest does not name as "removed at the next open", a user's `2023.csv` too,
+    /// while the open removes only the kinds of file Scree writes (and keeps that one).
+    #[test]
+    fn check_notes_only_files_the_next_open_removes() {
+        let fs = FaultFs::new(3);
+        let mut o = Options::default();
+        o.fs = Some(fs.as_dyn());
+        o.background_threads = 1;
+        {
+            let db = Db::open("/db", o.clone()).expect("open");
+            let ks = db
+                .keyspace("k", KeyspaceOptions::new(Layout::Leveled))
+                .expect("keyspace");
+            ks.put(b"a", b"1").expect("put");
+            db.flush().expect("flush");
+        }
+        let user = Path::new("/db/2023.csv");
+        let stray = Path::new("/db/000099.sst");
+        fs.set_file_bytes(user, b"year,total\n".to_vec());
+        fs.set_file_bytes(stray, b"not named".to_vec());
+        let rep = check_dir(Path::new("/db"), fs.as_dyn()).expect("check");
+        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+        let noted = |name: &str| rep.notes.iter().any(|n| n.starts_with(name));
+        assert!(noted("000099.sst"), "{:?}", rep.notes);
+        assert!(!noted("2023.csv"), "{:?}", rep.notes);
+        // What the notes say is what the open does.
+        drop(Db::open("/db", o).expect("reopen"));
+        assert!(fs.file_bytes(user).is_some());
+        assert!(fs.file_bytes(stray).is_none());
     }
 }
