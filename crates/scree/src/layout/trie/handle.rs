@@ -17,6 +17,8 @@ use crate::htable::{
 use crate::stats::{LevelReads, ReadKind};
 use crate::table::TableFile;
 
+use super::version::ClusterRef;
+
 /// Deepest trie level the counters cover (the last level is at most depth 9).
 pub const MAX_DEPTH: usize = 9;
 
@@ -108,11 +110,12 @@ impl Shared {
     /// Column `c` of cluster `file`, through the cache; `meta_reads` counts a miss.
     pub fn cluster_column(
         &self,
-        file: &TableFile,
+        cluster: &ClusterRef,
         c: u32,
         meta_reads: &mut u64,
     ) -> Result<ColumnView> {
-        let r = cluster_reader(file, ReadKind::Metadata, meta_reads)?;
+        let file = &cluster.file;
+        let r = cluster_reader(cluster, ReadKind::Metadata, meta_reads)?;
         let i = r.block_of(c)?;
         let Some(Some(cache)) = self.cluster_cache.get() else {
             *meta_reads += 1;
@@ -291,15 +294,32 @@ pub fn table_handle<'a>(
     open_handle(f).ok_or_else(|| Error::corruption(f.path(), 0, "not an HTable handle"))
 }
 
-/// The reader of a BloomCluster file, opened on first use (two Metadata reads).
+/// The reader of a BloomCluster file, opened on first use (two Metadata reads). The file must
+/// cover the tables and columns its manifest record names: a lookup takes a table's filters by
+/// its position in the record, so another container's cluster of the same size put in its
+/// place answered "absent" for keys the container holds (found in review).
 pub fn cluster_reader<'a>(
-    f: &'a TableFile,
+    cluster: &'a ClusterRef,
     kind: ReadKind,
     meta_reads: &mut u64,
 ) -> Result<&'a BloomClusterReader> {
+    let f = &cluster.file;
     if f.aux.get().is_none() {
         let r = BloomClusterReader::open_kind(f.open_file()?, kind)?;
         *meta_reads += 2;
+        if r.table_ids() != cluster.ids.as_slice() || r.n_columns() != cluster.n {
+            return Err(Error::corruption(
+                f.path(),
+                0,
+                format!(
+                    "BloomCluster covers tables {:?} in {} columns, the manifest says {:?} in {}",
+                    r.table_ids(),
+                    r.n_columns(),
+                    cluster.ids,
+                    cluster.n
+                ),
+            ));
+        }
         let _ = f.aux.set(Arc::new(r));
     }
     f.aux

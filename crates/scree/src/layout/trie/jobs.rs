@@ -446,7 +446,7 @@ pub fn rebuild_cluster(
     let mut b = match old {
         Some(o) if o.n == c => {
             let mut m = 0;
-            let r = cluster_reader(&o.file, ReadKind::Compaction, &mut m)?;
+            let r = cluster_reader(o, ReadKind::Compaction, &mut m)?;
             let mut b = BloomClusterBuilder::from_reader_kind(r, ReadKind::Compaction)?;
             b.retain(|id| pile.iter().any(|t| t.meta.file_no == id));
             b

@@ -312,7 +312,7 @@ impl TrieVersion {
             if let Some((cl, idx)) = covered {
                 if column.is_none() {
                     column = Some(self.shared.cluster_column(
-                        &cl.file,
+                        cl,
                         bucket_of(h, cl.n, bucket_shift_for_depth(c.depth)),
                         meta,
                     )?);
