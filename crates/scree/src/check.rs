@@ -216,9 +216,7 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
         let stray = match ext {
             "log" => false,
             "dbtmp" => true,
-            ext if crate::db::is_table_ext(ext) => {
-                manifest_no.is_some() && !named.contains(name)
-            }
+            ext if crate::db::is_table_ext(ext) => manifest_no.is_some() && !named.contains(name),
             _ => false,
         };
         if stray {

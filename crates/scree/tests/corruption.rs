@@ -857,7 +857,10 @@ fn a_bloom_cluster_of_another_container_is_corruption_not_missing_keys() {
         .filter_map(|p| fs.file_bytes(&p).map(|b| (p, b)))
         .collect();
     let pair = clusters.iter().enumerate().find_map(|(i, (_, a))| {
-        let (other, _) = clusters.iter().skip(i + 1).find(|(_, b)| b.len() == a.len())?;
+        let (other, _) = clusters
+            .iter()
+            .skip(i + 1)
+            .find(|(_, b)| b.len() == a.len())?;
         Some((a.clone(), other.clone()))
     });
     let (bytes, victim) = pair.expect("two BloomClusters of one size");

@@ -224,7 +224,14 @@ fn listing(dir: &std::path::Path) -> Vec<String> {
 #[test]
 fn open_never_deletes_files_it_did_not_write() {
     let d = tempfile::tempdir().expect("dir");
-    for f in ["2023.csv", "1.jpg", "7.txt", "notes.txt", "000007.bak", "MANIFEST-backup"] {
+    for f in [
+        "2023.csv",
+        "1.jpg",
+        "7.txt",
+        "notes.txt",
+        "000007.bak",
+        "MANIFEST-backup",
+    ] {
         std::fs::write(d.path().join(f), b"user data").expect("write");
     }
     {
@@ -237,7 +244,14 @@ fn open_never_deletes_files_it_did_not_write() {
     }
     let _db = Db::open(d.path(), common::small_db()).expect("reopen");
     let after = listing(d.path());
-    for f in ["2023.csv", "1.jpg", "7.txt", "notes.txt", "000007.bak", "MANIFEST-backup"] {
+    for f in [
+        "2023.csv",
+        "1.jpg",
+        "7.txt",
+        "notes.txt",
+        "000007.bak",
+        "MANIFEST-backup",
+    ] {
         assert!(after.iter().any(|n| n == f), "{f} was deleted: {after:?}");
     }
 }
