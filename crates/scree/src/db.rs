@@ -1470,7 +1470,7 @@ impl DbInner {
     }
 
     fn maybe_roll_manifest(&self, m: &mut ManifestWriter) -> Result<()> {
-        if m.len() < self.opts.max_manifest_bytes {
+        if !m.due_for_roll_over(self.opts.max_manifest_bytes) {
             return Ok(());
         }
         let n = self.next_file.fetch_add(1, Ordering::SeqCst);

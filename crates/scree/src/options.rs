@@ -52,7 +52,9 @@ pub struct Options {
     /// another process while the database is open then raises SIGBUS on the lost pages
     /// instead of an I/O error. Default true.
     pub mmap_reads: bool,
-    /// Manifest size at which it is rolled over to a fresh snapshot. Default 4 MiB.
+    /// Manifest size at which it is rolled over to a fresh snapshot, once it is also twice
+    /// the snapshot it started with (else a snapshot larger than this, from a store of many
+    /// tables, would be rewritten after every flush and compaction). Default 4 MiB.
     pub max_manifest_bytes: u64,
     /// Immutable memtables per keyspace waiting for flush before writers stall. Default 2.
     pub max_immutable_memtables: usize,

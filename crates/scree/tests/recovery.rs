@@ -553,3 +553,55 @@ fn a_new_keyspace_after_the_largest_id_is_refused() {
         .expect("ks");
     assert_eq!(a.get("k0001").expect("get").as_deref(), Some(&b"v"[..]));
 }
+
+/// Size of the newest manifest file.
+fn manifest_len(d: &std::path::Path) -> u64 {
+    let name = listing(d)
+        .into_iter()
+        .filter(|n| n.starts_with("MANIFEST-"))
+        .max()
+        .expect("a manifest");
+    std::fs::metadata(d.join(name)).expect("manifest").len()
+}
+
+/// Once the snapshot alone was larger than `max_manifest_bytes` (a store of many tables),
+/// every flush and compaction rolled the manifest over: the whole snapshot was written again
+/// per edit (found in review, 2026-11-24). A manifest is now rolled over at twice its snapshot.
+#[test]
+fn a_snapshot_larger_than_max_manifest_bytes_is_not_rewritten_per_edit() {
+    let d = tempfile::tempdir().expect("dir");
+    let mut o = common::small_db();
+    o.max_manifest_bytes = 4096;
+    let mut ko = common::small_ks(Layout::Leveled);
+    // Many small tables: no compaction merges them away while the test runs.
+    ko.leveled.l0_compaction_trigger = 1000;
+    ko.leveled.l0_slowdown_trigger = 1000;
+    ko.leveled.l0_stop_trigger = 1000;
+    {
+        let db = Db::open(d.path(), o.clone()).expect("open");
+        let ks = db.keyspace("k", ko.clone()).expect("ks");
+        for i in 0..200u32 {
+            ks.put(format!("k{i:05}"), "v").expect("put");
+            db.flush().expect("flush");
+        }
+    }
+    let db = Db::open(d.path(), o).expect("reopen");
+    let ks = db.keyspace("k", ko).expect("ks");
+    let snapshot = manifest_len(d.path());
+    assert!(snapshot > 4096, "snapshot of {snapshot} bytes");
+    let before = db.stats().bytes_written.metadata;
+    let flushes = 20u32;
+    for i in 0..flushes {
+        ks.put(format!("n{i:05}"), "v").expect("put");
+        db.flush().expect("flush");
+    }
+    let written = db.stats().bytes_written.metadata - before;
+    // Each edit is far smaller than the snapshot; at most one roll-over (at 2× the snapshot).
+    assert!(
+        written < 3 * snapshot,
+        "{written} metadata bytes for {flushes} flushes with a {snapshot}-byte snapshot"
+    );
+    for i in 0..flushes {
+        assert!(ks.get(format!("n{i:05}")).expect("get").is_some());
+    }
+}

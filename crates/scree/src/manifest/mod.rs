@@ -103,6 +103,8 @@ pub struct ManifestWriter {
     /// Its number.
     pub number: u64,
     log: LogWriter,
+    /// Bytes of the snapshot record it starts with.
+    snapshot_len: u64,
 }
 
 impl ManifestWriter {
@@ -113,7 +115,19 @@ impl ManifestWriter {
         log.add_record(&snapshot.encode())?;
         log.sync()?;
         write_current(env, dir, number)?;
-        Ok(ManifestWriter { number, log })
+        let snapshot_len = log.len();
+        Ok(ManifestWriter {
+            number,
+            log,
+            snapshot_len,
+        })
+    }
+
+    /// Whether the manifest should be rolled over to a fresh snapshot: once it is `max` bytes
+    /// and twice its snapshot. A snapshot alone larger than `max` (a store of many tables)
+    /// would otherwise be rewritten whole after every flush and compaction.
+    pub fn due_for_roll_over(&self, max: u64) -> bool {
+        self.len() >= max.max(self.snapshot_len.saturating_mul(2))
     }
 
     /// Appends and syncs one edit.
