@@ -71,7 +71,11 @@ impl Error {
         match self {
             Error::Io { path, source } => Error::Io {
                 path: path.clone(),
-                source: std::io::Error::new(source.kind(), source.to_string()),
+                // The OS error code survives (a caller tells a full disk by it).
+                source: match source.raw_os_error() {
+                    Some(code) => std::io::Error::from_raw_os_error(code),
+                    None => std::io::Error::new(source.kind(), source.to_string()),
+                },
             },
             Error::Corruption {
                 file,
@@ -88,5 +92,26 @@ impl Error {
             Error::BackgroundError(s) => Error::BackgroundError(s.clone()),
             Error::Closed => Error::Closed,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writers that joined a failed group commit get a copy of the leader's error; the copy
+    /// kept the error's kind but lost its OS code (found in review, 2026-11-24).
+    #[test]
+    fn a_duplicated_io_error_keeps_its_os_code() {
+        let e = Error::Io {
+            path: "/db/000007.log".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        };
+        let Error::Io { path, source } = e.duplicate() else {
+            panic!("not an I/O error");
+        };
+        assert_eq!(path, std::path::PathBuf::from("/db/000007.log"));
+        assert_eq!(source.raw_os_error(), Some(libc::ENOSPC));
+        assert_eq!(source.kind(), std::io::ErrorKind::StorageFull);
     }
 }
