@@ -180,6 +180,18 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
         if let Err(d) = v.check_invariants() {
             rep.problem(dir, 0, format!("keyspace {ks}: layout invariant: {d}"));
         }
+        // Metadata files that are sound on their own but do not match their records (a
+        // BloomCluster of another container); a damaged file is already reported.
+        for e in v.verify_metadata_files() {
+            let file = match &e {
+                Error::Corruption { file, .. } => Some(file.clone()),
+                Error::Io { path, .. } => Some(path.clone()),
+                _ => None,
+            };
+            if !file.is_some_and(|f| rep.problems.iter().any(|p| p.file == f)) {
+                rep.error(dir, e);
+            }
+        }
         rep.levels.push((ks.clone(), v.level_stats()));
     }
 

@@ -879,4 +879,15 @@ fn a_bloom_cluster_of_another_container_is_corruption_not_missing_keys() {
         }
     }
     assert!(errors > 0, "no get met the replaced BloomCluster");
+    drop(ks);
+    drop(db);
+    // `scree check` compares the file with its record as reads do.
+    let rep = scree::check::check_dir(Path::new(DIR), fs.as_dyn()).expect("check");
+    assert!(
+        rep.problems
+            .iter()
+            .any(|p| p.file == victim && p.detail.contains("the manifest says")),
+        "{:?}",
+        rep.problems
+    );
 }

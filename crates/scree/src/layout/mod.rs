@@ -114,6 +114,11 @@ pub trait LayoutVersion: Send + Sync {
     }
     /// Checks the layout's invariants (tests and `scree check`).
     fn check_invariants(&self) -> std::result::Result<(), String>;
+    /// Compares the layout's own metadata files with the records that name them, as reads
+    /// would (`scree check`): one error per file that does not match. Default: none.
+    fn verify_metadata_files(&self) -> Vec<crate::error::Error> {
+        Vec::new()
+    }
     /// Downcasting support.
     fn as_any(&self) -> &dyn Any;
 }

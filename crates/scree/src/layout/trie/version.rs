@@ -741,6 +741,17 @@ impl LayoutVersion for TrieVersion {
         Ok(())
     }
 
+    fn verify_metadata_files(&self) -> Vec<Error> {
+        let mut errors = Vec::new();
+        for cl in self.containers.values().filter_map(|c| c.cluster.as_ref()) {
+            let mut reads = 0;
+            if let Err(e) = super::handle::cluster_reader(cl, ReadKind::Compaction, &mut reads) {
+                errors.push(e);
+            }
+        }
+        errors
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }
