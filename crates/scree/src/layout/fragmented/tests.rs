@@ -299,6 +299,20 @@ mod consolidation_tests {
     use crate::stats::{IoStats, WriteCause};
     use crate::table::{table_path, TableBuilder, TableCtx, TableMeta};
 
+    /// Table files on the real file system in `dir`, with a 1 MiB block cache.
+    pub(super) fn std_tables(dir: &std::path::Path) -> Arc<TableCtx> {
+        Arc::new(TableCtx {
+            env: Env {
+                fs: Arc::new(StdFs),
+                stats: Arc::default(),
+                direct_reads: false,
+                mmap_reads: false,
+            },
+            cache: BlockCache::new(1 << 20),
+            dir: dir.to_path_buf(),
+        })
+    }
+
     pub(super) struct Fixture {
         _dir: tempfile::TempDir,
         pub(super) tables: Arc<TableCtx>,
@@ -310,16 +324,7 @@ mod consolidation_tests {
     impl Fixture {
         pub(super) fn new() -> Fixture {
             let dir = tempfile::tempdir().unwrap();
-            let tables = Arc::new(TableCtx {
-                env: Env {
-                    fs: Arc::new(StdFs),
-                    stats: Arc::default(),
-                    direct_reads: false,
-                    mmap_reads: false,
-                },
-                cache: BlockCache::new(1 << 20),
-                dir: dir.path().to_path_buf(),
-            });
+            let tables = std_tables(dir.path());
             let mut opts = KeyspaceOptions::new(LayoutKind::Fragmented);
             opts.fragmented.max_levels = 4;
             opts.fragmented.max_sstables_per_guard = 2;
@@ -480,15 +485,13 @@ mod interleaving_tests {
 
     use super::super::version::{guard_record, levels_record, FragmentedVersion, TAG_PENDING};
     use super::super::{Cand, Fragmented, Why};
-    use crate::cache::BlockCache;
-    use crate::fs::{std_fs::StdFs, Env};
     use crate::key::{make_ikey, ValueKind};
     use crate::layout::{Job, JobCtx, Layout, LayoutVersion};
     use crate::manifest::edit::{AddedTable, KsEdit};
     use crate::memtable::Lookup;
     use crate::options::{KeyspaceOptions, Layout as LayoutKind};
     use crate::stats::{IoStats, WriteCause};
-    use crate::table::{table_path, TableBuilder, TableCtx};
+    use crate::table::{table_path, TableBuilder};
 
     struct Rng(u64);
     impl Rng {
@@ -509,16 +512,7 @@ mod interleaving_tests {
 
     fn simulate(seed: u64) {
         let dir = tempfile::tempdir().unwrap();
-        let tables = Arc::new(TableCtx {
-            env: Env {
-                fs: Arc::new(StdFs),
-                stats: Arc::default(),
-                direct_reads: false,
-                mmap_reads: false,
-            },
-            cache: BlockCache::new(1 << 20),
-            dir: dir.path().to_path_buf(),
-        });
+        let tables = super::consolidation_tests::std_tables(dir.path());
         let next = AtomicU64::new(10);
         let stats: Arc<IoStats> = Arc::default();
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
