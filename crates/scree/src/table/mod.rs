@@ -837,8 +837,9 @@ pub(crate) mod test_support {
     use crate::key::{make_ikey, ValueKind};
     use crate::manifest::edit::AddedTable;
 
-    /// A context whose directory holds no files (tables are never opened).
-    pub(crate) fn metadata_only_ctx() -> Arc<TableCtx> {
+    /// Table files in `dir` on the real file system (`pread`), with a block cache of
+    /// `cache_bytes`.
+    pub(crate) fn std_ctx(dir: &std::path::Path, cache_bytes: usize) -> Arc<TableCtx> {
         Arc::new(TableCtx {
             env: Env {
                 fs: Arc::new(StdFs),
@@ -846,9 +847,14 @@ pub(crate) mod test_support {
                 direct_reads: false,
                 mmap_reads: false,
             },
-            cache: BlockCache::new(0),
-            dir: std::env::temp_dir().join("scree-unit-no-files"),
+            cache: BlockCache::new(cache_bytes),
+            dir: dir.to_path_buf(),
         })
+    }
+
+    /// A context whose directory holds no files (tables are never opened).
+    pub(crate) fn metadata_only_ctx() -> Arc<TableCtx> {
+        std_ctx(&std::env::temp_dir().join("scree-unit-no-files"), 0)
     }
 
     /// A table of `level` holding user keys `lo..=hi` with sequence numbers `seqs` (min, max).

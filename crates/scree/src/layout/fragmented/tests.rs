@@ -289,8 +289,6 @@ mod consolidation_tests {
 
     use super::super::version::{guard_record, levels_record, FragmentedVersion, GKey, TAG_COMMIT};
     use super::super::{Cand, Fragmented, Why};
-    use crate::cache::BlockCache;
-    use crate::fs::{std_fs::StdFs, Env};
     use crate::key::{make_ikey, ValueKind};
     use crate::layout::{JobCtx, Layout, LayoutVersion};
     use crate::manifest::edit::{AddedTable, KsEdit};
@@ -301,16 +299,7 @@ mod consolidation_tests {
 
     /// Table files on the real file system in `dir`, with a 1 MiB block cache.
     pub(super) fn std_tables(dir: &std::path::Path) -> Arc<TableCtx> {
-        Arc::new(TableCtx {
-            env: Env {
-                fs: Arc::new(StdFs),
-                stats: Arc::default(),
-                direct_reads: false,
-                mmap_reads: false,
-            },
-            cache: BlockCache::new(1 << 20),
-            dir: dir.to_path_buf(),
-        })
+        crate::table::test_support::std_ctx(dir, 1 << 20)
     }
 
     pub(super) struct Fixture {
