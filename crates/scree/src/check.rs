@@ -147,14 +147,20 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
                             )))
             })
         });
-        if names.iter().any(|n| n.starts_with("MANIFEST-")) {
-            rep.problem(&current, 0, "CURRENT is missing but manifests exist");
-        } else if let Some(f) = data {
+        if let Some(f) = data {
             // Db::open refuses this directory too (its data would otherwise be lost).
             rep.problem(
                 &current,
                 0,
                 format!("CURRENT is missing but the directory holds database files ({f})"),
+            );
+        } else if names.iter().any(|n| n.starts_with("MANIFEST-")) {
+            // CURRENT is written last when a database is created: manifests without it or any
+            // data are a creation that did not finish, which Db::open starts afresh.
+            rep.notes.push(
+                "no CURRENT, manifests but no data: a creation that did not finish \
+                 (the next open starts afresh)"
+                    .into(),
             );
         } else {
             rep.notes
@@ -611,5 +617,26 @@ mod notes_tests {
         drop(Db::open("/db", o).expect("reopen"));
         assert!(fs.file_bytes(user).is_some());
         assert!(fs.file_bytes(stray).is_none());
+    }
+
+    /// `scree check` called manifests without `CURRENT` a problem, while `Db::open` takes them,
+    /// with no data beside them, for a creation that did not finish and starts afresh (found in
+    /// review, 2026-11-24). With data beside them both refuse.
+    #[test]
+    fn manifests_without_current_or_data_are_an_unfinished_creation() {
+        let fs = FaultFs::new(5);
+        let mut o = Options::default();
+        o.fs = Some(fs.as_dyn());
+        drop(Db::open("/db", o.clone()).expect("create"));
+        fs.delete_file(Path::new("/db/CURRENT"));
+        let rep = check_dir(Path::new("/db"), fs.as_dyn()).expect("check");
+        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+        assert!(
+            rep.notes.iter().any(|n| n.contains("did not finish")),
+            "{:?}",
+            rep.notes
+        );
+        // What the check says is what the open does.
+        drop(Db::open("/db", o).expect("reopen"));
     }
 }
