@@ -541,12 +541,18 @@ mod tests {
     use crate::fs::fault::FaultFs;
     use crate::{Db, KeyspaceOptions, Layout, Options};
 
-    #[test]
-    fn a_sound_database_has_no_problems_and_flipped_bytes_are_found() {
-        let fs = FaultFs::new(1);
+    /// Options of a database on `fs` with one background thread.
+    fn fault_opts(fs: &FaultFs) -> Options {
         let mut o = Options::default();
         o.fs = Some(fs.as_dyn());
         o.background_threads = 1;
+        o
+    }
+
+    #[test]
+    fn a_sound_database_has_no_problems_and_flipped_bytes_are_found() {
+        let fs = FaultFs::new(1);
+        let o = fault_opts(&fs);
         {
             let db = Db::open("/db", o.clone()).expect("open");
             let mut ko = KeyspaceOptions::new(Layout::Leveled);
@@ -578,14 +584,6 @@ mod tests {
         assert_eq!(problems[0].file, sst);
         assert!(problems[0].offset < 600, "{problems:?}");
     }
-}
-
-#[cfg(test)]
-#[allow(clippy::field_reassign_with_default)]
-mod notes_tests {
-    use super::*;
-    use crate::fs::fault::FaultFs;
-    use crate::{Db, KeyspaceOptions, Layout, Options};
 
     /// Found in review (2026-11-24, session 13): `scree check -v` noted any `<digits>.<ext>`
     /// file the manifest does not name as "removed at the next open", a user's `2023.csv` too,
@@ -593,9 +591,7 @@ mod notes_tests {
     #[test]
     fn check_notes_only_files_the_next_open_removes() {
         let fs = FaultFs::new(3);
-        let mut o = Options::default();
-        o.fs = Some(fs.as_dyn());
-        o.background_threads = 1;
+        let o = fault_opts(&fs);
         {
             let db = Db::open("/db", o.clone()).expect("open");
             let ks = db
@@ -625,8 +621,7 @@ mod notes_tests {
     #[test]
     fn manifests_without_current_or_data_are_an_unfinished_creation() {
         let fs = FaultFs::new(5);
-        let mut o = Options::default();
-        o.fs = Some(fs.as_dyn());
+        let o = fault_opts(&fs);
         drop(Db::open("/db", o.clone()).expect("create"));
         fs.delete_file(Path::new("/db/CURRENT"));
         let rep = check_dir(Path::new("/db"), fs.as_dyn()).expect("check");
