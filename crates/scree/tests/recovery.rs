@@ -526,6 +526,52 @@ fn a_manifest_without_its_placement_hash_key_is_corruption() {
     assert_refused(d.path(), "no placement-hash key");
 }
 
+/// A manifest edit removing a table its keyspace did not hold was ignored by every layout, so
+/// a damaged manifest (or a bug writing one) opened as if nothing were wrong. RocksDB refuses
+/// such an edit; so does Scree now, at open and in `scree check`.
+#[test]
+fn a_manifest_removing_a_table_the_keyspace_does_not_hold_is_corruption() {
+    for layout in [Layout::Leveled, Layout::Fragmented, Layout::Trie] {
+        let d = tempfile::tempdir().expect("dir");
+        {
+            let db = Db::open(d.path(), common::small_db()).expect("open");
+            let ks = db.keyspace("k", common::small_ks(layout)).expect("ks");
+            for i in 0..100u32 {
+                ks.put(format!("k{i:04}"), "v").expect("put");
+            }
+            db.flush().expect("flush");
+        }
+        rewrite_manifest(d.path(), |snap| {
+            let k = snap
+                .keyspaces
+                .iter_mut()
+                .find(|k| !k.added.is_empty())
+                .expect("the keyspace's tables");
+            k.removed.push(999_999);
+        });
+        assert_refused(
+            d.path(),
+            "removes table 999999, which the keyspace does not hold",
+        );
+    }
+}
+
+/// A sorted layout's manifest naming a table of another format (an HTable) opened, and the
+/// table only failed at its first read. It is `Corruption` at open now.
+#[test]
+fn a_sorted_keyspace_naming_a_table_of_another_format_is_corruption() {
+    let d = tempfile::tempdir().expect("dir");
+    two_keyspaces(d.path());
+    rewrite_manifest(d.path(), |snap| {
+        for k in &mut snap.keyspaces {
+            for a in &mut k.added {
+                a.format = 1;
+            }
+        }
+    });
+    assert_refused(d.path(), "of format 1; this layout's tables have format 0");
+}
+
 /// A manifest holding keyspace id `u32::MAX`: creating one more keyspace overflowed the id (a
 /// panic in debug builds, id 0 reused in release) (found in review, 2026-11-24). It is
 /// refused; the database stays usable.

@@ -13,7 +13,7 @@ use std::any::Any;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::iter::InternalIter;
 use crate::manifest::edit::KsEdit;
 use crate::memtable::{Lookup, Memtable};
@@ -28,6 +28,30 @@ pub fn implemented() -> Vec<LayoutKind> {
         LayoutKind::Fragmented,
         LayoutKind::Trie,
     ]
+}
+
+/// Checks an edit before a layout applies it: every table it removes must be one the version
+/// holds (`holds`), and every table it adds must have the file format `format`. A manifest saying
+/// otherwise is damaged, or was written by a bug: ignoring the removal hid that (RocksDB refuses
+/// it too), and a table of the wrong format would only fail at its first read. At replay the
+/// error becomes `Corruption` naming the manifest.
+pub(crate) fn check_edit_tables(
+    edit: &KsEdit,
+    format: u8,
+    holds: impl Fn(u64) -> bool,
+) -> Result<()> {
+    if let Some(no) = edit.removed.iter().find(|&&no| !holds(no)) {
+        return Err(Error::InvalidArgument(format!(
+            "edit removes table {no:06}, which the keyspace does not hold"
+        )));
+    }
+    if let Some(a) = edit.added.iter().find(|a| a.format != format) {
+        return Err(Error::InvalidArgument(format!(
+            "edit adds table {:06} of format {}; this layout's tables have format {format}",
+            a.meta.file_no, a.format
+        )));
+    }
+    Ok(())
 }
 
 /// What a background job needs from the engine.

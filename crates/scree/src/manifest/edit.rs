@@ -4,6 +4,9 @@
 use crate::coding::{put_slice, put_varint, Reader};
 use crate::table::TableMeta;
 
+/// [`AddedTable::format`] of a sorted table (`.sst`).
+pub const FORMAT_SORTED: u8 = 0;
+
 /// A table added to a keyspace, with its layout placement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddedTable {

@@ -13,8 +13,8 @@ use super::iter::{LevelIter, SeekPool};
 use crate::coding::{put_slice, put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::iter::InternalIter;
-use crate::layout::LayoutVersion;
-use crate::manifest::edit::{AddedTable, KsEdit, LayoutRecord};
+use crate::layout::{check_edit_tables, LayoutVersion};
+use crate::manifest::edit::{AddedTable, KsEdit, LayoutRecord, FORMAT_SORTED};
 use crate::memtable::Lookup;
 use crate::stats::LevelStats;
 use crate::table::{get_in_tables, TableCtx, TableFile};
@@ -456,6 +456,7 @@ impl LayoutVersion for FragmentedVersion {
                 }
             }
         }
+        check_edit_tables(edit, FORMAT_SORTED, |no| moved.contains_key(&no))?;
         // Guard records.
         let mut pending: Option<BTreeMap<GKey, usize>> = None;
         let mut key_adds: BTreeMap<usize, Vec<GKey>> = BTreeMap::new();

@@ -13,8 +13,10 @@ use crate::compaction::{merge_into_tables, Cutter, SizeCutter};
 use crate::error::{Error, Result};
 use crate::iter::{InternalIter, MergingIter};
 use crate::key::cmp_ikey;
-use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure};
-use crate::manifest::edit::{AddedTable, KsEdit};
+use crate::layout::{
+    check_edit_tables, Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure,
+};
+use crate::manifest::edit::{AddedTable, KsEdit, FORMAT_SORTED};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::{KeyspaceOptions, Layout as LayoutKind, LeveledOptions};
 use crate::stats::{LevelStats, WriteCause};
@@ -105,6 +107,8 @@ impl LayoutVersion for LeveledVersion {
                 }
             });
         }
+        let found: HashSet<u64> = moved.iter().map(|(_, f)| f.meta.file_no).collect();
+        check_edit_tables(edit, FORMAT_SORTED, |no| found.contains(&no))?;
         for a in &edit.added {
             let l = a.level as usize;
             if l >= 64 {

@@ -22,7 +22,7 @@ use crate::htable::{
 };
 use crate::iter::InternalIter;
 use crate::key::ValueKind;
-use crate::layout::LayoutVersion;
+use crate::layout::{check_edit_tables, LayoutVersion};
 use crate::manifest::edit::{AddedTable, KsEdit, LayoutRecord};
 use crate::memtable::Lookup;
 use crate::stats::{LevelReads, LevelStats, ReadKind};
@@ -479,7 +479,9 @@ impl LayoutVersion for TrieVersion {
                 |c| Container::clone(c),
             )
         };
+        check_edit_tables(edit, FORMAT_HTABLE, |no| self.files.contains_key(&no))?;
         for no in &edit.removed {
+            // Named twice in one edit: gone already.
             let Some(cid) = v.files.remove(no) else {
                 continue;
             };
@@ -498,12 +500,6 @@ impl LayoutVersion for TrieVersion {
             touched.insert(cid, c);
         }
         for a in &edit.added {
-            if a.format != FORMAT_HTABLE {
-                return Err(bad(format!(
-                    "table {} has format {}, not HTable",
-                    a.meta.file_no, a.format
-                )));
-            }
             let cid = a.slot;
             if depth_of(cid) != a.level || a.level as usize > MAX_DEPTH {
                 return Err(bad(format!(
