@@ -7,7 +7,11 @@
 //! filter and every data block, keys strictly increasing and inside the recorded key range, the
 //! recorded entry count; HTables: footer, metadata, filters and every bucket; BloomCluster
 //! files: header); every record of every live WAL (checksums and batch decoding); each layout's
-//! invariants. A torn tail at the end of the newest WAL or of the manifest is what a crash
+//! invariants; and that a read finds every table entry: each one is looked up through its
+//! keyspace's layout at its own sequence number, as a get at that snapshot would (which guard,
+//! container or level, then the filters, index, bucket and migration metadata), and must come
+//! back as itself. A table the layout files where reads do not look, or a filter or index that
+//! misses a key, would answer "absent" for data that is there, with every checksum right. A torn tail at the end of the newest WAL or of the manifest is what a crash
 //! leaves and recovery drops: it is not a problem.
 
 use std::collections::HashMap;
@@ -76,6 +80,8 @@ pub struct Report {
     pub blocks: u64,
     /// Entries read from tables and WALs.
     pub entries: u64,
+    /// Table entries looked up through their keyspace's layout and found as themselves.
+    pub lookups: u64,
     /// Each keyspace's name and the shape of its layout as the manifest describes it.
     pub levels: Vec<(String, Vec<crate::stats::LevelStats>)>,
 }
@@ -107,8 +113,28 @@ pub fn check_db(path: impl AsRef<Path>) -> Result<Vec<Problem>> {
     Ok(check_dir(path.as_ref(), Arc::new(StdFs))?.problems)
 }
 
+/// What [`check_dir_with`] does beyond reading and verifying every byte.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckOptions {
+    /// Look every table entry up through its keyspace's layout (default true). It costs about
+    /// 2 µs per sorted-table entry and 4 µs per HTable entry here, several times the rest of the
+    /// check; without it a table the layout files where reads do not look goes unnoticed.
+    pub lookups: bool,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions { lookups: true }
+    }
+}
+
 /// [`check_db`] on any file system, with the full report.
 pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
+    check_dir_with(dir, fs, CheckOptions::default())
+}
+
+/// [`check_dir`] with options.
+pub fn check_dir_with(dir: &Path, fs: Arc<dyn FileSystem>, opts: CheckOptions) -> Result<Report> {
     let env = Env {
         fs,
         stats: Arc::new(IoStats::default()),
@@ -117,7 +143,9 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
     };
     let tables = Arc::new(TableCtx {
         env: env.clone(),
-        cache: BlockCache::new(0),
+        // Entries are looked up in file order, so consecutive lookups mostly read the block
+        // the previous one read; blocks enter the cache only after their checksum is verified.
+        cache: BlockCache::new(8 << 20),
         dir: dir.to_path_buf(),
     });
     let mut rep = Report::default();
@@ -182,6 +210,18 @@ pub fn check_dir(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<Report> {
                 rep.problem(dir, 0, format!("keyspace {ks}: {name} is named twice"));
             }
             check_file(&env, &f, &mut rep);
+        }
+        for f in v.files() {
+            let path = f.path();
+            // A damaged file is reported once, by `check_file`.
+            if opts.lookups
+                && matches!(f.ext, "sst" | "ht")
+                && !rep.problems.iter().any(|p| p.file == path)
+            {
+                if let Err(e) = check_lookups(&env, v.as_ref(), &f, &mut rep) {
+                    rep.error(&path, e);
+                }
+            }
         }
         if let Err(d) = v.check_invariants() {
             rep.problem(dir, 0, format!("keyspace {ks}: layout invariant: {d}"));
@@ -399,6 +439,72 @@ fn check_file(env: &Env, f: &Arc<TableFile>, rep: &mut Report) {
     if let Err(e) = r {
         rep.error(&path, e);
     }
+}
+
+/// Looks every entry of table `f` up through `v` at the entry's own sequence number: the
+/// newest version visible there is the entry itself, so anything else (absent, a tombstone for a
+/// value, another value) means reads cannot find it.
+fn check_lookups(
+    env: &Env,
+    v: &dyn LayoutVersion,
+    f: &Arc<TableFile>,
+    rep: &mut Report,
+) -> Result<()> {
+    let path = f.path();
+    let mut bad = 0u64;
+    let mut first: Option<String> = None;
+    let mut visit = |ikey: &[u8], value: &[u8]| -> Result<()> {
+        let p = key::parse(ikey);
+        let want = match key::ValueKind::from_u8(p.kind) {
+            Some(key::ValueKind::Put) => crate::memtable::Lookup::Value(value.to_vec()),
+            Some(key::ValueKind::Delete) => crate::memtable::Lookup::Deleted,
+            // Reported by the table's own check.
+            None => return Ok(()),
+        };
+        let got = v.get(p.user_key, p.seq)?;
+        rep.lookups += 1;
+        if got != want {
+            bad += 1;
+            if first.is_none() {
+                let found = match got {
+                    crate::memtable::Lookup::Absent => "nothing",
+                    crate::memtable::Lookup::Deleted => "a tombstone",
+                    crate::memtable::Lookup::Value(_) => "another value",
+                };
+                first = Some(format!(
+                    "{:?} at sequence number {}: the lookup found {found}",
+                    String::from_utf8_lossy(p.user_key),
+                    p.seq
+                ));
+            }
+        }
+        Ok(())
+    };
+    match f.ext {
+        "sst" => {
+            let mut it = f.iter(false)?;
+            it.seek_to_first()?;
+            while it.valid() {
+                visit(it.key(), it.value())?;
+                it.next()?;
+            }
+        }
+        _ => {
+            let file = env.open(&path, false)?;
+            let r = crate::htable::HTableReader::open_kind(file, true, ReadKind::Compaction)?;
+            r.for_each(|_, ikey, value| visit(ikey, value))?;
+        }
+    }
+    if let Some(e) = first {
+        rep.problem(
+            &path,
+            0,
+            format!(
+                "{bad} entries that a read at their sequence number does not find (first: {e})"
+            ),
+        );
+    }
+    Ok(())
 }
 
 fn check_key_range(path: &Path, meta: &TableMeta, ikey: &[u8], rep: &mut Report) {
