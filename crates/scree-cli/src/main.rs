@@ -44,7 +44,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
             Err(e) => {
-                eprintln!("scree bench: {e:#}");
+                eprintln!("scree bench: {}", describe(&e));
                 ExitCode::from(2)
             }
         },
@@ -57,8 +57,47 @@ fn exit_with(name: &str, r: anyhow::Result<bool>) -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
-            eprintln!("scree {name}: {e:#}");
+            eprintln!("scree {name}: {}", describe(&e));
             ExitCode::from(2)
         }
+    }
+}
+
+/// An error and its causes, each cause once: Scree's errors already print their OS error
+/// (`I/O error on PATH: No such file or directory`), which `{:#}` printed a second time.
+fn describe(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.is_empty() {
+            out = text;
+        } else if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+
+    #[test]
+    fn an_io_error_prints_its_os_error_once() {
+        let io = std::io::Error::from_raw_os_error(2);
+        let e = anyhow::Error::from(scree::Error::Io {
+            path: "/nowhere".into(),
+            source: io,
+        })
+        .context("opening the database");
+        let text = describe(&e);
+        assert_eq!(
+            text,
+            format!(
+                "opening the database: I/O error on /nowhere: {}",
+                std::io::Error::from_raw_os_error(2)
+            )
+        );
     }
 }
