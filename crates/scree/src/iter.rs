@@ -1,6 +1,7 @@
 //! Internal iterators over internal keys: the trait every source implements, the memtable
-//! iterator, and the merging iterator that combines sources in internal-key order in either
-//! direction.
+//! iterator, the merging iterator that combines sources in internal-key order in either
+//! direction, and the lazy concatenation of a sorted run's parts (a level's tables, a
+//! fragmented level's guards).
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -333,5 +334,145 @@ mod tests {
         assert_eq!(crate::key::user_key(it.key()), b"10");
         it.next().unwrap();
         assert_eq!(crate::key::user_key(it.key()), b"11");
+    }
+}
+
+/// The parts of a sorted run, in key order and not overlapping: what [`Concat`] walks.
+pub trait RunParts: Send {
+    /// A part's cursor.
+    type Iter: InternalIter;
+    /// Number of parts.
+    fn count(&self) -> usize;
+    /// Opens part `idx` (< `count`), unpositioned.
+    fn open(&self, idx: usize) -> Result<Self::Iter>;
+    /// The part a forward seek to `ikey` starts in (`count` when past the last).
+    fn seek_part(&self, ikey: &[u8]) -> usize;
+    /// The part a backward seek to `ikey` starts in (`None` when before the first).
+    fn seek_for_prev_part(&self, ikey: &[u8]) -> Option<usize>;
+}
+
+/// Iterates a sorted run one part at a time, each part opened only when the cursor reaches
+/// it; an exhausted part hands over to its neighbour in the direction of travel.
+pub struct Concat<P: RunParts> {
+    parts: P,
+    idx: usize,
+    cur: Option<P::Iter>,
+}
+
+impl<P: RunParts> Concat<P> {
+    /// A cursor over `parts`, not positioned.
+    pub fn over(parts: P) -> Self {
+        Concat {
+            parts,
+            idx: 0,
+            cur: None,
+        }
+    }
+
+    /// The run's parts.
+    pub fn parts(&self) -> &P {
+        &self.parts
+    }
+
+    /// Makes `iter`, already positioned, the cursor of part `idx`, then moves forward past
+    /// exhausted parts (a seek prepared elsewhere, e.g. on a pool).
+    pub fn install(&mut self, idx: usize, iter: P::Iter) -> Result<()> {
+        self.idx = idx;
+        self.cur = Some(iter);
+        self.forward_fix()
+    }
+
+    /// Opens part `idx` and positions it with `position`; `false` when there is no such part.
+    fn enter(
+        &mut self,
+        idx: usize,
+        position: impl FnOnce(&mut P::Iter) -> Result<()>,
+    ) -> Result<bool> {
+        if idx >= self.parts.count() {
+            self.cur = None;
+            return Ok(false);
+        }
+        let mut it = self.parts.open(idx)?;
+        position(&mut it)?;
+        self.idx = idx;
+        self.cur = Some(it);
+        Ok(true)
+    }
+
+    fn forward_fix(&mut self) -> Result<()> {
+        while self.cur.as_ref().is_some_and(|c| !c.valid()) {
+            if !self.enter(self.idx + 1, |c| c.seek_to_first())? {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    fn backward_fix(&mut self) -> Result<()> {
+        while self.cur.as_ref().is_some_and(|c| !c.valid()) {
+            if self.idx == 0 {
+                self.cur = None;
+                return Ok(());
+            }
+            self.enter(self.idx - 1, |c| c.seek_to_last())?;
+        }
+        Ok(())
+    }
+}
+
+impl<P: RunParts> InternalIter for Concat<P> {
+    fn valid(&self) -> bool {
+        self.cur.as_ref().is_some_and(|c| c.valid())
+    }
+    fn key(&self) -> &[u8] {
+        self.cur.as_ref().map(|c| c.key()).unwrap_or_default()
+    }
+    fn value(&self) -> &[u8] {
+        self.cur.as_ref().map(|c| c.value()).unwrap_or_default()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.enter(0, |c| c.seek_to_first())?;
+        self.forward_fix()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        match self.parts.count().checked_sub(1) {
+            Some(last) => {
+                self.enter(last, |c| c.seek_to_last())?;
+                self.backward_fix()
+            }
+            None => {
+                self.cur = None;
+                Ok(())
+            }
+        }
+    }
+    fn seek(&mut self, ikey: &[u8]) -> Result<()> {
+        let idx = self.parts.seek_part(ikey);
+        self.enter(idx, |c| c.seek(ikey))?;
+        self.forward_fix()
+    }
+    fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
+        match self.parts.seek_for_prev_part(ikey) {
+            Some(idx) => {
+                self.enter(idx, |c| c.seek_for_prev(ikey))?;
+                self.backward_fix()
+            }
+            None => {
+                self.cur = None;
+                Ok(())
+            }
+        }
+    }
+    fn next(&mut self) -> Result<()> {
+        if let Some(c) = self.cur.as_mut() {
+            c.next()?;
+        }
+        self.forward_fix()
+    }
+    fn prev(&mut self) -> Result<()> {
+        if let Some(c) = self.cur.as_mut() {
+            c.prev()?;
+        }
+        self.backward_fix()
     }
 }

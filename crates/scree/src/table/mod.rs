@@ -14,7 +14,7 @@ use crate::coding::{crc, get_u32, get_u64, put_u32, put_u64, put_varint, Reader}
 use crate::error::{Error, Result};
 use crate::filter::bloom;
 use crate::fs::{CountedReader, CountedWriter, Env};
-use crate::iter::InternalIter;
+use crate::iter::{Concat, InternalIter, RunParts};
 use crate::key::{self, cmp_ikey, ValueKind};
 use crate::memtable::Lookup;
 use crate::stats::ReadKind;
@@ -700,129 +700,45 @@ impl Drop for TableFile {
     }
 }
 
-/// Iterates a sorted run of non-overlapping tables (one level, or one guard's table in order).
-pub struct ConcatIter {
+/// A sorted run of non-overlapping tables (one level), as [`Concat`] parts.
+pub struct TableRun {
     tables: Arc<[Arc<TableFile>]>,
     fill_cache: bool,
-    idx: usize,
-    cur: Option<TableIter>,
 }
+
+impl RunParts for TableRun {
+    type Iter = TableIter;
+    fn count(&self) -> usize {
+        self.tables.len()
+    }
+    fn open(&self, idx: usize) -> Result<TableIter> {
+        match self.tables.get(idx) {
+            Some(t) => t.iter(self.fill_cache),
+            None => Err(Error::InvalidArgument(format!("no table {idx} in the run"))),
+        }
+    }
+    fn seek_part(&self, ikey: &[u8]) -> usize {
+        self.tables
+            .partition_point(|t| cmp_ikey(&t.meta.largest, ikey) == Ordering::Less)
+    }
+    fn seek_for_prev_part(&self, ikey: &[u8]) -> Option<usize> {
+        self.tables
+            .partition_point(|t| cmp_ikey(&t.meta.smallest, ikey) != Ordering::Greater)
+            .checked_sub(1)
+    }
+}
+
+/// Iterates a sorted run of non-overlapping tables, each opened only when reached.
+pub type ConcatIter = Concat<TableRun>;
 
 impl ConcatIter {
     /// Iterates `tables`, which must be sorted and non-overlapping. Versions share the run
     /// (`Arc<[_]>`), so starting a scan does not copy a level's file list.
     pub fn new(tables: impl Into<Arc<[Arc<TableFile>]>>, fill_cache: bool) -> Self {
-        ConcatIter {
+        Concat::over(TableRun {
             tables: tables.into(),
             fill_cache,
-            idx: 0,
-            cur: None,
-        }
-    }
-    fn open(&mut self, idx: usize) -> Result<bool> {
-        match self.tables.get(idx) {
-            Some(t) => {
-                self.idx = idx;
-                self.cur = Some(t.iter(self.fill_cache)?);
-                Ok(true)
-            }
-            None => {
-                self.cur = None;
-                Ok(false)
-            }
-        }
-    }
-    fn forward_fix(&mut self) -> Result<()> {
-        while self.cur.as_ref().is_some_and(|c| !c.valid()) {
-            if !self.open(self.idx + 1)? {
-                return Ok(());
-            }
-            if let Some(c) = self.cur.as_mut() {
-                c.seek_to_first()?;
-            }
-        }
-        Ok(())
-    }
-    fn backward_fix(&mut self) -> Result<()> {
-        while self.cur.as_ref().is_some_and(|c| !c.valid()) {
-            if self.idx == 0 {
-                self.cur = None;
-                return Ok(());
-            }
-            self.open(self.idx - 1)?;
-            if let Some(c) = self.cur.as_mut() {
-                c.seek_to_last()?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl InternalIter for ConcatIter {
-    fn valid(&self) -> bool {
-        self.cur.as_ref().is_some_and(|c| c.valid())
-    }
-    fn key(&self) -> &[u8] {
-        self.cur.as_ref().map(|c| c.key()).unwrap_or_default()
-    }
-    fn value(&self) -> &[u8] {
-        self.cur.as_ref().map(|c| c.value()).unwrap_or_default()
-    }
-    fn seek_to_first(&mut self) -> Result<()> {
-        if self.open(0)? {
-            if let Some(c) = self.cur.as_mut() {
-                c.seek_to_first()?;
-            }
-        }
-        self.forward_fix()
-    }
-    fn seek_to_last(&mut self) -> Result<()> {
-        if self.tables.is_empty() {
-            self.cur = None;
-            return Ok(());
-        }
-        self.open(self.tables.len() - 1)?;
-        if let Some(c) = self.cur.as_mut() {
-            c.seek_to_last()?;
-        }
-        self.backward_fix()
-    }
-    fn seek(&mut self, ikey: &[u8]) -> Result<()> {
-        let idx = self
-            .tables
-            .partition_point(|t| cmp_ikey(&t.meta.largest, ikey) == Ordering::Less);
-        if self.open(idx)? {
-            if let Some(c) = self.cur.as_mut() {
-                c.seek(ikey)?;
-            }
-        }
-        self.forward_fix()
-    }
-    fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
-        let idx = self
-            .tables
-            .partition_point(|t| cmp_ikey(&t.meta.smallest, ikey) != Ordering::Greater);
-        if idx == 0 {
-            self.cur = None;
-            return Ok(());
-        }
-        self.open(idx - 1)?;
-        if let Some(c) = self.cur.as_mut() {
-            c.seek_for_prev(ikey)?;
-        }
-        self.backward_fix()
-    }
-    fn next(&mut self) -> Result<()> {
-        if let Some(c) = self.cur.as_mut() {
-            c.next()?;
-        }
-        self.forward_fix()
-    }
-    fn prev(&mut self) -> Result<()> {
-        if let Some(c) = self.cur.as_mut() {
-            c.prev()?;
-        }
-        self.backward_fix()
+        })
     }
 }
 

@@ -10,22 +10,51 @@ use parking_lot::Mutex;
 
 use super::version::{GKey, Level, Shared};
 use crate::error::{Error, Result};
-use crate::iter::{InternalIter, MergingIter};
+use crate::iter::{Concat, InternalIter, MergingIter, RunParts};
 use crate::key::{self, make_ikey, ValueKind, MAX_SEQ};
 use crate::table::TableIter;
 
 /// Compaction bytes one seek is worth (seek-based compaction threshold per guard byte).
 pub(crate) const SEEK_COST_BYTES: u64 = 16 * 1024;
 
-/// Iterates one level: guards in key order, the tables of the current guard merged.
+/// A level's guards, in key order, as [`Concat`] parts: each part merges the guard's tables.
+pub(crate) struct Guards(Arc<Level>);
+
+impl RunParts for Guards {
+    type Iter = MergingIter;
+    fn count(&self) -> usize {
+        self.0.guards.len()
+    }
+    fn open(&self, idx: usize) -> Result<MergingIter> {
+        let g = self
+            .0
+            .guards
+            .get(idx)
+            .ok_or_else(|| Error::InvalidArgument(format!("no guard {idx} in the level")))?;
+        let mut children: Vec<Box<dyn InternalIter>> = Vec::with_capacity(g.tables.len());
+        for t in &g.tables {
+            children.push(Box::new(t.iter(true)?));
+        }
+        Ok(MergingIter::new(children))
+    }
+    fn seek_part(&self, ikey: &[u8]) -> usize {
+        self.0.guard_index(key::user_key(ikey))
+    }
+    fn seek_for_prev_part(&self, ikey: &[u8]) -> Option<usize> {
+        // The sentinel guard covers every key below the first guard key.
+        Some(self.0.guard_index(key::user_key(ikey)))
+    }
+}
+
+/// Iterates one level: guards in key order, the tables of the current guard merged; seeks
+/// count against their guard (seek-based compaction) and, with a pool, position a guard's
+/// tables in parallel.
 pub(crate) struct LevelIter {
-    level: Arc<Level>,
+    run: Concat<Guards>,
     level_no: usize,
     shared: Arc<Shared>,
     threshold: u64,
     pool: Option<Arc<SeekPool>>,
-    idx: usize,
-    cur: Option<MergingIter>,
 }
 
 impl LevelIter {
@@ -37,60 +66,22 @@ impl LevelIter {
         pool: Option<Arc<SeekPool>>,
     ) -> Self {
         LevelIter {
-            level,
+            run: Concat::over(Guards(level)),
             level_no,
             shared,
             threshold,
             pool,
-            idx: 0,
-            cur: None,
         }
     }
 
-    fn open(&mut self, idx: usize) -> Result<bool> {
-        let Some(g) = self.level.guards.get(idx) else {
-            self.cur = None;
-            return Ok(false);
-        };
-        let mut children: Vec<Box<dyn InternalIter>> = Vec::with_capacity(g.tables.len());
-        for t in &g.tables {
-            children.push(Box::new(t.iter(true)?));
-        }
-        self.idx = idx;
-        self.cur = Some(MergingIter::new(children));
-        Ok(true)
-    }
-
-    fn forward_fix(&mut self) -> Result<()> {
-        while self.cur.as_ref().is_some_and(|c| !c.valid()) {
-            if !self.open(self.idx + 1)? {
-                return Ok(());
-            }
-            if let Some(c) = self.cur.as_mut() {
-                c.seek_to_first()?;
-            }
-        }
-        Ok(())
-    }
-
-    fn backward_fix(&mut self) -> Result<()> {
-        while self.cur.as_ref().is_some_and(|c| !c.valid()) {
-            if self.idx == 0 {
-                self.cur = None;
-                return Ok(());
-            }
-            self.open(self.idx - 1)?;
-            if let Some(c) = self.cur.as_mut() {
-                c.seek_to_last()?;
-            }
-        }
-        Ok(())
+    fn level(&self) -> &Level {
+        &self.run.parts().0
     }
 
     /// The seek hook: a seek that has to merge several tables counts against the guard; at
     /// the threshold the guard is handed to the policy as a compaction candidate.
     fn count_seek(&self, idx: usize) {
-        let Some(g) = self.level.guards.get(idx) else {
+        let Some(g) = self.level().guards.get(idx) else {
             return;
         };
         if self.threshold == 0 || g.tables.len() < 2 {
@@ -110,11 +101,16 @@ impl LevelIter {
         }
     }
 
-    /// Positions the guard's tables on the pool, then merges them.
-    fn parallel_seek(&mut self, idx: usize, ikey: &[u8], pool: &SeekPool) -> Result<()> {
-        let Some(g) = self.level.guards.get(idx) else {
-            self.cur = None;
-            return Ok(());
+    /// Positions guard `idx`'s tables on the pool, then merges them; `None` when the guard
+    /// has fewer than two tables (nothing to do in parallel).
+    fn parallel_seek(
+        &self,
+        idx: usize,
+        ikey: &[u8],
+        pool: &SeekPool,
+    ) -> Result<Option<MergingIter>> {
+        let Some(g) = self.level().guards.get(idx).filter(|g| g.tables.len() >= 2) else {
+            return Ok(None);
         };
         let mut iters = Vec::with_capacity(g.tables.len());
         for t in &g.tables {
@@ -133,81 +129,44 @@ impl LevelIter {
         let mut m = MergingIter::new(children);
         // The children skip this seek: they are already there.
         m.seek(ikey)?;
-        self.idx = idx;
-        self.cur = Some(m);
-        Ok(())
+        Ok(Some(m))
     }
 }
 
 impl InternalIter for LevelIter {
     fn valid(&self) -> bool {
-        self.cur.as_ref().is_some_and(|c| c.valid())
+        self.run.valid()
     }
     fn key(&self) -> &[u8] {
-        self.cur.as_ref().map(|c| c.key()).unwrap_or_default()
+        self.run.key()
     }
     fn value(&self) -> &[u8] {
-        self.cur.as_ref().map(|c| c.value()).unwrap_or_default()
+        self.run.value()
     }
     fn seek_to_first(&mut self) -> Result<()> {
-        if self.open(0)? {
-            if let Some(c) = self.cur.as_mut() {
-                c.seek_to_first()?;
-            }
-        }
-        self.forward_fix()
+        self.run.seek_to_first()
     }
     fn seek_to_last(&mut self) -> Result<()> {
-        let n = self.level.guards.len();
-        if n == 0 || !self.open(n - 1)? {
-            self.cur = None;
-            return Ok(());
-        }
-        if let Some(c) = self.cur.as_mut() {
-            c.seek_to_last()?;
-        }
-        self.backward_fix()
+        self.run.seek_to_last()
     }
     fn seek(&mut self, ikey: &[u8]) -> Result<()> {
-        let idx = self.level.guard_index(key::user_key(ikey));
+        let idx = self.run.parts().seek_part(ikey);
         self.count_seek(idx);
-        let multi = self
-            .level
-            .guards
-            .get(idx)
-            .is_some_and(|g| g.tables.len() >= 2);
-        match self.pool.clone() {
-            Some(pool) if multi => self.parallel_seek(idx, ikey, &pool)?,
-            _ => {
-                if self.open(idx)? {
-                    if let Some(c) = self.cur.as_mut() {
-                        c.seek(ikey)?;
-                    }
-                }
+        if let Some(pool) = self.pool.clone() {
+            if let Some(m) = self.parallel_seek(idx, ikey, &pool)? {
+                return self.run.install(idx, m);
             }
         }
-        self.forward_fix()
+        self.run.seek(ikey)
     }
     fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
-        let idx = self.level.guard_index(key::user_key(ikey));
-        if self.open(idx)? {
-            if let Some(c) = self.cur.as_mut() {
-                c.seek_for_prev(ikey)?;
-            }
-        }
-        self.backward_fix()
+        self.run.seek_for_prev(ikey)
     }
     fn next(&mut self) -> Result<()> {
-        if let Some(c) = self.cur.as_mut() {
-            c.next()?;
-        }
-        self.forward_fix()
+        self.run.next()
     }
     fn prev(&mut self) -> Result<()> {
-        if let Some(c) = self.cur.as_mut() {
-            c.prev()?;
-        }
-        self.backward_fix()
+        self.run.prev()
     }
 }
 
