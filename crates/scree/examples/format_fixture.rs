@@ -16,7 +16,9 @@
 //!
 //! MODE: `crash` (the default) ends the process without closing the database (the WAL keeps
 //! data, a memory-mapped WAL keeps its zero tail); `close` drops it cleanly; `reopen` writes
-//! nothing: it recovers the database an earlier run left at `OUT/db` and closes it.
+//! nothing: it recovers the database an earlier run left at `OUT/db` and closes it; `dump`
+//! recovers it and writes what the engine reads to `OUT/engine.tsv` (sorted keyspaces by a
+//! scan, trie keyspaces by a lookup of every key of `OUT/expected.tsv`).
 //! `FIXTURE_TRIE_DEPTH` sets the trie's last-level depth (default 2; 1 gives BloomClusters of
 //! several blocks).
 //!
@@ -46,6 +48,12 @@ impl Rng {
     fn bytes(&mut self, n: usize) -> Vec<u8> {
         (0..n).map(|_| self.next() as u8).collect()
     }
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect()
 }
 
 fn hex(b: &[u8]) -> String {
@@ -130,6 +138,45 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         db.wait_for_compactions()?;
         println!("{}: reopened and closed", dir.display());
+        return Ok(());
+    }
+    if mode == "dump" {
+        // Read the database back through the engine into `OUT/engine.tsv` (the format of
+        // `expected.tsv`): sorted keyspaces by a full scan, trie keyspaces by a lookup of every
+        // key of `expected.tsv` (so a key missing from it is not seen).
+        let db = Db::open(&dir, Options::default())?;
+        let expected = std::fs::read_to_string(out.join("expected.tsv")).unwrap_or_default();
+        let mut names: Vec<(String, Layout)> = Vec::new();
+        for l in &layouts {
+            for suffix in ["a", "b"] {
+                names.push((format!("{l}_{suffix}"), *l));
+            }
+        }
+        names.push((format!("hi_{}", layouts[0]), layouts[0]));
+        let mut lines = Vec::new();
+        for (name, l) in &names {
+            let ks = db.keyspace(name, ks_opts(*l, false))?;
+            if *l == Layout::Trie {
+                for line in expected
+                    .lines()
+                    .filter(|x| x.starts_with(&format!("{name}\t")))
+                {
+                    let k = unhex(line.split('\t').nth(1).unwrap_or(""));
+                    if let Some(v) = ks.get(&k)? {
+                        lines.push(format!("{name}\t{}\t{}", hex(&k), hex(&v)));
+                    }
+                }
+            } else {
+                for item in ks.range::<&[u8], _>(..) {
+                    let (k, v) = item?;
+                    lines.push(format!("{name}\t{}\t{}", hex(&k), hex(&v)));
+                }
+            }
+        }
+        lines.sort();
+        let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(out.join("engine.tsv"), body)?;
+        println!("{}: {} live keys read", dir.display(), lines.len());
         return Ok(());
     }
     let _ = std::fs::remove_dir_all(&dir);
