@@ -744,3 +744,80 @@ fn a_snapshot_larger_than_max_manifest_bytes_is_not_rewritten_per_edit() {
         assert!(ks.get(format!("n{i:05}")).expect("get").is_some());
     }
 }
+
+/// A flush of the oldest of three or more immutable memtables must persist, as the
+/// keyspace's log number, the WAL of the oldest memtable still unflushed (the second oldest),
+/// not that of a newer one: recovery skips every WAL below that number. Here the first
+/// flush completes while two newer memtables wait, the next flush fails (the database turns
+/// read-only), and a reopen must still find every acknowledged write in the WALs.
+#[test]
+fn a_flush_behind_several_frozen_memtables_keeps_their_wals_replayable() {
+    use scree::fs::fault::{Fault, OpKind};
+    use scree::fs::FileSystem;
+    use std::time::{Duration, Instant};
+    for layout in Layout::implemented() {
+        let table_ext = if layout == Layout::Trie {
+            ".ht"
+        } else {
+            ".sst"
+        };
+        let fs = scree::fs::fault::FaultFs::new(3);
+        let mut o = common::small_db();
+        o.fs = Some(fs.as_dyn());
+        o.max_immutable_memtables = 8;
+        let db = Db::open("/db", o.clone()).expect("open");
+        let ks = db.keyspace("k", common::small_ks(layout)).expect("ks");
+        let logs = || {
+            fs.list(std::path::Path::new("/db"))
+                .expect("list")
+                .iter()
+                .filter(|n| n.ends_with(".log"))
+                .count()
+        };
+        // Hold the first flush at its first table write.
+        let gate = fs.pause(OpKind::Write, table_ext);
+        let value = |i: u32| format!("{i:05}").repeat(200).into_bytes();
+        let mut n = 0u32;
+        // Three frozen memtables (each with its own WAL) and a non-empty active one.
+        while logs() < 4 {
+            ks.put(key(n), value(n)).expect("put");
+            n += 1;
+            assert!(n < 2000, "{layout}: memtables never froze");
+        }
+        for _ in 0..5 {
+            ks.put(key(n), value(n)).expect("put");
+            n += 1;
+        }
+        let t = Instant::now();
+        while gate.waiting() == 0 {
+            assert!(t.elapsed() < Duration::from_secs(10), "{layout}: no flush");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // The held flush has created its table; every later table creation fails.
+        let mut f = Fault::nth(Some(OpKind::Create), 1).persistent();
+        f.path_contains = Some(table_ext.to_string());
+        fs.inject(f);
+        gate.open();
+        assert!(
+            db.wait_for_compactions().is_err(),
+            "{layout}: the second flush should fail"
+        );
+        assert!(
+            db.stats().flushes >= 1,
+            "{layout}: the first flush installed"
+        );
+        drop(ks);
+        drop(db);
+        fs.clear_faults();
+        let db = Db::open("/db", o).expect("reopen");
+        let ks = db.keyspace("k", common::small_ks(layout)).expect("ks");
+        for i in 0..n {
+            assert_eq!(
+                ks.get(key(i)).expect("get"),
+                Some(value(i)),
+                "{layout}: key {i} of {n} lost"
+            );
+        }
+        db.check_invariants().expect("invariants");
+    }
+}

@@ -798,3 +798,67 @@ pub(crate) mod test_support {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod concat_tests {
+    use super::test_support::std_ctx;
+    use super::{table_path, ConcatIter, TableBuilder, TableFile};
+    use crate::iter::InternalIter;
+    use crate::key::{cmp_ikey, make_ikey, ValueKind};
+    use crate::stats::WriteCause;
+
+    /// `ConcatIter::seek` and `seek_for_prev` keep the `InternalIter` contract (first entry
+    /// >= target, last entry <= target) when the target is exactly a table's smallest or
+    /// largest internal key, or falls in the gap between two tables: a table whose smallest
+    /// key equals the target must be the one searched, not skipped for its predecessor.
+    #[test]
+    fn seeks_on_table_boundaries_find_the_exact_entry() {
+        let dir = tempfile::tempdir().expect("dir");
+        let ctx = std_ctx(dir.path(), 1 << 20);
+        // Three tables of a sorted run; zeroed and ordinary sequence numbers, a tombstone.
+        let runs: [&[(&str, u64, ValueKind)]; 3] = [
+            &[("b", 0, ValueKind::Put), ("d", 7, ValueKind::Put)],
+            &[
+                ("f", 9, ValueKind::Delete),
+                ("f", 3, ValueKind::Put),
+                ("h", 0, ValueKind::Put),
+            ],
+            &[("k", 4, ValueKind::Put), ("m", 0, ValueKind::Put)],
+        ];
+        let mut all: Vec<Vec<u8>> = Vec::new();
+        let mut files = Vec::new();
+        for (no, run) in runs.iter().enumerate() {
+            let no = no as u64 + 1;
+            let w = ctx
+                .env
+                .create(&table_path(&ctx.dir, no), WriteCause::Flush)
+                .expect("create");
+            let mut b = TableBuilder::new(w, no, 4096, 10);
+            for &(k, seq, kind) in run.iter() {
+                let ik = make_ikey(k.as_bytes(), seq, kind);
+                b.add(&ik, k.as_bytes()).expect("add");
+                all.push(ik);
+            }
+            files.push(TableFile::new(b.finish().expect("finish"), ctx.clone()));
+        }
+        let mut it = ConcatIter::new(files, true);
+        let mut targets = all.clone();
+        for k in ["a", "c", "e", "g", "j", "l", "n"] {
+            targets.push(make_ikey(k.as_bytes(), 5, ValueKind::Put));
+        }
+        for t in &targets {
+            let want_next = all.iter().find(|k| cmp_ikey(k, t).is_ge());
+            it.seek(t).expect("seek");
+            assert_eq!(it.valid().then(|| it.key().to_vec()).as_ref(), want_next);
+            let want_prev = all.iter().rev().find(|k| cmp_ikey(k, t).is_le());
+            it.seek_for_prev(t).expect("seek_for_prev");
+            assert_eq!(
+                it.valid().then(|| it.key().to_vec()).as_ref(),
+                want_prev,
+                "seek_for_prev({:?})",
+                String::from_utf8_lossy(t)
+            );
+        }
+    }
+}
