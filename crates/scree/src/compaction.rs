@@ -2,12 +2,14 @@
 //! snapshot can see (and tombstones at the bottom), zeroes the sequence numbers of versions
 //! every snapshot sees at the bottom, and cuts output into sorted tables.
 
+use std::sync::Arc;
+
 use crate::error::Result;
 use crate::iter::InternalIter;
 use crate::key::{self, ValueKind};
 use crate::layout::JobCtx;
 use crate::stats::WriteCause;
-use crate::table::{table_path, TableBuilder, TableMeta};
+use crate::table::{table_path, TableBuilder, TableFile, TableMeta};
 
 /// Where the merge may start a new output table.
 pub trait Cutter {
@@ -25,14 +27,33 @@ impl Cutter for SizeCutter {
     }
 }
 
+/// The largest sequence number of the writes behind the entries that `tables` hold with
+/// sequence number 0 (0 when none holds one): such an entry's own number is gone, and a table
+/// made from it must still count it in its [`TableMeta::max_seq`].
+pub fn zeroed_bound<'a>(tables: impl IntoIterator<Item = &'a Arc<TableFile>>) -> u64 {
+    tables
+        .into_iter()
+        .filter(|t| t.meta.entries > 0 && t.meta.min_seq == 0)
+        .map(|t| t.meta.max_seq)
+        .max()
+        .unwrap_or(0)
+}
+
 /// Merges `input` (positioned by this function) into new tables.
 /// `bottommost` says that no older data for these keys exists below the output, so tombstones
 /// invisible to every snapshot can be dropped and versions every snapshot sees are written
-/// with sequence number 0.
+/// with sequence number 0. `zeroed_max` is the [`zeroed_bound`] of the input tables.
+///
+/// An output's `max_seq` bounds the sequence numbers of the writes it holds, those written
+/// with 0 included (their own number, or `zeroed_max` for entries that arrive with 0):
+/// point-in-time recovery compares it with the WAL's cut, and a fragmented guard orders its
+/// tables by it. Read from the written entries, a table merged at the bottom claimed to hold
+/// nothing newer than 0, and recovery kept such a table's writes from after the cut.
 pub fn merge_into_tables(
     ctx: &JobCtx<'_>,
     input: &mut dyn InternalIter,
     bottommost: bool,
+    zeroed_max: u64,
     cutter: &mut dyn Cutter,
     cause: WriteCause,
 ) -> Result<Vec<TableMeta>> {
@@ -96,8 +117,12 @@ pub fn merge_into_tables(
                     zeroed.extend_from_slice(p.user_key);
                     zeroed.extend_from_slice(&u64::from(p.kind).to_le_bytes());
                     b.add(&zeroed, input.value())?;
+                    b.note_seq(p.seq);
                 } else {
                     b.add(ik, input.value())?;
+                    if p.seq == 0 {
+                        b.note_seq(zeroed_max);
+                    }
                 }
             }
         }

@@ -648,6 +648,69 @@ fn point_in_time_recovery_refuses_a_table_ahead_of_the_cut() {
     ));
 }
 
+/// The same split batch, with A's tables merged to the bottom before the damage is found: a
+/// bottommost merge writes the versions every snapshot sees with sequence number 0, and a table
+/// whose largest sequence number was read after zeroing (0 here) no longer showed that it held
+/// writes from after the cut. The open must still be refused. (A `trie` table's largest
+/// sequence number is its order key, which zeroing never lowered.)
+#[test]
+fn point_in_time_recovery_refuses_a_table_ahead_of_the_cut_after_a_bottommost_merge() {
+    for layout in Layout::implemented() {
+        let fs = FaultFs::new(11);
+        {
+            let db = Db::open(DIR, opts(&fs, WalRecovery::PointInTime)).expect("open");
+            // A's flushes are merged at once with what lies below them (nothing deeper: the
+            // merge is bottommost and zeroes the sequence numbers).
+            let mut ao = common::small_ks(layout);
+            ao.leveled.l0_compaction_trigger = 1;
+            ao.fragmented.l0_compaction_trigger = 1;
+            ao.fragmented.max_sstables_per_guard = 1;
+            let a = db.keyspace("a", ao).expect("a");
+            let b = db.keyspace("b", common::small_ks(layout)).expect("b");
+            // B keeps data in the first WAL and is never flushed.
+            b.put(b"b0", b"v").expect("put");
+            let filler = vec![7u8; 1024];
+            // A fills past its buffer: it alone rotates and is flushed.
+            for i in 0..80u32 {
+                a.put(format!("fill-{i:04}"), &filler).expect("put");
+            }
+            db.wait_for_compactions().expect("wait");
+            b.put(b"r1", b"v").expect("put");
+            let mut batch = scree::WriteBatch::new();
+            batch.put(&a, b"x", b"1");
+            batch.put(&b, b"x", b"1");
+            db.write(batch, &scree::WriteOptions { sync: true })
+                .expect("batch");
+            // A is flushed again, over the same keys: the batch's A half is merged into the
+            // tables below.
+            for i in 0..80u32 {
+                a.put(format!("fill-{i:04}"), &filler).expect("put");
+            }
+            db.wait_for_compactions().expect("wait");
+            assert_eq!(a.get(b"x").expect("get"), Some(b"1".to_vec()));
+        }
+        let (wal, at) = find_record(&fs, b"r1").expect("r1 in a WAL");
+        let mut data = fs.file_bytes(&wal).expect("wal");
+        data[at + 3] ^= 0x40;
+        fs.set_file_bytes(&wal, data.clone());
+        match Db::open(DIR, opts(&fs, WalRecovery::PointInTime)) {
+            Err(e @ Error::Corruption { .. }) => {
+                assert!(e.to_string().contains("no consistent point in time"), "{e}")
+            }
+            Err(e) => panic!("{layout:?}: expected Corruption, got {e}"),
+            Ok(db) => {
+                let a = db.keyspace("a", common::small_ks(layout)).expect("a");
+                let b = db.keyspace("b", common::small_ks(layout)).expect("b");
+                panic!(
+                    "{layout:?}: opened a state where a batch is split: a.x = {:?}, b.x = {:?}",
+                    a.get(b"x").expect("get"),
+                    b.get(b"x").expect("get")
+                );
+            }
+        }
+    }
+}
+
 /// An edit appended to the manifest with a valid checksum.
 fn append_edit(fs: &FaultFs, edit: &scree::manifest::edit::Edit) {
     let m = fs

@@ -42,7 +42,8 @@ pub struct TableMeta {
     pub entries: u64,
     /// Smallest sequence number inside.
     pub min_seq: u64,
-    /// Largest sequence number inside.
+    /// Largest sequence number of the writes inside (a version written with sequence number
+    /// 0 at the bottom counts with its own number).
     pub max_seq: u64,
 }
 
@@ -104,6 +105,13 @@ impl TableBuilder {
             max_seq: 0,
             offset: 0,
         }
+    }
+
+    /// Counts `seq` in the table's largest sequence number ([`TableMeta::max_seq`]) for an
+    /// entry added with sequence number 0 (a version every snapshot sees, written at the
+    /// bottom): the table still holds that write, and `max_seq` bounds the writes it holds.
+    pub fn note_seq(&mut self, seq: u64) {
+        self.max_seq = self.max_seq.max(seq);
     }
 
     /// Adds an entry; internal keys must arrive in increasing order.

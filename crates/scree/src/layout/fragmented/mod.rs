@@ -51,7 +51,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use crate::compaction::{merge_into_tables, SizeCutter};
+use crate::compaction::{merge_into_tables, zeroed_bound, SizeCutter};
 use crate::error::Result;
 use crate::iter::{InternalIter, MergingIter};
 use crate::key;
@@ -733,10 +733,12 @@ impl Job for FragJob {
             }
             let mut it = BoundedIter::new(MergingIter::new(srcs), c.lo.clone(), c.hi.clone());
             // One fragment per child guard.
+            let merged: &[Arc<TableFile>] = if c.merge { &c.existing } else { &[] };
             let outs = merge_into_tables(
                 ctx,
                 &mut it,
                 c.bottommost,
+                zeroed_bound(c.inputs.iter().chain(merged)),
                 &mut SizeCutter(u64::MAX),
                 WriteCause::Compaction,
             )?;

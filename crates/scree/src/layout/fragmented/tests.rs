@@ -499,7 +499,9 @@ mod interleaving_tests {
         v.as_any().downcast_ref().expect("fragmented")
     }
 
-    fn simulate(seed: u64) {
+    /// `snapshot`: a snapshot is taken at a random point and held to the end; jobs run with
+    /// it as their smallest snapshot, and gets at it must return the model's values then.
+    fn simulate(seed: u64, snapshot: bool) {
         let dir = tempfile::tempdir().unwrap();
         let tables = super::consolidation_tests::std_tables(dir.path());
         let next = AtomicU64::new(10);
@@ -516,10 +518,21 @@ mod interleaving_tests {
         f.aggressive_ratio = [0.0, 0.25][rng.below(2) as usize];
         let smallest_snapshot = if rng.below(2) == 0 { u64::MAX >> 8 } else { 0 };
         let o = opts.fragmented.clone();
-        let ctx = JobCtx {
+        // The snapshot's sequence number (none: `u64::MAX`) and the model it must read.
+        let snap_at = if snapshot {
+            20 + rng.below(200)
+        } else {
+            u64::MAX
+        };
+        let mut snap_model: Option<BTreeMap<String, Option<String>>> = None;
+        let ctx_at = |seq: u64| JobCtx {
             tables: &tables,
             next_file: &next,
-            smallest_snapshot,
+            smallest_snapshot: if snapshot {
+                snap_at.min(seq)
+            } else {
+                smallest_snapshot
+            },
             opts: &opts,
             stats: &stats,
             hash_key: [0; 16],
@@ -534,19 +547,34 @@ mod interleaving_tests {
         let mut seq = 0u64;
         let mut inflight: Vec<Box<dyn Job>> = Vec::new();
         let last = levels - 1;
-        let check =
-            |v: &Arc<dyn LayoutVersion>, model: &BTreeMap<String, Option<String>>, at: &str| {
-                if let Err(e) = v.check_invariants() {
-                    panic!("seed {seed} {at}: {e}");
-                }
-                for (k, want) in model {
-                    let got = match v.get(k.as_bytes(), u64::MAX >> 8).unwrap() {
-                        Lookup::Value(b) => Some(String::from_utf8_lossy(&b).to_string()),
-                        _ => None,
-                    };
-                    assert_eq!(&got, want, "seed {seed} {at}: key {k}");
-                }
-            };
+        // Every key the latest model names (deleted ones included) is read at `seq`, where
+        // `model` holds what it reads (a key it does not name is absent there).
+        let check_at = |v: &Arc<dyn LayoutVersion>,
+                        latest: &BTreeMap<String, Option<String>>,
+                        model: &BTreeMap<String, Option<String>>,
+                        seq: u64,
+                        at: &str| {
+            if let Err(e) = v.check_invariants() {
+                panic!("seed {seed} {at}: {e}");
+            }
+            for k in latest.keys() {
+                let want = &model.get(k).cloned().flatten();
+                let got = match v.get(k.as_bytes(), seq).unwrap() {
+                    Lookup::Value(b) => Some(String::from_utf8_lossy(&b).to_string()),
+                    _ => None,
+                };
+                assert_eq!(&got, want, "seed {seed} {at}: key {k} at {seq}");
+            }
+        };
+        let check = |v: &Arc<dyn LayoutVersion>,
+                     model: &BTreeMap<String, Option<String>>,
+                     snap: &Option<BTreeMap<String, Option<String>>>,
+                     at: &str| {
+            check_at(v, model, model, u64::MAX >> 8, at);
+            if let Some(m) = snap {
+                check_at(v, model, m, snap_at, at);
+            }
+        };
         for step in 0..300 {
             match rng.below(10) {
                 0..=2 => {
@@ -568,6 +596,9 @@ mod interleaving_tests {
                     let mut pend: BTreeMap<usize, Vec<super::super::version::GKey>> =
                         BTreeMap::new();
                     for k in &keys {
+                        if seq == snap_at && snap_model.is_none() {
+                            snap_model = Some(model.clone());
+                        }
                         seq += 1;
                         if rng.below(5) == 0 {
                             b.add(&make_ikey(k.as_bytes(), seq, ValueKind::Delete), b"")
@@ -602,12 +633,12 @@ mod interleaving_tests {
                         e.records.push(guard_record(TAG_PENDING, l, &ks));
                     }
                     v = v.apply(&e, &tables).unwrap();
-                    check(&v, &model, &format!("step {step} flush"));
+                    check(&v, &model, &snap_model, &format!("step {step} flush"));
                 }
                 3..=5 => {
                     // Plan a job: the policy's pick, or a guard chosen at random.
                     let job = if rng.below(2) == 0 {
-                        p.pick(&v, &ctx)
+                        p.pick(&v, &ctx_at(seq))
                     } else {
                         let fvv = fv(&v);
                         let level = 1 + rng.below(last as u64) as usize;
@@ -635,18 +666,18 @@ mod interleaving_tests {
                     }
                     let i = rng.below(inflight.len() as u64) as usize;
                     let mut job = inflight.swap_remove(i);
-                    let e = job.run(&ctx).unwrap();
+                    let e = job.run(&ctx_at(seq)).unwrap();
                     v = v.apply(&e, &tables).unwrap();
                     drop(job);
-                    check(&v, &model, &format!("step {step} install"));
+                    check(&v, &model, &snap_model, &format!("step {step} install"));
                 }
             }
         }
         while let Some(mut job) = inflight.pop() {
-            let e = job.run(&ctx).unwrap();
+            let e = job.run(&ctx_at(seq)).unwrap();
             v = v.apply(&e, &tables).unwrap();
             drop(job);
-            check(&v, &model, "drain");
+            check(&v, &model, &snap_model, "drain");
         }
     }
 
@@ -657,7 +688,20 @@ mod interleaving_tests {
             .and_then(|s| s.parse().ok())
             .unwrap_or(40);
         for seed in 0..n {
-            simulate(seed);
+            simulate(seed, false);
+        }
+    }
+
+    /// The same with a snapshot held from a random point on: versions it reads must survive
+    /// every merge, and sequence numbers at or below it are zeroed at the bottom.
+    #[test]
+    fn random_interleavings_of_jobs_keep_a_snapshot_readable() {
+        let n: u64 = std::env::var("SCREE_FRAG_SIM_SEEDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(40);
+        for seed in 0..n {
+            simulate(seed, true);
         }
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::compaction::{merge_into_tables, Cutter, SizeCutter};
+use crate::compaction::{merge_into_tables, zeroed_bound, Cutter, SizeCutter};
 use crate::error::{Error, Result};
 use crate::iter::{InternalIter, MergingIter};
 use crate::key::cmp_ikey;
@@ -554,6 +554,7 @@ impl Job for LeveledJob {
             ctx,
             &mut it,
             self.bottommost,
+            zeroed_bound(&by_level),
             &mut cutter,
             WriteCause::Compaction,
         )?;
