@@ -11,8 +11,9 @@
 //! keyspace's layout at its own sequence number, as a get at that snapshot would (which guard,
 //! container or level, then the filters, index, bucket and migration metadata), and must come
 //! back as itself. A table the layout files where reads do not look, or a filter or index that
-//! misses a key, would answer "absent" for data that is there, with every checksum right. A torn tail at the end of the newest WAL or of the manifest is what a crash
-//! leaves and recovery drops: it is not a problem.
+//! misses a key, would answer "absent" for data that is there, with every checksum right. A
+//! torn tail at the end of the newest WAL or of the manifest is what a crash leaves and recovery
+//! drops: it is not a problem.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -29,6 +30,7 @@ use crate::key::{self, cmp_ikey};
 use crate::layout::{self, LayoutVersion};
 use crate::log::{self, LogEnd};
 use crate::manifest::{self, edit::Edit};
+use crate::memtable::Lookup;
 use crate::options::Layout as LayoutKind;
 use crate::stats::{IoStats, ReadKind};
 use crate::table::{TableCtx, TableFile, TableMeta};
@@ -461,23 +463,22 @@ fn check_lookups(
     let mut visit = |ikey: &[u8], value: &[u8]| -> Result<()> {
         let p = key::parse(ikey);
         let want = match key::ValueKind::from_u8(p.kind) {
-            Some(key::ValueKind::Put) => crate::memtable::Lookup::Value(value.to_vec()),
-            Some(key::ValueKind::Delete) => crate::memtable::Lookup::Deleted,
+            Some(key::ValueKind::Put) => Lookup::Value(value.to_vec()),
+            Some(key::ValueKind::Delete) => Lookup::Deleted,
             // Reported by the table's own check.
             None => return Ok(()),
         };
         let got = v.get(p.user_key, p.seq)?;
         rep.lookups += 1;
-        let hidden_by_a_zeroed_version = || -> Result<bool> {
-            Ok(got != crate::memtable::Lookup::Absent && v.get(p.user_key, 0)? == got)
-        };
+        let hidden_by_a_zeroed_version =
+            || -> Result<bool> { Ok(got != Lookup::Absent && v.get(p.user_key, 0)? == got) };
         if got != want && !hidden_by_a_zeroed_version()? {
             bad += 1;
             if first.is_none() {
                 let found = match got {
-                    crate::memtable::Lookup::Absent => "nothing",
-                    crate::memtable::Lookup::Deleted => "a tombstone",
-                    crate::memtable::Lookup::Value(_) => "another value",
+                    Lookup::Absent => "nothing",
+                    Lookup::Deleted => "a tombstone",
+                    Lookup::Value(_) => "another value",
                 };
                 first = Some(format!(
                     "{:?} at sequence number {}: the lookup found {found}",
