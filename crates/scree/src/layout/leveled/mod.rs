@@ -4,7 +4,7 @@
 //! a table with nothing to merge with is moved down without rewriting (trivial move).
 
 use std::any::Any;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -96,19 +96,18 @@ impl LayoutVersion for LeveledVersion {
     fn apply(&self, edit: &KsEdit, tables: &Arc<TableCtx>) -> Result<Arc<dyn LayoutVersion>> {
         let mut levels = self.levels.clone();
         let removed: HashSet<u64> = edit.removed.iter().copied().collect();
-        let mut moved: Vec<(usize, Arc<TableFile>)> = Vec::new();
+        let mut moved: HashMap<u64, Arc<TableFile>> = HashMap::new();
         for lvl in levels.iter_mut() {
             lvl.retain(|f| {
                 if removed.contains(&f.meta.file_no) {
-                    moved.push((0, f.clone()));
+                    moved.insert(f.meta.file_no, f.clone());
                     false
                 } else {
                     true
                 }
             });
         }
-        let found: HashSet<u64> = moved.iter().map(|(_, f)| f.meta.file_no).collect();
-        check_edit_tables(edit, FORMAT_SORTED, |no| found.contains(&no))?;
+        check_edit_tables(edit, FORMAT_SORTED, |no| moved.contains_key(&no))?;
         for a in &edit.added {
             let l = a.level as usize;
             if l >= 64 {
@@ -119,9 +118,8 @@ impl LayoutVersion for LeveledVersion {
             }
             // A trivial move re-adds a removed file: keep its open handle.
             let f = moved
-                .iter()
-                .find(|(_, f)| f.meta.file_no == a.meta.file_no)
-                .map(|(_, f)| f.clone())
+                .get(&a.meta.file_no)
+                .cloned()
                 .unwrap_or_else(|| TableFile::new(a.meta.clone(), tables.clone()));
             if let Some(lv) = levels.get_mut(l) {
                 lv.push(f);
