@@ -104,6 +104,13 @@ impl LockTable {
         true
     }
 
+    /// Releases what `job` holds in `mode` on `level` (a lock taken while planning and not
+    /// needed by the plan).
+    pub(crate) fn release_mode(&mut self, job: u64, level: usize, mode: Mode) {
+        self.locks
+            .retain(|l| !(l.job == job && l.level == level && l.mode == mode));
+    }
+
     /// Releases everything `job` holds.
     pub(crate) fn release(&mut self, job: u64) {
         self.locks.retain(|l| l.job != job);

@@ -574,6 +574,17 @@ impl Fragmented {
             }
         }
 
+        // `Exclusive` was taken wherever the plan might commit or delete guards. Where it does
+        // neither, it would only keep other jobs out: a push that changes no guard of its
+        // output level must not stop that level's guards from being compacted meanwhile
+        // (`Source` beside this job's `Shared`), which is the parallelism fragments allow.
+        for (&j, &locked) in &excl {
+            let changes = commits.contains_key(&j) || (j == out && !dels.is_empty());
+            if locked && !changes {
+                lt.release_mode(job, j, Mode::Exclusive);
+            }
+        }
+
         let mut records: Vec<LayoutRecord> = Vec::new();
         if v.max_levels.is_none() {
             // Keyspaces created before the record existed: fix the level count now.

@@ -795,4 +795,71 @@ mod in_place_merge_beside_a_push {
             }
         }
     }
+    /// Found in session 15: a push took `Exclusive` on its whole output range to look for
+    /// guards to consolidate, and kept it when it found none, so no guard inside that range
+    /// could be compacted until the push was installed — the child guards of a guard being
+    /// pushed waited, although fragments are made to let them run side by side.
+    #[test]
+    fn a_push_that_changes_no_guard_lets_its_child_guards_compact_meanwhile() {
+        for push_first in [true, false] {
+            let f = Fixture::new();
+            let p = Fragmented::new();
+            let gk = |s: &str| GKey::from(s.as_bytes());
+            // Four levels (the last is 3). Guard "m" at levels 1 and 2; level-2 guard "m"
+            // holds two tables, level-1 guard "m" one newer table. Nothing to consolidate.
+            let mut e = KsEdit::default();
+            e.records.push(levels_record(4));
+            e.records.push(guard_record(TAG_COMMIT, 2, &[gk("m")]));
+            e.records.push(guard_record(TAG_COMMIT, 1, &[gk("m")]));
+            e.added
+                .push(add(2, f.table(&[("m1", 1, 10), ("m5", 2, 10)])));
+            e.added
+                .push(add(2, f.table(&[("m2", 10, 10), ("m6", 11, 10)])));
+            e.added
+                .push(add(1, f.table(&[("m1", 20, 10), ("m6", 21, 10)])));
+            let empty: Arc<dyn LayoutVersion> = p.empty_version(&f.tables);
+            let v = empty.apply(&e, &f.tables).expect("apply");
+            v.check_invariants().expect("start");
+            let o = f.opts.fragmented.clone();
+
+            let mut push = p
+                .guard_job(fv(&v), &o, 1, 1, Why::Count)
+                .expect("push of level-1 guard m planned");
+            let mut child = p
+                .guard_job(fv(&v), &o, 2, 1, Why::Count)
+                .expect("level-2 guard m planned while its parent is pushed into it");
+            let push_edit = push.run(&f.ctx()).expect("push");
+            let child_edit = child.run(&f.ctx()).expect("child");
+            assert!(push_edit.added.iter().all(|a| a.level == 2));
+            assert!(child_edit.added.iter().all(|a| a.level == 3));
+            assert_eq!(
+                child_edit.removed.len(),
+                2,
+                "the child's two tables go down"
+            );
+
+            let (first, second) = if push_first {
+                (&push_edit, &child_edit)
+            } else {
+                (&child_edit, &push_edit)
+            };
+            let v = v.apply(first, &f.tables).expect("first install");
+            v.check_invariants().expect("after the first install");
+            let v = v.apply(second, &f.tables).expect("second install");
+            v.check_invariants().expect("after both installs");
+            drop((push, child));
+            for (key, want) in [
+                ("m1", "m1@20"),
+                ("m2", "m2@10"),
+                ("m5", "m5@2"),
+                ("m6", "m6@21"),
+            ] {
+                assert_eq!(
+                    get(&v, key).as_deref(),
+                    Some(want),
+                    "{key} (push first: {push_first})"
+                );
+            }
+        }
+    }
 }
