@@ -115,6 +115,12 @@ fn ks_opts(layout: Layout, big: bool) -> KeyspaceOptions {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
+    run(&args)
+}
+
+/// The whole example, `args` as on its command line (`args[0]` is ignored). Also run by
+/// `tests/format_crosscheck.rs`, in a child process (mode `crash` ends the process).
+pub fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     let out = std::path::PathBuf::from(args.get(1).expect("OUT directory"));
     let layouts: Vec<Layout> = args
         .get(2)
