@@ -54,7 +54,9 @@ pub struct Options {
     pub mmap_reads: bool,
     /// Manifest size at which it is rolled over to a fresh snapshot, once it is also twice
     /// the snapshot it started with (else a snapshot larger than this, from a store of many
-    /// tables, would be rewritten after every flush and compaction). Default 4 MiB.
+    /// tables, would be rewritten after every flush and compaction) or holds
+    /// `manifest::MAX_EDITS_PER_LARGE_MANIFEST` edits after it (so recovery replays a bounded
+    /// number of edits). Default 4 MiB.
     pub max_manifest_bytes: u64,
     /// Immutable memtables per keyspace waiting for flush before writers stall. Default 2.
     pub max_immutable_memtables: usize,

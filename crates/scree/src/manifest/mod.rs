@@ -105,7 +105,18 @@ pub struct ManifestWriter {
     log: LogWriter,
     /// Bytes of the snapshot record it starts with.
     snapshot_len: u64,
+    /// Edits appended after the snapshot.
+    edits: u64,
 }
+
+/// Edits after which a manifest whose snapshot alone reaches `max_manifest_bytes` is rolled
+/// over even before it doubles. Recovery applies every edit to a version of the whole store
+/// (each apply costs time linear in its tables), and the edits a doubling takes grow with the
+/// snapshot too: replay was quadratic in the number of tables (≈ 190 s for 100k tables and
+/// the 25k flush edits a doubling holds; `examples/scale_probe.rs`). A bound keeps recovery
+/// linear, for one snapshot rewrite per this many flushes and compactions (a few KB per edit
+/// at 100k tables, each edit writing megabytes of tables).
+pub const MAX_EDITS_PER_LARGE_MANIFEST: u64 = 1000;
 
 impl ManifestWriter {
     /// Creates manifest `number` holding `snapshot`, synced, and points CURRENT at it.
@@ -120,19 +131,25 @@ impl ManifestWriter {
             number,
             log,
             snapshot_len,
+            edits: 0,
         })
     }
 
     /// Whether the manifest should be rolled over to a fresh snapshot: once it is `max` bytes
-    /// and twice its snapshot. A snapshot alone larger than `max` (a store of many tables)
-    /// would otherwise be rewritten whole after every flush and compaction.
+    /// and either twice its snapshot or [`MAX_EDITS_PER_LARGE_MANIFEST`] edits past it. A
+    /// snapshot alone larger than `max` (a store of many tables) would otherwise be rewritten
+    /// whole after every flush and compaction; the edit bound keeps recovery from replaying a
+    /// number of edits that grows with the store.
     pub fn due_for_roll_over(&self, max: u64) -> bool {
-        self.len() >= max.max(self.snapshot_len.saturating_mul(2))
+        self.len() >= max
+            && (self.len() >= self.snapshot_len.saturating_mul(2)
+                || self.edits >= MAX_EDITS_PER_LARGE_MANIFEST)
     }
 
     /// Appends and syncs one edit.
     pub fn append(&mut self, e: &Edit) -> Result<()> {
         self.log.add_record(&e.encode())?;
+        self.edits += 1;
         self.log.sync()
     }
 
