@@ -108,6 +108,8 @@ impl LayoutVersion for LeveledVersion {
             });
         }
         check_edit_tables(edit, FORMAT_SORTED, |no| moved.contains_key(&no))?;
+        // Levels that receive tables; only they need sorting again (removal keeps the order).
+        let mut grown = vec![false; levels.len()];
         for a in &edit.added {
             let l = a.level as usize;
             if l >= 64 {
@@ -124,6 +126,12 @@ impl LayoutVersion for LeveledVersion {
             if let Some(lv) = levels.get_mut(l) {
                 lv.push(f);
             }
+            if grown.len() <= l {
+                grown.resize(l + 1, false);
+            }
+            if let Some(g) = grown.get_mut(l) {
+                *g = true;
+            }
         }
         if let Some(l0) = levels.get_mut(0) {
             l0.sort_by(|a, b| {
@@ -133,7 +141,14 @@ impl LayoutVersion for LeveledVersion {
                     .then(b.meta.file_no.cmp(&a.meta.file_no))
             });
         }
-        for lvl in levels.iter_mut().skip(1) {
+        // Sorting every level per edit cost O(n log n) comparisons of keys for a store of n
+        // tables; untouched levels are sorted already.
+        for (lvl, _) in levels
+            .iter_mut()
+            .zip(grown.iter())
+            .skip(1)
+            .filter(|(_, &g)| g)
+        {
             lvl.sort_by(|a, b| cmp_ikey(&a.meta.smallest, &b.meta.smallest));
         }
         Ok(Arc::new(LeveledVersion::new(levels)))
