@@ -163,3 +163,71 @@ impl ManifestWriter {
         self.log.is_empty()
     }
 }
+
+#[cfg(test)]
+mod roll_over_tests {
+    use std::sync::Arc;
+
+    use super::edit::{Edit, KsEdit};
+    use super::{ManifestWriter, MAX_EDITS_PER_LARGE_MANIFEST};
+    use crate::fs::{std_fs::StdFs, Env};
+
+    fn env() -> Env {
+        Env {
+            fs: Arc::new(StdFs),
+            stats: Arc::default(),
+            direct_reads: false,
+            mmap_reads: false,
+        }
+    }
+
+    /// An edit of about `n` bytes (removed table numbers).
+    fn edit(n: usize) -> Edit {
+        let mut k = KsEdit::new(1);
+        k.removed = (0..n as u64 / 2).map(|i| i + 1).collect();
+        Edit {
+            keyspaces: vec![k],
+            ..Default::default()
+        }
+    }
+
+    /// Scale review, session 15: a manifest whose snapshot alone passed `max_manifest_bytes`
+    /// was rolled over only once it doubled, after a number of edits that grows with the store,
+    /// and recovery replays every one of them against the whole version (quadratic).
+    #[test]
+    fn a_large_manifest_rolls_over_after_a_bounded_number_of_edits() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let env = env();
+        let max = 4096;
+        // A snapshot of ~64 KiB, far above `max`; edits of ~8 bytes would take 8k to double it.
+        let mut w = ManifestWriter::create(&env, dir.path(), 7, &edit(64 << 10)).expect("create");
+        let snapshot = w.len();
+        for i in 0..MAX_EDITS_PER_LARGE_MANIFEST {
+            assert!(
+                !w.due_for_roll_over(max),
+                "due after {i} edits, {} bytes",
+                w.len()
+            );
+            w.append(&edit(8)).expect("append");
+        }
+        assert!(
+            w.len() < 2 * snapshot,
+            "the test must not reach the doubling rule: {} bytes after a snapshot of {snapshot}",
+            w.len()
+        );
+        assert!(w.due_for_roll_over(max));
+    }
+
+    /// A small store's manifest still waits for `max_manifest_bytes`, however many edits.
+    #[test]
+    fn a_small_manifest_is_not_rolled_over_for_its_edit_count() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let env = env();
+        let mut w = ManifestWriter::create(&env, dir.path(), 7, &edit(16)).expect("create");
+        for _ in 0..MAX_EDITS_PER_LARGE_MANIFEST + 10 {
+            w.append(&edit(8)).expect("append");
+        }
+        assert!(w.len() < 1 << 20);
+        assert!(!w.due_for_roll_over(1 << 20));
+    }
+}

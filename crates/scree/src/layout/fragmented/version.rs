@@ -866,3 +866,88 @@ fn check_seq_order(what: &str, tables: &[Arc<TableFile>]) -> std::result::Result
     }
     Ok(())
 }
+
+/// `Level::edited` (the scale review's in-place edit, session 15) against `Level::build`,
+/// which it replaces when an edit keeps a level's guard keys.
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod edited_tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+
+    use super::{GKey, Level};
+    use crate::table::test_support::{metadata_only_ctx, metadata_only_table};
+    use crate::table::TableFile;
+
+    fn key(i: u32) -> String {
+        format!("k{i:04}")
+    }
+
+    /// Tables `(lo, width, max_seq, size)` numbered from `first`, each inside one guard.
+    fn tables(spec: &[(u32, u32, u64, u64)], first: u64) -> Vec<Arc<TableFile>> {
+        let ctx = metadata_only_ctx();
+        spec.iter()
+            .enumerate()
+            .map(|(i, &(lo, w, seq, size))| {
+                let a = metadata_only_table(
+                    1,
+                    first + i as u64,
+                    &key(lo),
+                    &key(lo + w),
+                    (seq / 2, seq),
+                    size,
+                );
+                TableFile::new(a.meta, ctx.clone())
+            })
+            .collect()
+    }
+
+    fn shape(l: &Level) -> Vec<(Option<GKey>, Vec<u64>, u64)> {
+        l.guards
+            .iter()
+            .map(|g| {
+                (
+                    g.key.clone(),
+                    g.tables.iter().map(|t| t.meta.file_no).collect(),
+                    g.bytes,
+                )
+            })
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn editing_a_level_equals_building_it_anew(
+            guard_keys in proptest::collection::btree_set(1u32..1000, 0..12),
+            old in proptest::collection::vec((0u32..990, 0u32..10, 1u64..1000, 1u64..5000), 0..40),
+            new in proptest::collection::vec((0u32..990, 0u32..10, 1000u64..2000, 1u64..5000), 0..10),
+            drop_mask in any::<u64>(),
+        ) {
+            let keys: Vec<GKey> = guard_keys.iter().map(|&k| GKey::from(key(k).as_bytes())).collect();
+            let old_t = tables(&old, 1);
+            let new_t = tables(&new, 1000);
+            let before = Level::build(keys.clone(), old_t.clone(), &HashMap::new());
+            let removed = |no: u64| no < 64 && drop_mask & (1 << no) != 0;
+            let edited = before.edited(removed, new_t.clone());
+            let kept: Vec<Arc<TableFile>> = old_t
+                .iter()
+                .filter(|t| !removed(t.meta.file_no))
+                .cloned()
+                .chain(new_t)
+                .collect();
+            let built = Level::build(keys, kept, &HashMap::new());
+            prop_assert_eq!(shape(&edited), shape(&built));
+            prop_assert_eq!(
+                (edited.bytes, edited.tables, edited.max_guard_tables),
+                (built.bytes, built.tables, built.max_guard_tables)
+            );
+            // Seek counters: kept by guards that lost nothing, fresh where tables left.
+            for (a, b) in before.guards.iter().zip(&edited.guards) {
+                let lost = a.tables.iter().any(|t| removed(t.meta.file_no));
+                prop_assert_eq!(Arc::ptr_eq(&a.seeks, &b.seeks), !lost);
+            }
+        }
+    }
+}
