@@ -49,7 +49,27 @@ fn status() -> String {
     )
 }
 
+/// Largest RssAnon (KiB) seen by the sampler since the last [`take_peak`].
+static PEAK_ANON: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn anon_kib() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with("RssAnon:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn take_peak() -> f64 {
+    PEAK_ANON.swap(anon_kib(), std::sync::atomic::Ordering::Relaxed) as f64 / 1024.0
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    std::thread::spawn(|| loop {
+        PEAK_ANON.fetch_max(anon_kib(), std::sync::atomic::Ordering::Relaxed);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    });
     let args: Vec<String> = std::env::args().skip(1).collect();
     let layout: Layout = args.first().map_or("leveled", String::as_str).parse()?;
     let num: u64 = args.get(1).map_or(Ok(1_000_000), |s| s.parse())?;
@@ -88,10 +108,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         db.flush()?;
         db.wait_for_compactions()?;
         println!(
-            "filled {num} in {:.1} s: {}",
+            "filled {num} in {:.1} s: {}  peak RssAnon {:.1} MiB",
             t.elapsed().as_secs_f64(),
-            status()
+            status(),
+            take_peak()
         );
+        if std::env::var("MEM_PROBE_OVERWRITE").is_ok_and(|v| v == "1") {
+            let t = Instant::now();
+            let value = [8u8; 100];
+            for i in 0..num {
+                ks.put(key(i), value)?;
+            }
+            db.flush()?;
+            db.wait_for_compactions()?;
+            println!(
+                "overwrote {num} in {:.1} s: {}  peak RssAnon {:.1} MiB",
+                t.elapsed().as_secs_f64(),
+                status(),
+                take_peak()
+            );
+            for l in &db.stats().keyspaces[0].levels {
+                println!(
+                    "  level {} tables {} bytes {} {}",
+                    l.level, l.tables, l.bytes, l.detail
+                );
+            }
+        }
         drop(ks);
         drop(db);
         println!("closed: {}", status());
@@ -133,15 +175,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     if compact {
-        // Peak from here on: reset VmHWM.
-        let _ = std::fs::write("/proc/self/clear_refs", "5");
+        take_peak();
         println!("before compact: {}", status());
         let t = Instant::now();
         db.compact()?;
         println!(
-            "after compact ({:.1} s): {}",
+            "after compact ({:.1} s): {}  peak RssAnon {:.1} MiB",
             t.elapsed().as_secs_f64(),
-            status()
+            status(),
+            take_peak()
         );
         for l in &db.stats().keyspaces[0].levels {
             println!(
