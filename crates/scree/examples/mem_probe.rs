@@ -93,6 +93,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..Options::default()
     };
     println!("start: {}", status());
+    // Leak check: fill (and close) a fresh database CYCLES times, trimming the heap after each.
+    if let Some(cycles) = std::env::var("MEM_PROBE_CYCLES")
+        .ok()
+        .and_then(|c| c.parse::<u64>().ok())
+    {
+        for c in 0..cycles {
+            let _ = std::fs::remove_dir_all(&dir);
+            {
+                let db = Db::open(&dir, opts())?;
+                let ks = db.keyspace("bench", ko.clone())?;
+                for i in 0..num {
+                    ks.put(key(i), [7u8; 100])?;
+                }
+                db.flush()?;
+                db.wait_for_compactions()?;
+                for j in 0..reads {
+                    let _ = ks.get(key(mix(j) % num))?;
+                }
+            }
+            // SAFETY: malloc_trim only returns free heap memory to the OS.
+            unsafe { libc::malloc_trim(0) };
+            println!("cycle {c} closed + trimmed: {}", status());
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        return Ok(());
+    }
     if !reuse {
         let _ = std::fs::remove_dir_all(&dir);
         let db = Db::open(&dir, opts())?;
@@ -137,6 +163,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         drop(ks);
         drop(db);
         println!("closed: {}", status());
+        // SAFETY: malloc_trim only returns free heap memory to the OS.
+        unsafe { libc::malloc_trim(0) };
+        println!("closed, after malloc_trim: {}", status());
     }
     let db = Db::open(&dir, opts())?;
     let ks = db.keyspace("bench", ko.clone())?;
