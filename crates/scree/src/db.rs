@@ -414,6 +414,7 @@ impl Db {
                     core.kind, opts.layout
                 )));
             }
+            core.layout.configure(&opts);
             *core.opts.write() = Arc::new(opts);
             return Ok(Keyspace {
                 h: self.h.clone(),
@@ -421,6 +422,7 @@ impl Db {
             });
         }
         let policy = layout::new_layout(opts.layout)?;
+        policy.configure(&opts);
         // A manifest may hold the largest id (crafted, or 2^32 keyspaces): no id is reused.
         let Some(id) = inner
             .keyspaces

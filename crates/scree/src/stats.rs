@@ -1,6 +1,7 @@
 //! I/O accounting and the public [`Stats`] report (definitions in DESIGN.md, "I/O accounting").
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +51,44 @@ pub struct IoStats {
     pub(crate) trivial_moves: AtomicU64,
     pub(crate) flushes_in_compactions: AtomicU64,
     mapped: AtomicU64,
+    open_table_files: AtomicU64,
+    table_reader_bytes: AtomicU64,
+}
+
+/// What one open table file pins outside the caches: counted in [`Stats::open_table_files`]
+/// and [`Stats::table_reader_bytes`] while it lives.
+#[derive(Debug)]
+pub(crate) struct Pinned {
+    stats: Arc<IoStats>,
+    bytes: AtomicU64,
+}
+
+impl Pinned {
+    /// One open file holding `bytes` of heap.
+    pub(crate) fn new(stats: Arc<IoStats>, bytes: usize) -> Pinned {
+        stats.open_table_files.fetch_add(1, Relaxed);
+        stats.table_reader_bytes.fetch_add(bytes as u64, Relaxed);
+        Pinned {
+            stats,
+            bytes: AtomicU64::new(bytes as u64),
+        }
+    }
+    /// `bytes` more held by the same file.
+    pub(crate) fn add(&self, bytes: usize) {
+        self.bytes.fetch_add(bytes as u64, Relaxed);
+        self.stats
+            .table_reader_bytes
+            .fetch_add(bytes as u64, Relaxed);
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        self.stats.open_table_files.fetch_sub(1, Relaxed);
+        self.stats
+            .table_reader_bytes
+            .fetch_sub(self.bytes.load(Relaxed), Relaxed);
+    }
 }
 
 fn cause_index(c: WriteCause) -> usize {
@@ -135,6 +174,8 @@ impl IoStats {
             trivial_moves: self.trivial_moves.load(Relaxed),
             flushes_in_compactions: self.flushes_in_compactions.load(Relaxed),
             bytes_mapped: self.mapped.load(Relaxed),
+            open_table_files: self.open_table_files.load(Relaxed),
+            table_reader_bytes: self.table_reader_bytes.load(Relaxed),
             keyspaces: Vec::new(),
         }
     }
@@ -289,6 +330,18 @@ pub struct Stats {
     /// Flushes run by a compaction's thread between its output tables, because every
     /// background thread was busy (`JobCtx::flush_point`); also counted in `flushes`.
     pub flushes_in_compactions: u64,
+    /// Table files held open for reading (sorted tables, HTables, BloomClusters): each holds a
+    /// file descriptor and, with `Options::mmap_reads`, a memory map until it is deleted or
+    /// the database closes. No option bounds it: every table a read or compaction has touched
+    /// stays open (docs/architecture.md, "Memory").
+    #[serde(default)]
+    pub open_table_files: u64,
+    /// Heap bytes the open table files pin outside the block cache and the BloomCluster cache:
+    /// sorted tables' decoded index blocks and Bloom filters (no option bounds them), HTables'
+    /// migration records and overflow indexes (none either) and the per-bucket filters the
+    /// `trie` keeps in memory (`TrieOptions::filter_memory_bytes`, per keyspace).
+    #[serde(default)]
+    pub table_reader_bytes: u64,
     /// Per-keyspace level shapes.
     pub keyspaces: Vec<KeyspaceStats>,
 }

@@ -166,3 +166,61 @@ fn compactions_do_not_count_as_cache_hits() {
         "no lookup ran"
     );
 }
+
+/// `open_table_files` and `table_reader_bytes` count what the open tables pin (file
+/// descriptors, maps, index blocks and filters) and give it back when the tables are merged
+/// away; a reopened database starts from what it opens again.
+#[test]
+fn table_reader_memory_is_counted_and_released() {
+    for layout in [Layout::Leveled, Layout::Fragmented] {
+        let dir = tempfile::tempdir().unwrap();
+        let tables = |db: &Db| -> u64 {
+            db.stats().keyspaces[0]
+                .levels
+                .iter()
+                .map(|l| l.tables)
+                .sum()
+        };
+        let n = 6000u64;
+        let key = |i: u64| format!("key{:08}", i.wrapping_mul(7919) % n).into_bytes();
+        {
+            let db = Db::open(dir.path(), common::small_db()).unwrap();
+            let ks = db.keyspace("k", common::small_ks(layout)).unwrap();
+            for i in 0..n {
+                ks.put(key(i), value(i)).unwrap();
+            }
+            db.flush().unwrap();
+            db.wait_for_compactions().unwrap();
+            for i in 0..n {
+                assert!(ks.get(key(i)).unwrap().is_some());
+            }
+            let s = db.stats();
+            let t = tables(&db);
+            assert!(t > 4, "{layout}: {t} tables");
+            // Every table holds keys, so reading every key opened every table.
+            assert_eq!(s.open_table_files, t, "{layout}");
+            assert!(s.table_reader_bytes > 0, "{layout}");
+            // Overwrite everything and merge it down: the old tables' pins are released.
+            for i in 0..n {
+                ks.put(key(i), value(i + 1)).unwrap();
+            }
+            db.compact().unwrap();
+            db.wait_for_compactions().unwrap();
+            for i in 0..n {
+                assert!(ks.get(key(i)).unwrap().is_some());
+            }
+            let s = db.stats();
+            assert_eq!(s.open_table_files, tables(&db), "{layout}");
+        }
+        let db = Db::open(dir.path(), common::small_db()).unwrap();
+        let ks = db.keyspace("k", common::small_ks(layout)).unwrap();
+        assert_eq!(
+            db.stats().open_table_files,
+            0,
+            "{layout}: tables open lazily"
+        );
+        assert!(ks.get(key(1)).unwrap().is_some());
+        let s = db.stats();
+        assert!(s.open_table_files >= 1 && s.open_table_files <= tables(&db));
+    }
+}

@@ -593,3 +593,76 @@ fn a_last_level_pile_is_merged_at_its_cap_even_with_garbage_collection_off() {
     assert!(capped < 2 * 3, "pile of {capped} tables under a cap of 3");
     assert!(gc > 0);
 }
+
+/// The memory budgets of `TrieOptions` hold from the moment a reopened keyspace is opened with
+/// them: a recovered keyspace's policy starts from the defaults, and the background threads'
+/// first picks (with the defaults, before the user named the keyspace) used to create the
+/// BloomCluster cache at its default 16 MiB and set the in-memory filter budget to 512 MiB, so
+/// `cluster_cache_bytes = 0` and `filter_memory_bytes = 0` were ignored after a reopen (found
+/// in the memory-bounds review).
+#[test]
+fn memory_budgets_hold_after_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ko = ks_opts(2, 2);
+    ko.trie.gc_garbage_ratio = 0.0;
+    let rounds = 3;
+    let per = 4000;
+    {
+        let db = Db::open(dir.path(), common::small_db()).unwrap();
+        let ks = db.keyspace("t", ko.clone()).unwrap();
+        for r in 0..rounds {
+            for i in r * per..(r + 1) * per {
+                ks.put(key(i), value(i, 0)).unwrap();
+            }
+            db.compact().unwrap();
+        }
+        // A few upper-level tables too (flushed, not compacted).
+        for i in rounds * per..rounds * per + 600 {
+            ks.put(key(i), value(i, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+    }
+    ko.trie.cluster_cache_bytes = 0;
+    ko.trie.filter_memory_bytes = 0;
+    let db = Db::open(dir.path(), common::small_db()).unwrap();
+    // An application that names the keyspace a moment after the open: the background threads
+    // (which poll every 200 ms) have picked with the recovered keyspace's default options by
+    // then. The assertions below do not depend on this wait; without it the first picks may
+    // come after the open of the keyspace, and the budgets' old failure is rarer.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let ks = db.keyspace("t", ko).unwrap();
+    let upper = (0..2u32)
+        .map(|d| levels(&db)[d as usize].tables)
+        .sum::<u64>();
+    assert!(upper > 0, "{:?}", shape(&db));
+    let n = rounds * per;
+    // Warm up: open every table and cluster once.
+    for i in 0..n {
+        assert!(ks.get(key(i)).unwrap().is_some());
+    }
+    let before = db.stats();
+    for i in 0..n {
+        assert!(ks.get(key(i)).unwrap().is_some());
+    }
+    let mid = db.stats();
+    // No cluster cache: every lookup reaching the last level reads its column again.
+    let (_, meta) = level_reads(&before, &mid, 2);
+    assert!(
+        meta >= n * 9 / 10,
+        "{meta} BloomCluster reads for {n} lookups"
+    );
+    // No filters in memory: absent keys probe the upper levels' buckets.
+    for i in 10 * n..11 * n {
+        assert!(ks.get(key(i)).unwrap().is_none());
+    }
+    let after = db.stats();
+    let upper_data: u64 = (0..2).map(|d| level_reads(&mid, &after, d).0).sum();
+    assert!(
+        upper_data >= n / 2,
+        "{upper_data} upper-level bucket reads for {n} absent keys ({upper} tables)"
+    );
+    // What the open tables pin is counted: the filters are not among it.
+    assert!(after.open_table_files > 0);
+    assert!(after.table_reader_bytes > 0);
+}

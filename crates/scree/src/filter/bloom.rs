@@ -175,6 +175,10 @@ impl LoadedFilter {
             trailer,
         }
     }
+    /// Heap bytes held.
+    pub fn memory_bytes(&self) -> usize {
+        self.bytes.capacity() + self.lines.capacity() * std::mem::size_of::<Line>()
+    }
     /// The bitmap without the trailing byte (computing it reads no filter memory).
     fn bitmap(&self) -> &[u8] {
         self.bytes

@@ -313,6 +313,10 @@ impl CountedReader {
         self.stats.count_read(kind, len as u64);
         Ok(())
     }
+    /// The database's counters this file counts its reads in.
+    pub(crate) fn io_stats(&self) -> &Arc<IoStats> {
+        &self.stats
+    }
     /// The file's memory map, when reads are served from one (`Env::mmap_reads` and a file
     /// layer that maps, [`ReadableFile::map`]).
     pub fn map(&self) -> Option<&Arc<memmap2::Mmap>> {

@@ -371,6 +371,8 @@ pub struct BloomClusterReader {
     table_ids: Vec<u64>,
     /// First column of each block.
     dir: Vec<u32>,
+    /// Counts the open file and its directory in `Stats::table_reader_bytes`.
+    _pinned: std::sync::Arc<crate::stats::Pinned>,
 }
 
 impl std::fmt::Debug for BloomClusterReader {
@@ -462,11 +464,16 @@ impl BloomClusterReader {
         {
             return Err(bad(trailer_off, "bad block directory"));
         }
+        let pinned = std::sync::Arc::new(crate::stats::Pinned::new(
+            file.io_stats().clone(),
+            table_ids.capacity() * 8 + dir.capacity() * 4 + std::mem::size_of::<Self>(),
+        ));
         Ok(BloomClusterReader {
             file,
             n_columns: n_columns as u32,
             table_ids,
             dir,
+            _pinned: pinned,
         })
     }
 

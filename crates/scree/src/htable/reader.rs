@@ -293,6 +293,10 @@ impl HTableReader {
     pub fn overflow_keys(&self) -> usize {
         self.overflow.len()
     }
+    /// The database's counters the file counts its reads in.
+    pub(crate) fn io_stats(&self) -> &std::sync::Arc<crate::stats::IoStats> {
+        self.file.io_stats()
+    }
     /// Bytes of metadata pinned in memory: migration records, overflow index and filters.
     pub fn memory_bytes(&self) -> usize {
         self.migrations.len() * std::mem::size_of::<Migration>()

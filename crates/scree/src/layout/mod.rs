@@ -174,6 +174,10 @@ pub trait Layout: Send + Sync {
     ) -> Arc<dyn LayoutVersion> {
         self.empty_version(tables)
     }
+    /// Takes the options a keyspace is opened with (its memory budgets) at once, before any
+    /// lookup: a reopened keyspace's policy starts from the defaults, and flushes and picks
+    /// (which also pass the options) may not come before the first reads.
+    fn configure(&self, _opts: &KeyspaceOptions) {}
     /// Records written when the keyspace is created (persistent layout parameters).
     fn init_records(&self, _opts: &KeyspaceOptions, _out: &mut KsEdit) {}
     /// Writes the tables for a frozen memtable and returns the edit adding them.

@@ -219,6 +219,8 @@ pub struct TableReader {
     filter: bloom::LoadedFilter,
     cache: BlockCache,
     stats: Arc<crate::stats::IoStats>,
+    /// Counts the file and its index and filter in `Stats::table_reader_bytes`.
+    _pinned: crate::stats::Pinned,
 }
 
 impl TableReader {
@@ -278,13 +280,19 @@ impl TableReader {
                 return Err(corrupt(io, "index key is not an internal key"));
             }
         }
+        let filter = bloom::LoadedFilter::new(filter);
+        let pinned = crate::stats::Pinned::new(
+            env.stats.clone(),
+            index.weight() + filter.memory_bytes() + std::mem::size_of::<TableReader>(),
+        );
         Ok(TableReader {
             stats: env.stats.clone(),
             file,
             file_no,
             index,
-            filter: bloom::LoadedFilter::new(filter),
+            filter,
             cache,
+            _pinned: pinned,
         })
     }
 

@@ -44,9 +44,11 @@ pub struct Shared {
     /// Containers whose BloomCluster could not be built (too many sub-levels for a block),
     /// with the newest sub-level's file number at that time: not retried until it changes.
     pub cluster_failed: Mutex<HashMap<u64, u64>>,
-    /// Cache of checked BloomCluster blocks by (file number, block index); created with the
-    /// options' budget on the first flush or pick (`None` inside: disabled).
-    pub cluster_cache: OnceLock<Option<ClusterCache>>,
+    /// Cache of checked BloomCluster blocks by (file number, block index); created on the
+    /// first [`Shared::set_cache_budget`] with a budget, resized by later ones.
+    pub cluster_cache: OnceLock<ClusterCache>,
+    /// The cache's budget in bytes (0: disabled, lookups read their column).
+    cluster_cache_bytes: AtomicUsize,
 }
 
 /// Weighs cached cluster blocks by their length.
@@ -90,21 +92,44 @@ impl Shared {
             pending: Mutex::new(HashMap::new()),
             cluster_failed: Mutex::new(HashMap::new()),
             cluster_cache: OnceLock::new(),
+            cluster_cache_bytes: AtomicUsize::new(0),
         })
     }
 
-    /// Creates the cluster cache with `bytes` of budget unless it exists.
-    pub fn init_cache(&self, bytes: usize) {
-        if self.cluster_cache.get().is_none() {
-            let c = (bytes > 0).then(|| {
-                ClusterCache::with_weighter(
-                    (bytes / CLUSTER_BLOCK_SIZE).max(16),
-                    bytes as u64,
-                    BlockWeighter,
-                )
-            });
-            let _ = self.cluster_cache.set(c);
+    /// Sets the cluster cache's budget (`TrieOptions::cluster_cache_bytes`; 0 disables it),
+    /// creating the cache on the first budget and resizing it (evicting) on a change: the
+    /// options a keyspace is opened with hold, not the defaults a reopened keyspace's policy
+    /// started with.
+    pub fn set_cache_budget(&self, bytes: usize) {
+        if self.cluster_cache_bytes.swap(bytes, Ordering::Relaxed) == bytes
+            && (bytes == 0 || self.cluster_cache.get().is_some())
+        {
+            return;
         }
+        if bytes == 0 {
+            if let Some(c) = self.cluster_cache.get() {
+                c.clear();
+            }
+            return;
+        }
+        let c = self.cluster_cache.get_or_init(|| {
+            ClusterCache::with_weighter(
+                (bytes / CLUSTER_BLOCK_SIZE).max(16),
+                bytes as u64,
+                BlockWeighter,
+            )
+        });
+        if c.capacity() != bytes as u64 {
+            c.set_capacity(bytes as u64);
+        }
+    }
+
+    /// The cluster cache, unless disabled.
+    fn cache(&self) -> Option<&ClusterCache> {
+        if self.cluster_cache_bytes.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.cluster_cache.get()
     }
 
     /// Column `c` of cluster `file`, through the cache; `meta_reads` counts a miss.
@@ -117,7 +142,7 @@ impl Shared {
         let file = &cluster.file;
         let r = cluster_reader(cluster, ReadKind::Metadata, meta_reads)?;
         let i = r.block_of(c)?;
-        let Some(Some(cache)) = self.cluster_cache.get() else {
+        let Some(cache) = self.cache() else {
             *meta_reads += 1;
             return Ok(ColumnView::Read(r.column(c)?));
         };
@@ -191,6 +216,9 @@ pub struct HHandle {
     filters: OnceLock<Option<FilterSet>>,
     charged: AtomicUsize,
     shared: Arc<Shared>,
+    /// Counts the open file, its migration records and overflow index, and its filters while
+    /// kept, in `Stats::table_reader_bytes`.
+    pinned: crate::stats::Pinned,
 }
 
 impl std::fmt::Debug for HHandle {
@@ -202,11 +230,16 @@ impl std::fmt::Debug for HHandle {
 impl HHandle {
     /// A handle; `filters` (from the builder) are kept if the budget allows.
     pub fn new(reader: HTableReader, filters: Option<FilterSet>, shared: Arc<Shared>) -> Self {
+        let pinned = crate::stats::Pinned::new(
+            reader.io_stats().clone(),
+            reader.memory_bytes() + std::mem::size_of::<HHandle>(),
+        );
         let h = HHandle {
             reader,
             filters: OnceLock::new(),
             charged: AtomicUsize::new(0),
             shared,
+            pinned,
         };
         if let Some(f) = filters {
             h.keep(f);
@@ -224,6 +257,7 @@ impl HHandle {
         let charged = kept.as_ref().map_or(0, |_| bytes);
         if self.filters.set(kept).is_ok() {
             self.charged.store(charged, Ordering::Relaxed);
+            self.pinned.add(charged);
         } else if charged > 0 {
             self.shared
                 .filter_used

@@ -298,6 +298,14 @@ impl Layout for Trie {
         ))
     }
 
+    fn configure(&self, opts: &KeyspaceOptions) {
+        self.shared.filter_budget.store(
+            opts.trie.filter_memory_bytes,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        self.shared.set_cache_budget(opts.trie.cluster_cache_bytes);
+    }
+
     fn init_records(&self, opts: &KeyspaceOptions, out: &mut KsEdit) {
         out.records.push(params_record(opts.trie.last_level_depth));
     }
@@ -308,21 +316,14 @@ impl Layout for Trie {
         _version: &Arc<dyn LayoutVersion>,
         mem: &Memtable,
     ) -> Result<KsEdit> {
-        self.shared.filter_budget.store(
-            ctx.opts.trie.filter_memory_bytes,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        self.shared.init_cache(ctx.opts.trie.cluster_cache_bytes);
+        self.configure(ctx.opts);
         jobs::flush(ctx, &self.shared, mem)
     }
 
     fn pick(&self, version: &Arc<dyn LayoutVersion>, ctx: &JobCtx<'_>) -> Option<Box<dyn Job>> {
         let v = self.v(version)?;
         let o = &ctx.opts.trie;
-        self.shared
-            .filter_budget
-            .store(o.filter_memory_bytes, std::sync::atomic::Ordering::Relaxed);
-        self.shared.init_cache(o.cluster_cache_bytes);
+        self.configure(ctx.opts);
         self.busy.lock().prune(v);
         let cs = Self::sorted(v);
         // 1. BloomClusters behind their piles (a lookup then costs one metadata read).
