@@ -149,6 +149,8 @@ pub fn check_dir_with(dir: &Path, fs: Arc<dyn FileSystem>, opts: CheckOptions) -
         // the previous one read; blocks enter the cache only after their checksum is verified.
         cache: BlockCache::new(8 << 20),
         dir: dir.to_path_buf(),
+        // Every table is read once, in turn: none needs to stay open.
+        open: crate::table::OpenTables::new(64),
     });
     let mut rep = Report::default();
     let names = env.list(dir)?;

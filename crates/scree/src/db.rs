@@ -355,6 +355,7 @@ impl Db {
             env: env.clone(),
             cache: BlockCache::new(opts.block_cache_bytes),
             dir: dir.clone(),
+            open: crate::table::OpenTables::new(opts.max_open_files),
         });
         let inner = recover(dir, env, opts, tables, stats)?;
         let inner = Arc::new(inner);

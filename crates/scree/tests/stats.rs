@@ -224,3 +224,122 @@ fn table_reader_memory_is_counted_and_released() {
         assert!(s.open_table_files >= 1 && s.open_table_files <= tables(&db));
     }
 }
+
+/// `Options::max_open_files` (session 15, after the memory review found every sorted table kept
+/// open with its index and filter, ≈ 3.4 bytes per key, and a descriptor): with a bound of 3
+/// and many more tables, every key still reads back, through gets, forward and reverse scans
+/// and after overwrites, and no more than 3 readers stay open once reads and compactions end.
+#[test]
+fn a_bound_on_open_tables_holds_and_every_key_still_reads() {
+    for layout in [Layout::Leveled, Layout::Fragmented] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = common::small_db();
+        o.max_open_files = 3;
+        let n = 6000u64;
+        let key = |i: u64| format!("key{:08}", i.wrapping_mul(7919) % n).into_bytes();
+        let db = Db::open(dir.path(), o.clone()).unwrap();
+        let ks = db.keyspace("k", common::small_ks(layout)).unwrap();
+        let mut model = std::collections::BTreeMap::new();
+        for round in 0..2u64 {
+            for i in 0..n {
+                if round == 1 && i % 5 == 0 {
+                    ks.delete(key(i)).unwrap();
+                    model.remove(&key(i));
+                } else {
+                    ks.put(key(i), value(i + round)).unwrap();
+                    model.insert(key(i), value(i + round));
+                }
+            }
+            db.flush().unwrap();
+            db.wait_for_compactions().unwrap();
+            let tables: u64 = db.stats().keyspaces[0]
+                .levels
+                .iter()
+                .map(|l| l.tables)
+                .sum();
+            assert!(tables > 6, "{layout}: only {tables} tables");
+            for i in 0..n {
+                assert_eq!(
+                    ks.get(key(i)).unwrap(),
+                    model.get(&key(i)).cloned(),
+                    "{layout}: key {i}"
+                );
+            }
+            let fwd: Vec<(Vec<u8>, Vec<u8>)> = ks
+                .range::<&[u8], _>(..)
+                .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+                .collect::<scree::Result<_>>()
+                .unwrap();
+            let want: Vec<(Vec<u8>, Vec<u8>)> =
+                model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            assert_eq!(fwd, want, "{layout}: forward scan");
+            let rev: Vec<Vec<u8>> = ks
+                .range::<&[u8], _>(..)
+                .rev()
+                .map(|r| r.map(|(k, _)| k.to_vec()))
+                .collect::<scree::Result<_>>()
+                .unwrap();
+            assert_eq!(rev.len(), want.len(), "{layout}: reverse scan");
+            assert!(rev.iter().rev().eq(want.iter().map(|(k, _)| k)));
+            let open = db.stats().open_table_files;
+            assert!(
+                open <= 3,
+                "{layout}: {open} readers open of {tables} tables"
+            );
+        }
+        drop(ks);
+        drop(db);
+        // The same store without a bound keeps every table it reads open.
+        let db = Db::open(dir.path(), common::small_db()).unwrap();
+        let ks = db.keyspace("k", common::small_ks(layout)).unwrap();
+        for i in 0..n {
+            assert_eq!(ks.get(key(i)).unwrap(), model.get(&key(i)).cloned());
+        }
+        assert!(db.stats().open_table_files > 3, "{layout}");
+    }
+}
+
+/// Readers closed and reopened under the bound while other threads read through them and
+/// compactions replace them: every get finds the key's value (each value names its key).
+#[test]
+fn concurrent_reads_under_a_tight_open_table_bound_stay_correct() {
+    for layout in [Layout::Leveled, Layout::Fragmented] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = common::small_db();
+        o.max_open_files = 2;
+        let db = Db::open(dir.path(), o).unwrap();
+        let ks = db.keyspace("k", common::small_ks(layout)).unwrap();
+        let n = 3000u64;
+        let key = |i: u64| format!("key{i:08}").into_bytes();
+        let val = |i: u64, r: u64| {
+            let mut v = format!("{i}:{r}:").into_bytes();
+            v.resize(80, b'v');
+            v
+        };
+        for i in 0..n {
+            ks.put(key(i), val(i, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        std::thread::scope(|s| {
+            for t in 0..3u64 {
+                let ks = ks.clone();
+                s.spawn(move || {
+                    for j in 0..20_000u64 {
+                        let i = (j * 7 + t * 1013) % n;
+                        let v = ks.get(key(i)).unwrap().expect("every key was written");
+                        let head = format!("{i}:");
+                        assert!(v.starts_with(head.as_bytes()), "{layout}: key {i}");
+                    }
+                });
+            }
+            for r in 1..4u64 {
+                for i in 0..n {
+                    ks.put(key(i), val(i, r)).unwrap();
+                }
+                db.flush().unwrap();
+            }
+        });
+        db.wait_for_compactions().unwrap();
+        assert!(db.stats().open_table_files <= 2, "{layout}");
+    }
+}

@@ -162,6 +162,8 @@ pub struct ScreeTuning {
     pub parallel_search: bool,
     /// `Options::mmap_reads`.
     pub mmap_reads: bool,
+    /// `Options::max_open_files` (0: no bound).
+    pub max_open_files: usize,
 }
 
 impl Default for ScreeTuning {
@@ -176,6 +178,7 @@ impl Default for ScreeTuning {
             frag_tables_per_guard: None,
             parallel_search: scree::Options::default().parallel_search,
             mmap_reads: scree::Options::default().mmap_reads,
+            max_open_files: scree::Options::default().max_open_files,
         }
     }
 }

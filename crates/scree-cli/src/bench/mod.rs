@@ -123,6 +123,10 @@ pub struct BenchArgs {
     /// (`Options::mmap_reads = false`).
     #[arg(long)]
     pub no_mmap_reads: bool,
+    /// Scree: sorted tables kept open at once (`Options::max_open_files`; 0 = every table,
+    /// the engine's default).
+    #[arg(long, default_value_t = 0)]
+    pub max_open_files: usize,
     /// `trie`: sub-levels a container holds before they are compacted into its children
     /// [default: TrieOptions::default(), 8].
     #[arg(long)]
@@ -264,6 +268,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             frag_tables_per_guard: args.frag_tables_per_guard,
             parallel_search: args.parallel_search,
             mmap_reads: !args.no_mmap_reads,
+            max_open_files: args.max_open_files,
         },
     };
     let phase_cfg = PhaseConfig {

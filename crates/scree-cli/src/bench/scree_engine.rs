@@ -82,6 +82,7 @@ impl ScreeEngine {
         opts.flush_in_compactions = t.flush_in_compactions;
         opts.parallel_search = t.parallel_search;
         opts.mmap_reads = t.mmap_reads;
+        opts.max_open_files = t.max_open_files;
         if let Some(n) = t.trie_pile_size {
             ko.trie.pile_size = n;
         }
@@ -116,6 +117,7 @@ impl ScreeEngine {
             ("direct_reads".into(), opts.direct_reads.to_string()),
             ("mmap_reads".into(), opts.mmap_reads.to_string()),
             ("parallel_search".into(), opts.parallel_search.to_string()),
+            ("max_open_files".into(), opts.max_open_files.to_string()),
             (
                 "compression".into(),
                 "none (Scree does not compress)".into(),

@@ -321,6 +321,7 @@ fn scree_tuning_flags_reach_the_keyspace() {
             frag_tables_per_guard: Some(1),
             parallel_search: true,
             mmap_reads: false,
+            max_open_files: 0,
         },
     };
     let dir = tempfile::tempdir().expect("tempdir");

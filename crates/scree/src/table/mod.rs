@@ -5,9 +5,12 @@
 pub mod block;
 
 use std::cmp::Ordering;
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering as AtOrd};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
+
+use parking_lot::{Mutex, RwLock};
 
 use crate::cache::BlockCache;
 use crate::coding::{crc, get_u32, get_u64, put_u32, put_u64, put_varint, Reader};
@@ -562,6 +565,53 @@ pub struct TableCtx {
     pub cache: BlockCache,
     /// The database directory.
     pub dir: PathBuf,
+    /// The open sorted tables, when their number is bounded (`Options::max_open_files`).
+    pub open: OpenTables,
+}
+
+/// The bound on open sorted-table readers (`Options::max_open_files`; 0: none). An open
+/// reader holds a file descriptor, the decoded index and the Bloom filter (≈ 3.4 bytes per
+/// key): without a bound they grow with the store. Past the bound the reader opened longest
+/// ago and not used since its last chance is closed (CLOCK: a use sets a bit, the sweep clears
+/// it once before closing); the next use opens the file again and reads its index and filter.
+/// A closed reader's memory is freed when the last iterator or lookup holding it ends.
+#[derive(Default)]
+pub struct OpenTables {
+    cap: usize,
+    ring: Mutex<VecDeque<Weak<TableFile>>>,
+}
+
+impl OpenTables {
+    /// At most `cap` open readers (0: no bound).
+    pub fn new(cap: usize) -> Self {
+        OpenTables {
+            cap,
+            ring: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// Records that `t` was just opened and closes readers past the bound.
+    fn opened(&self, t: Weak<TableFile>) {
+        if self.cap == 0 {
+            return;
+        }
+        let mut ring = self.ring.lock();
+        ring.push_back(t);
+        // Each reader gets at most one second chance per sweep, so this ends.
+        let mut budget = 2 * ring.len();
+        while ring.len() > self.cap && budget > 0 {
+            budget -= 1;
+            let Some(w) = ring.pop_front() else { break };
+            let Some(f) = w.upgrade() else { continue };
+            if f.used.swap(false, AtOrd::Relaxed) {
+                ring.push_back(w);
+            } else if let Some(r) = f.reader.write().take() {
+                // Its cached mapped blocks hold the file's map; once closed, nothing would
+                // remove them when the table is deleted (see `evict_mapped_blocks`).
+                r.evict_mapped_blocks();
+            }
+        }
+    }
 }
 
 /// A live table file. When it is marked obsolete (no version names it any more) the file is
@@ -574,7 +624,11 @@ pub struct TableFile {
     /// A reader of a layout-specific format, opened by the layout that owns the file.
     pub aux: OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
     ctx: Arc<TableCtx>,
-    reader: OnceLock<Arc<TableReader>>,
+    /// The open reader; `None` until first used, and again after [`OpenTables`] closed it.
+    reader: RwLock<Option<Arc<TableReader>>>,
+    /// Used since the open-table sweep last passed it.
+    used: AtomicBool,
+    me: Weak<TableFile>,
     obsolete: AtomicBool,
 }
 
@@ -591,12 +645,14 @@ impl TableFile {
     }
     /// A handle for a file of another format (`ext` names it).
     pub fn with_ext(meta: TableMeta, ctx: Arc<TableCtx>, ext: &'static str) -> Arc<TableFile> {
-        Arc::new(TableFile {
+        Arc::new_cyclic(|me| TableFile {
             meta,
             ext,
             aux: OnceLock::new(),
             ctx,
-            reader: OnceLock::new(),
+            reader: RwLock::new(None),
+            used: AtomicBool::new(false),
+            me: me.clone(),
             obsolete: AtomicBool::new(false),
         })
     }
@@ -617,14 +673,18 @@ impl TableFile {
             && user_key <= self.meta.largest_user()
             && self.meta.min_seq <= seq
     }
-    /// The open reader, if the file was opened.
-    fn open_reader(&self) -> Option<&TableReader> {
-        self.reader.get().map(|r| &**r)
+    /// The open reader, if the file is open.
+    fn open_reader(&self) -> Option<Arc<TableReader>> {
+        let r = self.reader.read().clone();
+        if r.is_some() && !self.used.load(AtOrd::Relaxed) {
+            self.used.store(true, AtOrd::Relaxed);
+        }
+        r
     }
-    /// The open reader (opens the file on first use).
+    /// The open reader (opens the file on first use, and after the open-table bound closed it).
     pub fn reader(&self) -> Result<Arc<TableReader>> {
-        if let Some(r) = self.reader.get() {
-            return Ok(r.clone());
+        if let Some(r) = self.open_reader() {
+            return Ok(r);
         }
         let r = Arc::new(TableReader::from_file(
             &self.ctx.env,
@@ -632,7 +692,16 @@ impl TableFile {
             self.meta.file_no,
             self.ctx.cache.clone(),
         )?);
-        Ok(self.reader.get_or_init(|| r).clone())
+        {
+            let mut slot = self.reader.write();
+            if let Some(other) = &*slot {
+                // Another thread opened it meanwhile: one reader per file.
+                return Ok(other.clone());
+            }
+            *slot = Some(r.clone());
+        }
+        self.ctx.open.opened(self.me.clone());
+        Ok(r)
     }
     /// Opens the file for reading (mapped when the options say so). Its length must be the
     /// size the manifest records (0: not recorded): a file of another length is not the file
@@ -674,25 +743,21 @@ pub fn get_in_tables<'a>(
     seq: u64,
 ) -> Result<Lookup> {
     let h = bloom::bloom_hash(user_key);
-    let mut todo: smallvec::SmallVec<[(&TableFile, Option<&TableReader>); 16]> =
+    let mut todo: smallvec::SmallVec<[(&TableFile, Option<Arc<TableReader>>); 16]> =
         smallvec::SmallVec::new();
     for f in tables {
         if f.may_hold(user_key, seq) {
             let r = f.open_reader();
-            if let Some(r) = r {
+            if let Some(r) = &r {
                 r.prefetch_filter(h);
             }
             todo.push((f, r));
         }
     }
     for (f, r) in todo {
-        let opened;
         let r = match r {
             Some(r) => r,
-            None => {
-                opened = f.reader()?;
-                &*opened
-            }
+            None => f.reader()?,
         };
         if !r.admits(h) {
             continue;
@@ -708,7 +773,7 @@ pub fn get_in_tables<'a>(
 impl Drop for TableFile {
     fn drop(&mut self) {
         if self.obsolete.load(AtOrd::SeqCst) {
-            if let Some(r) = self.reader.get() {
+            if let Some(r) = &*self.reader.read() {
                 r.evict_mapped_blocks();
             }
             let _ = self.ctx.env.fs.remove(&self.path());
@@ -781,6 +846,7 @@ pub(crate) mod test_support {
             },
             cache: BlockCache::new(cache_bytes),
             dir: dir.to_path_buf(),
+            open: super::OpenTables::default(),
         })
     }
 
