@@ -743,8 +743,8 @@ pub fn get_in_tables<'a>(
     seq: u64,
 ) -> Result<Lookup> {
     let h = bloom::bloom_hash(user_key);
-    let mut todo: smallvec::SmallVec<[(&TableFile, Option<Arc<TableReader>>); 16]> =
-        smallvec::SmallVec::new();
+    type Candidate<'t> = (&'t TableFile, Option<Arc<TableReader>>);
+    let mut todo: smallvec::SmallVec<[Candidate<'a>; 16]> = smallvec::SmallVec::new();
     for f in tables {
         if f.may_hold(user_key, seq) {
             let r = f.open_reader();
