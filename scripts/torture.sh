@@ -8,7 +8,8 @@
 # usage: scripts/torture.sh LAYOUT CYCLES [WORKDIR]
 #   env: SCREE_BIN (default target/release/scree, built if missing), THREADS (4),
 #        MIN_MS / MAX_MS (kill delay range, default 300 / 2500), SYNC_PERCENT (10), KEEP=1 (keep
-#        the work directory on success).
+#        the work directory on success), MAX_OPEN_FILES (0: every table open; e.g. 4 closes
+#        and reopens table readers all the time).
 # Long run (docs/reliability.md): for l in leveled fragmented trie; do scripts/torture.sh $l 1000; done
 set -euo pipefail
 
@@ -19,6 +20,7 @@ THREADS=${THREADS:-4}
 MIN_MS=${MIN_MS:-300}
 MAX_MS=${MAX_MS:-2500}
 SYNC_PERCENT=${SYNC_PERCENT:-10}
+MAX_OPEN_FILES=${MAX_OPEN_FILES:-0}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${SCREE_BIN:-$ROOT/target/release/scree}
 if [[ ! -x $BIN ]]; then
@@ -33,7 +35,8 @@ killed=0
 start=$(date +%s)
 for ((i = 1; i <= CYCLES; i++)); do
   "$BIN" stress --dir "$DB" --layout "$LAYOUT" --seconds 600 --threads "$THREADS" \
-    --sync-percent "$SYNC_PERCENT" --expected "$EXP" >"$WORK/stress.out" 2>&1 &
+    --sync-percent "$SYNC_PERCENT" --max-open-files "$MAX_OPEN_FILES" --expected "$EXP" \
+    >"$WORK/stress.out" 2>&1 &
   pid=$!
   delay=$((MIN_MS + (RANDOM * 32768 + RANDOM) % (MAX_MS - MIN_MS + 1)))
   sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
@@ -50,7 +53,8 @@ for ((i = 1; i <= CYCLES; i++)); do
     exit 1
   fi
   if [[ -f $EXP ]]; then
-    if ! "$BIN" stress --dir "$DB" --expected "$EXP" --verify >"$WORK/verify.out" 2>&1; then
+    if ! "$BIN" stress --dir "$DB" --expected "$EXP" --verify --max-open-files "$MAX_OPEN_FILES" \
+      >"$WORK/verify.out" 2>&1; then
       echo "cycle $i (killed after ${delay} ms): verification FAILED:" >&2
       cat "$WORK/verify.out" >&2
       echo "work directory kept: $WORK" >&2

@@ -70,6 +70,10 @@ pub struct StressArgs {
     /// Seed of the operation sequences (default: random).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// `Options::max_open_files` of the run and of --verify (0: every table open): a tight
+    /// bound closes and reopens table readers under the writers, readers and compactions.
+    #[arg(long, default_value_t = 0)]
+    pub max_open_files: usize,
 }
 
 const KS: [&str; 2] = ["s0", "s1"];
@@ -231,16 +235,18 @@ fn ks_options(layout: Layout) -> KeyspaceOptions {
     o
 }
 
-fn db_options() -> Options {
+fn db_options(max_open_files: usize) -> Options {
     Options {
         background_threads: 2,
         block_cache_bytes: 4 << 20,
+        max_open_files,
         ..Options::default()
     }
 }
 
-fn open(dir: &Path, layout: Layout) -> anyhow::Result<(Db, Vec<Keyspace>)> {
-    let db = Db::open(dir, db_options()).with_context(|| format!("open {}", dir.display()))?;
+fn open(dir: &Path, layout: Layout, max_open_files: usize) -> anyhow::Result<(Db, Vec<Keyspace>)> {
+    let db = Db::open(dir, db_options(max_open_files))
+        .with_context(|| format!("open {}", dir.display()))?;
     let mut ks = Vec::new();
     for name in KS {
         ks.push(db.keyspace(name, ks_options(layout))?);
@@ -278,7 +284,7 @@ pub fn run(args: StressArgs) -> anyhow::Result<bool> {
         return verify(&args);
     }
     let layout: Layout = args.layout.parse()?;
-    let (db, ks) = open(&args.dir, layout)?;
+    let (db, ks) = open(&args.dir, layout, args.max_open_files)?;
     let p = Params {
         seed: args.seed.unwrap_or_else(|| splitmix(now_nanos())),
         cycle: splitmix(now_nanos() ^ 0x5eed) >> 16,
@@ -540,7 +546,7 @@ fn verify(args: &StressArgs) -> anyhow::Result<bool> {
     let exp = read_expected(&args.expected)?;
     let p = &exp.p;
     let layout: Layout = p.layout.parse()?;
-    let (db, ks) = open(&args.dir, layout)?;
+    let (db, ks) = open(&args.dir, layout, args.max_open_files)?;
     let got = read_all(&ks, p)?;
     let mut problems: Vec<String> = Vec::new();
     // Nothing outside the key space (layouts with scans).
