@@ -153,12 +153,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 status(),
                 take_peak()
             );
-            for l in &db.stats().keyspaces[0].levels {
-                println!(
-                    "  level {} tables {} bytes {} {}",
-                    l.level, l.tables, l.bytes, l.detail
-                );
-            }
+            print_levels(&db);
         }
         drop(ks);
         drop(db);
@@ -214,12 +209,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             status(),
             take_peak()
         );
-        for l in &db.stats().keyspaces[0].levels {
-            println!(
-                "  level {} tables {} bytes {} {}",
-                l.level, l.tables, l.bytes, l.detail
-            );
-        }
+        print_levels(&db);
     }
     Ok(())
+}
+
+/// The first keyspace's levels, one line each.
+fn print_levels(db: &Db) {
+    for l in &db.stats().keyspaces[0].levels {
+        println!(
+            "  level {} tables {} bytes {} {}",
+            l.level, l.tables, l.bytes, l.detail
+        );
+    }
 }

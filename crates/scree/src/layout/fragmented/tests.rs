@@ -722,29 +722,73 @@ mod in_place_merge_beside_a_push {
     use crate::layout::{Layout, LayoutVersion};
     use crate::manifest::edit::KsEdit;
 
+    /// `levels` levels; guard "m" at levels 1 and 2, the other `guards_at_2` at level 2 only.
+    /// Level-2 guard "m": two tables spanning m1..m6; level-1 guard "m": newer m1, m6.
+    fn start(
+        f: &Fixture,
+        p: &Fragmented,
+        levels: usize,
+        guards_at_2: &[&str],
+    ) -> Arc<dyn LayoutVersion> {
+        let gk = |s: &str| GKey::from(s.as_bytes());
+        let mut e = KsEdit::default();
+        e.records.push(levels_record(levels));
+        let at2: Vec<GKey> = guards_at_2.iter().map(|g| gk(g)).collect();
+        e.records.push(guard_record(TAG_COMMIT, 2, &at2));
+        e.records.push(guard_record(TAG_COMMIT, 1, &[gk("m")]));
+        e.added
+            .push(add(2, f.table(&[("m1", 1, 10), ("m5", 2, 10)])));
+        e.added
+            .push(add(2, f.table(&[("m2", 10, 10), ("m6", 11, 10)])));
+        e.added
+            .push(add(1, f.table(&[("m1", 20, 10), ("m6", 21, 10)])));
+        let empty: Arc<dyn LayoutVersion> = p.empty_version(&f.tables);
+        let v = empty.apply(&e, &f.tables).expect("apply");
+        v.check_invariants().expect("start");
+        v
+    }
+
+    /// Installs the push and the other job in the order given, checking the invariants after
+    /// each, and the newest version of every key at the end.
+    fn install_both(
+        f: &Fixture,
+        v: &Arc<dyn LayoutVersion>,
+        push: &KsEdit,
+        other: &KsEdit,
+        push_first: bool,
+    ) -> Arc<dyn LayoutVersion> {
+        let (first, second) = if push_first {
+            (push, other)
+        } else {
+            (other, push)
+        };
+        let v = v.apply(first, &f.tables).expect("first install");
+        v.check_invariants().expect("after the first install");
+        let v = v.apply(second, &f.tables).expect("second install");
+        v.check_invariants().expect("after both installs");
+        for (key, want) in [
+            ("m1", "m1@20"),
+            ("m2", "m2@10"),
+            ("m5", "m5@2"),
+            ("m6", "m6@21"),
+        ] {
+            assert_eq!(
+                get(&v, key).as_deref(),
+                Some(want),
+                "{key} (push first: {push_first})"
+            );
+        }
+        v
+    }
+
     #[test]
     fn an_in_place_merge_and_a_push_into_the_same_guard_install_in_either_order() {
         for push_first in [true, false] {
             let mut f = Fixture::new();
             f.opts.fragmented.max_levels = 3;
             let p = Fragmented::new();
-            let gk = |s: &str| GKey::from(s.as_bytes());
             // Guard "m" at levels 1 and 2 (the last); "t" only at level 2, empty there.
-            // Last-level guard "m": two tables spanning m1..m6; level-1 guard "m": newer m1, m6.
-            let mut e = KsEdit::default();
-            e.records.push(levels_record(3));
-            e.records
-                .push(guard_record(TAG_COMMIT, 2, &[gk("m"), gk("t")]));
-            e.records.push(guard_record(TAG_COMMIT, 1, &[gk("m")]));
-            e.added
-                .push(add(2, f.table(&[("m1", 1, 10), ("m5", 2, 10)])));
-            e.added
-                .push(add(2, f.table(&[("m2", 10, 10), ("m6", 11, 10)])));
-            e.added
-                .push(add(1, f.table(&[("m1", 20, 10), ("m6", 21, 10)])));
-            let empty: Arc<dyn LayoutVersion> = p.empty_version(&f.tables);
-            let v = empty.apply(&e, &f.tables).expect("apply");
-            v.check_invariants().expect("start");
+            let v = start(&f, &p, 3, &["m", "t"]);
             let o = f.opts.fragmented.clone();
 
             // The in-place merge of last-level guard "m" is planned first, then the push of
@@ -768,31 +812,11 @@ mod in_place_merge_beside_a_push {
             assert_eq!(push_edit.removed.len(), 1);
             assert!(push_edit.records.iter().all(|r| r.tag != TAG_DELETE));
 
-            let (first, second) = if push_first {
-                (&push_edit, &merge_edit)
-            } else {
-                (&merge_edit, &push_edit)
-            };
-            let v = v.apply(first, &f.tables).expect("first install");
-            v.check_invariants().expect("after the first install");
-            let v = v.apply(second, &f.tables).expect("second install");
-            v.check_invariants().expect("after both installs");
+            let v = install_both(&f, &v, &push_edit, &merge_edit, push_first);
             drop((merge, push));
             let last = fv(&v).level(2).expect("level 2");
             assert_eq!(last.guards[1].tables.len(), 2, "merged table and fragment");
             assert!(fv(&v).is_guard(2, b"t"));
-            for (key, want) in [
-                ("m1", "m1@20"),
-                ("m2", "m2@10"),
-                ("m5", "m5@2"),
-                ("m6", "m6@21"),
-            ] {
-                assert_eq!(
-                    get(&v, key).as_deref(),
-                    Some(want),
-                    "{key} (push first: {push_first})"
-                );
-            }
         }
     }
     /// Found in session 15: a push took `Exclusive` on its whole output range to look for
@@ -804,22 +828,8 @@ mod in_place_merge_beside_a_push {
         for push_first in [true, false] {
             let f = Fixture::new();
             let p = Fragmented::new();
-            let gk = |s: &str| GKey::from(s.as_bytes());
-            // Four levels (the last is 3). Guard "m" at levels 1 and 2; level-2 guard "m"
-            // holds two tables, level-1 guard "m" one newer table. Nothing to consolidate.
-            let mut e = KsEdit::default();
-            e.records.push(levels_record(4));
-            e.records.push(guard_record(TAG_COMMIT, 2, &[gk("m")]));
-            e.records.push(guard_record(TAG_COMMIT, 1, &[gk("m")]));
-            e.added
-                .push(add(2, f.table(&[("m1", 1, 10), ("m5", 2, 10)])));
-            e.added
-                .push(add(2, f.table(&[("m2", 10, 10), ("m6", 11, 10)])));
-            e.added
-                .push(add(1, f.table(&[("m1", 20, 10), ("m6", 21, 10)])));
-            let empty: Arc<dyn LayoutVersion> = p.empty_version(&f.tables);
-            let v = empty.apply(&e, &f.tables).expect("apply");
-            v.check_invariants().expect("start");
+            // Four levels (the last is 3). Guard "m" at levels 1 and 2. Nothing to consolidate.
+            let v = start(&f, &p, 4, &["m"]);
             let o = f.opts.fragmented.clone();
 
             let mut push = p
@@ -838,28 +848,8 @@ mod in_place_merge_beside_a_push {
                 "the child's two tables go down"
             );
 
-            let (first, second) = if push_first {
-                (&push_edit, &child_edit)
-            } else {
-                (&child_edit, &push_edit)
-            };
-            let v = v.apply(first, &f.tables).expect("first install");
-            v.check_invariants().expect("after the first install");
-            let v = v.apply(second, &f.tables).expect("second install");
-            v.check_invariants().expect("after both installs");
+            install_both(&f, &v, &push_edit, &child_edit, push_first);
             drop((push, child));
-            for (key, want) in [
-                ("m1", "m1@20"),
-                ("m2", "m2@10"),
-                ("m5", "m5@2"),
-                ("m6", "m6@21"),
-            ] {
-                assert_eq!(
-                    get(&v, key).as_deref(),
-                    Some(want),
-                    "{key} (push first: {push_first})"
-                );
-            }
         }
     }
 }
