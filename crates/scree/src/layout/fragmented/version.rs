@@ -208,11 +208,7 @@ impl Level {
             .collect();
         let mut lvl = Level::empty();
         for t in tables {
-            let idx = guards.get(1..).unwrap_or_default().partition_point(|g| {
-                g.key
-                    .as_deref()
-                    .is_some_and(|k| k <= t.meta.smallest_user())
-            });
+            let idx = guard_of(&guards, &t);
             if let Some(g) = guards.get_mut(idx) {
                 g.bytes += t.meta.size;
                 g.tables.push(t);
@@ -263,11 +259,7 @@ impl Level {
             .collect();
         let mut dirty: Vec<usize> = Vec::new();
         for t in adds {
-            let idx = guards.get(1..).unwrap_or_default().partition_point(|g| {
-                g.key
-                    .as_deref()
-                    .is_some_and(|k| k <= t.meta.smallest_user())
-            });
+            let idx = guard_of(&guards, &t);
             if let Some(g) = guards.get_mut(idx) {
                 g.bytes += t.meta.size;
                 g.tables.push(t);
@@ -294,6 +286,16 @@ impl Level {
     fn all_tables(&self) -> impl Iterator<Item = &Arc<TableFile>> {
         self.guards.iter().flat_map(|g| g.tables.iter())
     }
+}
+
+/// Index of the guard (0: the sentinel) that holds table `t`: the last one whose key is at or
+/// below the table's smallest key.
+fn guard_of(guards: &[Guard], t: &TableFile) -> usize {
+    guards.get(1..).unwrap_or_default().partition_point(|g| {
+        g.key
+            .as_deref()
+            .is_some_and(|k| k <= t.meta.smallest_user())
+    })
 }
 
 pub(crate) fn sort_newest_first(tables: &mut [Arc<TableFile>]) {
