@@ -71,7 +71,8 @@ pub struct StressArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// `Options::max_open_files` of the run and of --verify (0: every table open): a tight
-    /// bound closes and reopens table readers under the writers, readers and compactions.
+    /// bound closes and reopens table files (sorted tables, HTables, BloomClusters) under the
+    /// writers, readers and compactions.
     #[arg(long, default_value_t = 0)]
     pub max_open_files: usize,
 }

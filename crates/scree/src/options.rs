@@ -32,12 +32,15 @@ pub enum WalRecovery {
 pub struct Options {
     /// Byte budget of the block cache (0 disables it). Default 32 MiB.
     pub block_cache_bytes: usize,
-    /// Sorted tables (`leveled`, `fragmented`) kept open at once; 0 (the default, like
-    /// RocksDB's −1) keeps every table open. Each open table holds a file descriptor, its
-    /// decoded index and its Bloom filter (≈ 3.4 bytes per key at 10 bits per key): a store of
-    /// a billion keys holds ≈ 3.4 GB and thousands of descriptors open. With a bound, the least
-    /// recently used tables are closed and reopened when needed (reading their index and
-    /// filter again). The `trie` layout's HTables are not covered: they keep their handles.
+    /// Table files kept open at once, over all keyspaces; 0 (the default, like RocksDB's −1)
+    /// keeps every table open. Each open sorted table (`leveled`, `fragmented`) holds a file
+    /// descriptor, its decoded index and its Bloom filter (≈ 3.4 bytes per key at 10 bits per
+    /// key): a store of a billion keys holds ≈ 3.4 GB and thousands of descriptors open. An
+    /// open `trie` HTable or BloomCluster holds a descriptor and its migration records and
+    /// bucket index (≈ 0.4 bytes per key); the trie's in-memory filters stay while their table
+    /// lives, under `TrieOptions::filter_memory_bytes`. With a bound, the least recently used
+    /// files are closed and reopened when needed (reading their metadata again). The bound
+    /// should cover the tables reads touch: a reopen costs tens of microseconds.
     pub max_open_files: usize,
     /// Threads running flushes and compactions (flushes first). Default: number of cores.
     pub background_threads: usize,

@@ -61,16 +61,27 @@ pub struct IoStats {
 pub(crate) struct Pinned {
     stats: Arc<IoStats>,
     bytes: AtomicU64,
+    /// Whether it counts an open file too.
+    file: bool,
 }
 
 impl Pinned {
     /// One open file holding `bytes` of heap.
     pub(crate) fn new(stats: Arc<IoStats>, bytes: usize) -> Pinned {
         stats.open_table_files.fetch_add(1, Relaxed);
+        Self::bytes(stats, bytes, true)
+    }
+    /// `bytes` of heap a table keeps whether its file is open or not (the `trie` layout's
+    /// in-memory filters).
+    pub(crate) fn heap(stats: Arc<IoStats>, bytes: usize) -> Pinned {
+        Self::bytes(stats, bytes, false)
+    }
+    fn bytes(stats: Arc<IoStats>, bytes: usize, file: bool) -> Pinned {
         stats.table_reader_bytes.fetch_add(bytes as u64, Relaxed);
         Pinned {
             stats,
             bytes: AtomicU64::new(bytes as u64),
+            file,
         }
     }
     /// `bytes` more held by the same file.
@@ -84,7 +95,9 @@ impl Pinned {
 
 impl Drop for Pinned {
     fn drop(&mut self) {
-        self.stats.open_table_files.fetch_sub(1, Relaxed);
+        if self.file {
+            self.stats.open_table_files.fetch_sub(1, Relaxed);
+        }
         self.stats
             .table_reader_bytes
             .fetch_sub(self.bytes.load(Relaxed), Relaxed);

@@ -123,7 +123,7 @@ pub struct BenchArgs {
     /// (`Options::mmap_reads = false`).
     #[arg(long)]
     pub no_mmap_reads: bool,
-    /// Scree: sorted tables kept open at once (`Options::max_open_files`; 0 = every table,
+    /// Scree: table files kept open at once (`Options::max_open_files`; 0 = every table,
     /// the engine's default).
     #[arg(long, default_value_t = 0)]
     pub max_open_files: usize,

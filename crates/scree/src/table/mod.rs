@@ -569,12 +569,14 @@ pub struct TableCtx {
     pub open: OpenTables,
 }
 
-/// The bound on open sorted-table readers (`Options::max_open_files`; 0: none). An open
-/// reader holds a file descriptor, the decoded index and the Bloom filter (≈ 3.4 bytes per
-/// key): without a bound they grow with the store. Past the bound the reader opened longest
-/// ago and not used since its last chance is closed (CLOCK: a use sets a bit, the sweep clears
-/// it once before closing); the next use opens the file again and reads its index and filter.
-/// A closed reader's memory is freed when the last iterator or lookup holding it ends.
+/// The bound on open table files (`Options::max_open_files`; 0: none): sorted-table readers,
+/// and the `trie` layout's HTables and BloomClusters through [`TableAux`]. An open sorted
+/// table holds a file descriptor, the decoded index and the Bloom filter (≈ 3.4 bytes per
+/// key), an open HTable a descriptor and its migration records and bucket index: without a
+/// bound they grow with the store. Past the bound the file opened longest ago and not used
+/// since its last chance is closed (CLOCK: a use sets a bit, the sweep clears it once before
+/// closing); the next use opens the file again and reads its metadata again. A closed
+/// reader's memory is freed when the last iterator or lookup holding it ends.
 #[derive(Default)]
 pub struct OpenTables {
     cap: usize,
@@ -605,13 +607,19 @@ impl OpenTables {
             let Some(f) = w.upgrade() else { continue };
             if f.used.swap(false, AtOrd::Relaxed) {
                 ring.push_back(w);
-            } else if let Some(r) = f.reader.write().take() {
-                // Its cached mapped blocks hold the file's map; once closed, nothing would
-                // remove them when the table is deleted (see `evict_mapped_blocks`).
-                r.evict_mapped_blocks();
+            } else {
+                f.close();
             }
         }
     }
+}
+
+/// The open state of a file of a layout-specific format, kept in [`TableFile::aux`]: what it
+/// holds open (descriptor, map, per-file metadata) can be closed by the open-table bound and
+/// reopened on the next use, like a sorted table's reader.
+pub trait TableAux: std::any::Any + Send + Sync {
+    /// Closes the open file; a use already holding it keeps it until done.
+    fn close(&self);
 }
 
 /// A live table file. When it is marked obsolete (no version names it any more) the file is
@@ -621,8 +629,10 @@ pub struct TableFile {
     pub meta: TableMeta,
     /// File name extension (`sst` for sorted tables, others for layout-specific formats).
     pub ext: &'static str,
-    /// A reader of a layout-specific format, opened by the layout that owns the file.
-    pub aux: OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
+    /// The handle of a layout-specific format, set by the layout that owns the file. A layout
+    /// that opens the file through it calls [`TableFile::opened`] and, on each use,
+    /// [`TableFile::touch`], so the open-table bound covers it too.
+    pub aux: OnceLock<Arc<dyn TableAux>>,
     ctx: Arc<TableCtx>,
     /// The open reader; `None` until first used, and again after [`OpenTables`] closed it.
     reader: RwLock<Option<Arc<TableReader>>>,
@@ -673,11 +683,38 @@ impl TableFile {
             && user_key <= self.meta.largest_user()
             && self.meta.min_seq <= seq
     }
+    /// The layout-specific handle as a `T`, if set and of that type.
+    pub fn aux_as<T: TableAux>(&self) -> Option<&T> {
+        let a: &dyn std::any::Any = &**self.aux.get()?;
+        a.downcast_ref::<T>()
+    }
+    /// Records a use of the file's open state (the open-table sweep spares it once).
+    pub fn touch(&self) {
+        if !self.used.load(AtOrd::Relaxed) {
+            self.used.store(true, AtOrd::Relaxed);
+        }
+    }
+    /// Records that the file was just opened (by its reader or its [`TableFile::aux`]
+    /// handle), closing files past the open-table bound.
+    pub fn opened(&self) {
+        self.ctx.open.opened(self.me.clone());
+    }
+    /// Closes what the file holds open (reader and `aux`); the next use opens it again.
+    fn close(&self) {
+        if let Some(r) = self.reader.write().take() {
+            // Its cached mapped blocks hold the file's map; once closed, nothing would
+            // remove them when the table is deleted (see `evict_mapped_blocks`).
+            r.evict_mapped_blocks();
+        }
+        if let Some(a) = self.aux.get() {
+            a.close();
+        }
+    }
     /// The open reader, if the file is open.
     fn open_reader(&self) -> Option<Arc<TableReader>> {
         let r = self.reader.read().clone();
-        if r.is_some() && !self.used.load(AtOrd::Relaxed) {
-            self.used.store(true, AtOrd::Relaxed);
+        if r.is_some() {
+            self.touch();
         }
         r
     }
@@ -700,7 +737,7 @@ impl TableFile {
             }
             *slot = Some(r.clone());
         }
-        self.ctx.open.opened(self.me.clone());
+        self.opened();
         Ok(r)
     }
     /// Opens the file for reading (mapped when the options say so). Its length must be the

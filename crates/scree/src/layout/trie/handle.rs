@@ -1,6 +1,7 @@
 //! Open files of the `trie` layout and the state its versions share: the HTable handle kept in
-//! a [`TableFile`]'s `aux` slot (reader plus, for tables no BloomCluster covers, the in-memory
-//! per-bucket filters under a byte budget), the BloomCluster handle, per-level lookup read
+//! a [`TableFile`]'s `aux` slot (a reader the open-table bound may close, plus, for tables no
+//! BloomCluster covers, the in-memory per-bucket filters under a byte budget), the
+//! BloomCluster handle (its reader closed the same way), per-level lookup read
 //! counters, handles of freshly written tables waiting for their version, and the garbage
 //! estimates of last-level containers.
 
@@ -8,14 +9,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Error, Result};
 use crate::htable::{
     BloomClusterReader, BloomColumn, ClusterBlock, FilterSet, HTableReader, CLUSTER_BLOCK_SIZE,
 };
 use crate::stats::{LevelReads, ReadKind};
-use crate::table::TableFile;
+use crate::table::{TableAux, TableFile};
 
 use super::version::ClusterRef;
 
@@ -207,39 +208,65 @@ impl Shared {
     }
 }
 
-/// An open HTable of the trie: the reader (migration records and overflow index in memory)
-/// and, loaded at most once, its per-bucket filters.
+/// A table of the trie: its open HTable reader (closed by the open-table bound, reopened on
+/// the next use) and, loaded at most once and kept while the table lives, its per-bucket
+/// filters.
 pub struct HHandle {
-    /// The reader (opened without filters).
-    pub reader: HTableReader,
+    /// The open reader (opened without filters); `None` once the open-table bound closed it.
+    open: RwLock<Option<Arc<OpenHTable>>>,
+    /// Bucket count and shift, to find a key's bucket filter without the reader.
+    n_buckets: u32,
+    shift: u32,
     /// `Some(None)`: loaded but over the budget, not kept.
     filters: OnceLock<Option<FilterSet>>,
     charged: AtomicUsize,
     shared: Arc<Shared>,
-    /// Counts the open file, its migration records and overflow index, and its filters while
-    /// kept, in `Stats::table_reader_bytes`.
-    pinned: crate::stats::Pinned,
+    /// Counts the filters while kept in `Stats::table_reader_bytes`.
+    filter_pin: crate::stats::Pinned,
+}
+
+/// An open HTable: the reader (file, migration records, bucket and overflow indexes), counted
+/// in `Stats::open_table_files` and `Stats::table_reader_bytes` while it lives.
+pub struct OpenHTable {
+    reader: HTableReader,
+    _pinned: crate::stats::Pinned,
+}
+
+impl OpenHTable {
+    fn new(reader: HTableReader) -> Arc<Self> {
+        let _pinned = crate::stats::Pinned::new(
+            reader.io_stats().clone(),
+            reader.memory_bytes() + std::mem::size_of::<OpenHTable>(),
+        );
+        Arc::new(OpenHTable { reader, _pinned })
+    }
+}
+
+impl std::ops::Deref for OpenHTable {
+    type Target = HTableReader;
+    fn deref(&self) -> &HTableReader {
+        &self.reader
+    }
 }
 
 impl std::fmt::Debug for HHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "HHandle({:?})", self.reader)
+        write!(f, "HHandle({} buckets)", self.n_buckets)
     }
 }
 
 impl HHandle {
-    /// A handle; `filters` (from the builder) are kept if the budget allows.
+    /// A handle of an open table; `filters` (from the builder) are kept if the budget allows.
     pub fn new(reader: HTableReader, filters: Option<FilterSet>, shared: Arc<Shared>) -> Self {
-        let pinned = crate::stats::Pinned::new(
-            reader.io_stats().clone(),
-            reader.memory_bytes() + std::mem::size_of::<HHandle>(),
-        );
+        let filter_pin = crate::stats::Pinned::heap(reader.io_stats().clone(), 0);
         let h = HHandle {
-            reader,
+            n_buckets: reader.n_buckets(),
+            shift: reader.bucket_shift(),
+            open: RwLock::new(Some(OpenHTable::new(reader))),
             filters: OnceLock::new(),
             charged: AtomicUsize::new(0),
             shared,
-            pinned,
+            filter_pin,
         };
         if let Some(f) = filters {
             h.keep(f);
@@ -257,7 +284,7 @@ impl HHandle {
         let charged = kept.as_ref().map_or(0, |_| bytes);
         if self.filters.set(kept).is_ok() {
             self.charged.store(charged, Ordering::Relaxed);
-            self.pinned.add(charged);
+            self.filter_pin.add(charged);
         } else if charged > 0 {
             self.shared
                 .filter_used
@@ -265,26 +292,55 @@ impl HHandle {
         }
     }
 
-    /// The table's filters, loading them (one Metadata read, counted in `meta_reads`) on first
-    /// use; `None` when they are over the memory budget (probe the bucket directly then).
-    pub fn filters(&self, meta_reads: &mut u64) -> Result<Option<&FilterSet>> {
+    /// The table's filters, loading them through `reader` (one Metadata read, counted in
+    /// `meta_reads`) on first use; `None` when they are over the memory budget (probe the
+    /// bucket directly then).
+    pub fn filters(
+        &self,
+        reader: &HTableReader,
+        meta_reads: &mut u64,
+    ) -> Result<Option<&FilterSet>> {
         if let Some(f) = self.filters.get() {
             return Ok(f.as_ref());
         }
-        let f = self.reader.read_filters_kind(ReadKind::Metadata)?;
+        let f = reader.read_filters_kind(ReadKind::Metadata)?;
         *meta_reads += 1;
         self.keep(f);
         Ok(self.filters.get().and_then(Option::as_ref))
     }
 
-    /// The filter of bucket `b` if the filters are held in memory (no I/O).
-    pub fn filter_in_memory(&self, b: u32) -> Option<&[u8]> {
+    /// The filter of the bucket of placement hash `h` if the filters are held in memory (no
+    /// I/O, whether the file is open or not).
+    pub fn filter_in_memory(&self, h: u128) -> Option<&[u8]> {
+        let b = crate::htable::bucket_of(h, self.n_buckets, self.shift);
         self.filters.get()?.as_ref()?.get(b as usize)
     }
 
     /// Whether the filters are held in memory.
     pub fn filters_in_memory(&self) -> bool {
         self.filters.get().is_some_and(Option::is_some)
+    }
+
+    /// The open reader, if the file is open.
+    fn open_reader(&self) -> Option<Arc<OpenHTable>> {
+        self.open.read().clone()
+    }
+
+    /// Installs a reopened reader; `false` (and the reader installed meanwhile) when another
+    /// thread reopened the file first: one reader per file.
+    fn install(&self, r: Arc<OpenHTable>) -> (Arc<OpenHTable>, bool) {
+        let mut slot = self.open.write();
+        if let Some(other) = &*slot {
+            return (other.clone(), false);
+        }
+        *slot = Some(r.clone());
+        (r, true)
+    }
+}
+
+impl TableAux for HHandle {
+    fn close(&self) {
+        self.open.write().take();
     }
 }
 
@@ -297,67 +353,126 @@ impl Drop for HHandle {
     }
 }
 
-/// The handle of a table file of the trie if it is open already (no I/O).
+/// The handle of a table file of the trie if it was opened before (no I/O; its file may have
+/// been closed since).
 pub fn open_handle(f: &TableFile) -> Option<&HHandle> {
-    f.aux.get().and_then(|a| a.downcast_ref::<HHandle>())
+    f.aux_as::<HHandle>()
 }
 
-/// The handle of a table file of the trie, opening the table on first use (its two Metadata
-/// reads are added to `meta_reads`).
+/// Adopts `h` (a freshly written table's handle, its file open) as the handle of `f`, counting
+/// the open file under the open-table bound when `f` is a version's file (`track`).
+pub fn adopt(f: &TableFile, h: Arc<HHandle>, track: bool) {
+    if f.aux.set(h).is_ok() && track {
+        f.opened();
+    }
+}
+
+/// Opens the HTable of `f` (two Metadata reads, added to `meta_reads`) and checks it was built
+/// with the database's placement-hash key.
+fn open_htable(
+    f: &TableFile,
+    hash_key: &[u8; 16],
+    kind: ReadKind,
+    meta_reads: &mut u64,
+) -> Result<HTableReader> {
+    let reader = HTableReader::open_kind(f.open_file()?, false, kind)?;
+    *meta_reads += 2;
+    if reader.hash_key() != *hash_key {
+        return Err(Error::corruption(
+            f.path(),
+            0,
+            "HTable placement-hash key differs from the database's",
+        ));
+    }
+    Ok(reader)
+}
+
+/// The handle and open reader of a table file of the trie, opening the table on first use and
+/// again after the open-table bound closed it (two Metadata reads each time, added to
+/// `meta_reads`).
 pub fn table_handle<'a>(
     f: &'a TableFile,
     shared: &Arc<Shared>,
     hash_key: &[u8; 16],
     kind: ReadKind,
     meta_reads: &mut u64,
-) -> Result<&'a HHandle> {
-    if f.aux.get().is_none() {
-        let reader = HTableReader::open_kind(f.open_file()?, false, kind)?;
-        *meta_reads += 2;
-        if reader.hash_key() != *hash_key {
-            return Err(Error::corruption(
-                f.path(),
-                0,
-                "HTable placement-hash key differs from the database's",
-            ));
+) -> Result<(&'a HHandle, Arc<OpenHTable>)> {
+    let h = match f.aux_as::<HHandle>() {
+        Some(h) => h,
+        None => {
+            let r = open_htable(f, hash_key, kind, meta_reads)?;
+            adopt(f, Arc::new(HHandle::new(r, None, shared.clone())), true);
+            f.aux_as::<HHandle>()
+                .ok_or_else(|| Error::corruption(f.path(), 0, "not an HTable handle"))?
         }
-        let _ = f
-            .aux
-            .set(Arc::new(HHandle::new(reader, None, shared.clone())));
+    };
+    if let Some(r) = h.open_reader() {
+        f.touch();
+        return Ok((h, r));
     }
-    open_handle(f).ok_or_else(|| Error::corruption(f.path(), 0, "not an HTable handle"))
+    let r = OpenHTable::new(open_htable(f, hash_key, kind, meta_reads)?);
+    let (r, fresh) = h.install(r);
+    if fresh {
+        f.opened();
+    }
+    Ok((h, r))
 }
 
-/// The reader of a BloomCluster file, opened on first use (two Metadata reads). The file must
-/// cover the tables and columns its manifest record names: a lookup takes a table's filters by
-/// its position in the record, so another container's cluster of the same size put in its
-/// place answered "absent" for keys the container holds (found in review).
-pub fn cluster_reader<'a>(
-    cluster: &'a ClusterRef,
+/// A BloomCluster file's open reader (table ids and block directory), closed by the open-table
+/// bound and reopened on the next use.
+#[derive(Default)]
+pub struct ClusterHandle {
+    open: RwLock<Option<Arc<BloomClusterReader>>>,
+}
+
+impl TableAux for ClusterHandle {
+    fn close(&self) {
+        self.open.write().take();
+    }
+}
+
+/// The reader of a BloomCluster file, opened on first use and after the open-table bound
+/// closed it (two Metadata reads). The file must cover the tables and columns its manifest
+/// record names: a lookup takes a table's filters by its position in the record, so another
+/// container's cluster of the same size put in its place answered "absent" for keys the
+/// container holds (found in review).
+pub fn cluster_reader(
+    cluster: &ClusterRef,
     kind: ReadKind,
     meta_reads: &mut u64,
-) -> Result<&'a BloomClusterReader> {
+) -> Result<Arc<BloomClusterReader>> {
     let f = &cluster.file;
-    if f.aux.get().is_none() {
-        let r = BloomClusterReader::open_kind(f.open_file()?, kind)?;
-        *meta_reads += 2;
-        if r.table_ids() != cluster.ids.as_slice() || r.n_columns() != cluster.n {
-            return Err(Error::corruption(
-                f.path(),
-                0,
-                format!(
-                    "BloomCluster covers tables {:?} in {} columns, the manifest says {:?} in {}",
-                    r.table_ids(),
-                    r.n_columns(),
-                    cluster.ids,
-                    cluster.n
-                ),
-            ));
-        }
-        let _ = f.aux.set(Arc::new(r));
+    let _ = f.aux.set(Arc::new(ClusterHandle::default()));
+    let h = f
+        .aux_as::<ClusterHandle>()
+        .ok_or_else(|| Error::corruption(f.path(), 0, "not a BloomCluster handle"))?;
+    if let Some(r) = h.open.read().clone() {
+        f.touch();
+        return Ok(r);
     }
-    f.aux
-        .get()
-        .and_then(|a| a.downcast_ref::<BloomClusterReader>())
-        .ok_or_else(|| Error::corruption(f.path(), 0, "not a BloomCluster handle"))
+    let r = BloomClusterReader::open_kind(f.open_file()?, kind)?;
+    *meta_reads += 2;
+    if r.table_ids() != cluster.ids.as_slice() || r.n_columns() != cluster.n {
+        return Err(Error::corruption(
+            f.path(),
+            0,
+            format!(
+                "BloomCluster covers tables {:?} in {} columns, the manifest says {:?} in {}",
+                r.table_ids(),
+                r.n_columns(),
+                cluster.ids,
+                cluster.n
+            ),
+        ));
+    }
+    let r = Arc::new(r);
+    {
+        let mut slot = h.open.write();
+        if let Some(other) = &*slot {
+            return Ok(other.clone());
+        }
+        *slot = Some(r.clone());
+    }
+    f.opened();
+    Ok(r)
 }

@@ -29,7 +29,7 @@ use crate::options::TrieOptions;
 use crate::stats::{ReadKind, WriteCause};
 use crate::table::{TableFile, TableMeta};
 
-use super::handle::{cluster_reader, table_handle, HHandle, Shared};
+use super::handle::{adopt, cluster_reader, table_handle, HHandle, Shared};
 use super::version::{
     cluster_meta, cluster_record, depth_of, gc_record, ClusterRef, GcEstimate, CLUSTER_EXT,
     FORMAT_HTABLE, HTABLE_EXT,
@@ -302,8 +302,8 @@ pub fn merge_tables(
     let mut scans: Vec<TableScan> = Vec::with_capacity(tables.len());
     for t in tables {
         let mut m = 0;
-        let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
-        scans.push(scan(&h.reader)?);
+        let (_, h) = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
+        scans.push(scan(&h)?);
     }
     let total: usize = scans.iter().map(TableScan::len).sum();
     let mut pos: Vec<usize> = vec![0; scans.len()];
@@ -418,8 +418,8 @@ pub fn container_columns(
     }
     if let Some(t) = pile.last() {
         let mut m = 0;
-        let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
-        return Ok(h.reader.n_buckets());
+        let (_, h) = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
+        return Ok(h.n_buckets());
     }
     Ok(buckets_for_bytes(bytes, ctx.opts.trie.target_fill))
 }
@@ -447,7 +447,7 @@ pub fn rebuild_cluster(
         Some(o) if o.n == c => {
             let mut m = 0;
             let r = cluster_reader(o, ReadKind::Compaction, &mut m)?;
-            let mut b = BloomClusterBuilder::from_reader_kind(r, ReadKind::Compaction)?;
+            let mut b = BloomClusterBuilder::from_reader_kind(&r, ReadKind::Compaction)?;
             b.retain(|id| pile.iter().any(|t| t.meta.file_no == id));
             b
         }
@@ -458,11 +458,8 @@ pub fn rebuild_cluster(
             continue;
         }
         let mut m = 0;
-        let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
-        b.add_sublevel(
-            t.meta.file_no,
-            column_filters_of(&h.reader, c, shift, bits)?,
-        )?;
+        let (_, h) = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
+        b.add_sublevel(t.meta.file_no, column_filters_of(&h, c, shift, bits)?)?;
     }
     for w in new {
         let f = match &w.column_filters {
@@ -471,10 +468,10 @@ pub fn rebuild_cluster(
                 let mut m = 0;
                 let f = TableFile::with_ext(w.meta.clone(), ctx.tables.clone(), HTABLE_EXT);
                 if let Some(h) = shared.pending.lock().get(&w.meta.file_no) {
-                    let _ = f.aux.set(h.clone());
+                    adopt(&f, h.clone(), false);
                 }
-                let h = table_handle(&f, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
-                column_filters_of(&h.reader, c, shift, bits)?
+                let (_, h) = table_handle(&f, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
+                column_filters_of(&h, c, shift, bits)?
             }
         };
         b.add_sublevel(w.meta.file_no, f)?;
@@ -545,8 +542,8 @@ pub fn sample_garbage(
             continue;
         }
         let mut m = 0;
-        let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
-        let n = h.reader.n_buckets();
+        let (_, h) = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
+        let n = h.n_buckets();
         let newer: Vec<usize> = pile
             .iter()
             .take(age)
@@ -561,7 +558,7 @@ pub fn sample_garbage(
                 % u64::from(n)) as u32;
             let mut last: Option<Vec<u8>> = None;
             let mut last_seq = u64::MAX;
-            for (ik, v) in h.reader.bucket_entries(bucket, ReadKind::Compaction)? {
+            for (ik, v) in h.bucket_entries(bucket, ReadKind::Compaction)? {
                 let p = key::parse(&ik);
                 let size = (ik.len() + v.len()) as u64;
                 seen += size;
@@ -766,7 +763,7 @@ pub fn compact_container(
         if let (Some(b), true) = (cluster, ctx.opts.trie.gc_garbage_ratio > 0.0) {
             let f = TableFile::with_ext(w.meta.clone(), ctx.tables.clone(), HTABLE_EXT);
             if let Some(h) = shared.pending.lock().get(&w.meta.file_no) {
-                let _ = f.aux.set(h.clone());
+                adopt(&f, h.clone(), false);
             }
             let mut pile = vec![f];
             pile.extend(ch.pile.iter().cloned());
@@ -776,14 +773,14 @@ pub fn compact_container(
     }
     for (t, &n) in inputs.iter().zip(&counted) {
         let mut m = 0;
-        let h = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
-        if n != h.reader.item_count() {
+        let (_, h) = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
+        if n != h.item_count() {
             return Err(Error::corruption(
-                h.reader.path(),
+                h.path(),
                 0,
                 format!(
                     "the children of the table hold {n} items, its footer says {}",
-                    h.reader.item_count()
+                    h.item_count()
                 ),
             ));
         }

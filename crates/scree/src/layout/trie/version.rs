@@ -28,7 +28,7 @@ use crate::memtable::Lookup;
 use crate::stats::{LevelReads, LevelStats, ReadKind};
 use crate::table::{TableCtx, TableFile, TableMeta};
 
-use super::handle::{open_handle, table_handle, Shared, MAX_DEPTH};
+use super::handle::{adopt, open_handle, table_handle, Shared, MAX_DEPTH};
 
 /// File format code of HTables in `AddedTable::format`.
 pub const FORMAT_HTABLE: u8 = 1;
@@ -289,7 +289,7 @@ impl TrieVersion {
         let mut early: smallvec::SmallVec<[Option<&[u8]>; 16]> = smallvec::SmallVec::new();
         if c.cluster.is_none() {
             for t in &c.pile {
-                let f = open_handle(t).and_then(|hd| hd.filter_in_memory(hd.reader.bucket_of(h)));
+                let f = open_handle(t).and_then(|hd| hd.filter_in_memory(h));
                 std::hint::black_box(f.and_then(|f| f.first().copied()));
                 early.push(f);
             }
@@ -304,7 +304,7 @@ impl TrieVersion {
                     continue;
                 }
             }
-            let handle = table_handle(t, &self.shared, &self.hash_key, ReadKind::Metadata, meta)?;
+            let mut opened = None;
             let covered = c
                 .cluster
                 .as_ref()
@@ -322,12 +322,23 @@ impl TrieVersion {
                 }
             } else if pre.is_some() {
                 // Its filter passed above.
-            } else if let Some(fs) = handle.filters(meta)? {
-                if !fs.may_contain(handle.reader.bucket_of(h) as usize, bh) {
-                    continue;
+            } else {
+                let (handle, r) =
+                    table_handle(t, &self.shared, &self.hash_key, ReadKind::Metadata, meta)?;
+                if let Some(fs) = handle.filters(&r, meta)? {
+                    if !fs.may_contain(r.bucket_of(h) as usize, bh) {
+                        continue;
+                    }
                 }
+                opened = Some(r);
             }
-            let (found, reads) = handle.reader.probe(h, user_key, seq)?;
+            // Opened only once a filter let the key through (the open-table bound may have
+            // closed the file).
+            let r = match opened {
+                Some(r) => r,
+                None => table_handle(t, &self.shared, &self.hash_key, ReadKind::Metadata, meta)?.1,
+            };
+            let (found, reads) = r.probe(h, user_key, seq)?;
             *data += u64::from(reads);
             if let Some((_, kind, v)) = found {
                 return Ok(Some(match kind {
@@ -512,7 +523,7 @@ impl LayoutVersion for TrieVersion {
             }
             let f = TableFile::with_ext(a.meta.clone(), tables.clone(), HTABLE_EXT);
             if let Some(h) = self.shared.pending.lock().remove(&a.meta.file_no) {
-                let _ = f.aux.set(h);
+                adopt(&f, h, true);
             }
             let mut c = match touched.remove(&cid) {
                 Some(c) => c,
