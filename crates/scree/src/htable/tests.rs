@@ -240,10 +240,21 @@ fn a_footer_of_another_version_or_a_bad_shift_is_refused() {
     }
 }
 
+/// Also with the file mapped, where the scans refer to the map instead of copying the buckets
+/// (session 16): the same items, the same bytes counted, and no copy on the heap.
 #[test]
 fn child_scans_add_up_to_the_full_scan_and_read_each_bucket_about_once() {
+    for mapped in [false, true] {
+        child_scans_add_up(mapped);
+    }
+}
+
+fn child_scans_add_up(mapped: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let env = env();
+    let env = Env {
+        mmap_reads: mapped,
+        ..env()
+    };
     // Keys of the depth-1 container under root child 2, every 500th with a value too large
     // for a bucket (overflow region).
     let mut versions: Vec<Version> = Vec::new();
@@ -273,6 +284,12 @@ fn child_scans_add_up_to_the_full_scan_and_read_each_bucket_about_once() {
         let mut parts = Vec::new();
         for c in 0..8u8 {
             let scan = r.scan_child(depth, c).unwrap();
+            assert_eq!(
+                scan.copied_bytes() == 0,
+                mapped,
+                "mapped {mapped}: {} bytes copied",
+                scan.copied_bytes()
+            );
             for i in 0..scan.len() {
                 let (hash, ukey, trailer, value) = scan.get(i).unwrap();
                 assert_eq!(trie_child(hash, depth), Some(c));
@@ -286,7 +303,10 @@ fn child_scans_add_up_to_the_full_scan_and_read_each_bucket_about_once() {
             }
         }
         let read = env.stats.snapshot().bytes_read - before.bytes_read;
-        assert_eq!(parts, full, "segments {segments} shift {shift}");
+        assert_eq!(
+            parts, full,
+            "mapped {mapped} segments {segments} shift {shift}"
+        );
         let table = u64::from(s.n_buckets) * BUCKET_SIZE as u64 + s.overflow_len;
         let extra_buckets = (read as f64 - table as f64) / BUCKET_SIZE as f64;
         println!("segments {segments} shift {shift}: {extra_buckets:.0} buckets read twice");
