@@ -442,7 +442,7 @@ pub fn cluster_reader(
     meta_reads: &mut u64,
 ) -> Result<Arc<BloomClusterReader>> {
     let f = &cluster.file;
-    let _ = f.aux.set(Arc::new(ClusterHandle::default()));
+    f.aux.get_or_init(|| Arc::new(ClusterHandle::default()));
     let h = f
         .aux_as::<ClusterHandle>()
         .ok_or_else(|| Error::corruption(f.path(), 0, "not a BloomCluster handle"))?;
