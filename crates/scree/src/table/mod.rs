@@ -584,6 +584,10 @@ pub struct OpenTables {
 }
 
 impl OpenTables {
+    /// Whether open files may be closed (a bound is set).
+    pub fn bounded(&self) -> bool {
+        self.cap > 0
+    }
     /// At most `cap` open readers (0: no bound).
     pub fn new(cap: usize) -> Self {
         OpenTables {

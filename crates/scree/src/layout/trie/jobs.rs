@@ -126,6 +126,7 @@ impl TableStats {
             reader,
             keep_filters.then(|| filters.clone()),
             shared.clone(),
+            ctx.tables.open.bounded(),
         );
         shared.pending.lock().insert(no, Arc::new(handle));
         Ok(Written {
