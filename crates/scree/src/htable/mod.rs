@@ -36,8 +36,8 @@ use siphasher::sip128::{Hasher128, SipHasher13};
 use std::hash::Hasher;
 
 pub use builder::{
-    buckets_for_bytes, finish_borrowed, HTableBuilder, HTableOptions, HTableSummary, ItemRef,
-    MIN_BUCKETS_PER_SEGMENT,
+    buckets_for_bytes, finish_borrowed, HTableBuilder, HTableOptions, HTableStream, HTableSummary,
+    ItemRef, TableSizer, MIN_BUCKETS_PER_SEGMENT,
 };
 pub use cluster::{
     BloomClusterBuilder, BloomClusterReader, BloomColumn, ClusterBlock, CLUSTER_BLOCK_SIZE,
@@ -81,7 +81,19 @@ pub fn bucket_shift_for_depth(depth: u32) -> u32 {
 /// hash bits: the 64 bits below those, scaled to the bucket count (`⌊w × n / 2^64⌋`, a
 /// monotone map; `n_buckets == 0` is treated as 1, `shift` above 127 as 127).
 pub fn bucket_of(hash: u128, n_buckets: u32, shift: u32) -> u32 {
-    let window = ((hash << shift.min(127)) >> 64) as u64;
+    bucket_of_window(bucket_window(hash, shift), n_buckets)
+}
+
+/// The bucket window of `hash` in a table with bucket shift `shift`: the 64 hash bits below
+/// the top `shift` (`shift` above 127 is treated as 127). Inside a container the window
+/// orders items as their hashes do.
+pub fn bucket_window(hash: u128, shift: u32) -> u64 {
+    ((hash << shift.min(127)) >> 64) as u64
+}
+
+/// The bucket of bucket window `window` in a table of `n_buckets` buckets: `⌊window × n /
+/// 2^64⌋` (`n_buckets == 0` is treated as 1).
+pub fn bucket_of_window(window: u64, n_buckets: u32) -> u32 {
     ((u128::from(window) * u128::from(n_buckets.max(1))) >> 64) as u32
 }
 

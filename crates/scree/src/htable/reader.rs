@@ -545,6 +545,29 @@ impl HTableReader {
         self.scan_part(lo, hi, &of_child)
     }
 
+    /// The items whose bucket windows ([`super::bucket_window`] with bucket shift `shift`) lie
+    /// in `lo..=hi`, in (hash, internal key) order, checked as [`HTableReader::scan_child`]
+    /// checks them. When the table's bucket shift is `shift` they are the homes of one
+    /// contiguous range of its buckets, read as `scan_child` reads a child's; otherwise the
+    /// whole table is read and filtered. A garbage collection reads its pile this way, one
+    /// balancing segment of the table it writes at a time.
+    pub fn scan_window(&self, shift: u32, lo: u64, hi: u64) -> Result<TableScan> {
+        let keep = move |h: u128| (lo..=hi).contains(&super::bucket_window(h, shift));
+        if lo > hi {
+            return self.scan_part(0, 0, &|_| false);
+        }
+        let n = self.footer.n_buckets;
+        let (first, last) = if self.footer.bucket_shift == shift.min(127) {
+            (
+                super::bucket_of_window(lo, n),
+                super::bucket_of_window(hi, n),
+            )
+        } else {
+            (0, n.saturating_sub(1))
+        };
+        self.scan_part(first, last, &keep)
+    }
+
     /// The items `keep(hash)` of home buckets `lo..=hi` (stored there, in buckets their
     /// migration records point to, or in the overflow region), sorted.
     fn scan_part(&self, lo: u32, hi: u32, keep: &dyn Fn(u128) -> bool) -> Result<TableScan> {

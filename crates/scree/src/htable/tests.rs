@@ -951,3 +951,149 @@ fn bloom_cluster_packs_several_columns_per_block() {
     let b2 = BloomClusterBuilder::from_reader(&c).unwrap();
     assert_eq!(b2.finish_to_vec().unwrap(), bytes);
 }
+
+/// Versions with skewed value sizes (a few larger than a bucket) and several per key.
+fn skewed_versions(n: u64, seed: u64) -> Vec<Version> {
+    let mut x = seed | 1;
+    let mut rnd = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut vs: Vec<Version> = Vec::new();
+    for i in 0..n {
+        let k = format!("key{:012}", rnd() % (n * 3 / 4)).into_bytes();
+        let r = rnd();
+        let vlen = match r % 100 {
+            0 => 5000,
+            1..=5 => 900,
+            _ => 100,
+        };
+        let kind = if r % 17 == 0 {
+            ValueKind::Delete
+        } else {
+            ValueKind::Put
+        };
+        vs.push((k, 1000 + i, kind, vec![(r & 0xff) as u8; vlen]));
+    }
+    vs
+}
+
+/// A table written segment by segment (`HTableStream`, as a garbage collection writes one) is
+/// byte for byte the table written at once, when given the same bucket count and base; each
+/// segment's items are what `scan_window` returns for its windows, and a `TableSizer` pass
+/// over the items chooses the bucket count the one-shot writer chose.
+#[test]
+fn a_table_streamed_by_segment_equals_the_table_written_at_once() {
+    let vs = skewed_versions(40_000, 12345);
+    let env = env();
+    let dir = tempfile::tempdir().unwrap();
+    for (i, opts) in [
+        HTableOptions {
+            balance_segments: 8,
+            target_fill: 0.95,
+            bucket_fill_cap: 1.0,
+            ..Default::default()
+        },
+        HTableOptions {
+            balance_segments: 8,
+            bucket_fill_cap: 0.9,
+            ..Default::default()
+        },
+        HTableOptions::default(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (want, s) = builder_for(&vs, opts).finish_to_vec().unwrap();
+        assert!(s.overflow_items > 0 && s.migrated_items > 0);
+        let items = sorted_items(&vs);
+        let base = items
+            .iter()
+            .map(|it| crate::key::parse(&it.ikey).seq)
+            .min()
+            .unwrap();
+        let mut sizer = TableSizer::new(&opts, base).unwrap();
+        for it in &items {
+            let p = crate::key::parse(&it.ikey);
+            sizer.add(it.hash, p.user_key.len(), it.value.len(), p.trailer());
+        }
+        assert_eq!(sizer.items(), items.len() as u64);
+        assert_eq!(sizer.oldest_seq(), base);
+        assert_eq!(sizer.n_buckets(), s.n_buckets);
+
+        // The one-shot table, to scan by window.
+        let one = dir.path().join(format!("one{i}"));
+        std::fs::write(&one, &want).unwrap();
+        let r = open(&env, &one, false).unwrap();
+
+        let path = dir.path().join(format!("t{i}"));
+        let mut w = env.create(&path, WriteCause::Gc).unwrap();
+        let mut st = HTableStream::new(HK, opts, s.n_buckets, base, &mut w).unwrap();
+        assert_eq!(st.segments(), if i < 2 { 8 } else { 1 });
+        let mut seen = 0;
+        for k in 0..st.segments() {
+            let (lo, hi) = st.segment_windows(k).unwrap();
+            let scan = r.scan_window(0, lo, hi).unwrap();
+            let refs: Vec<ItemRef<'_>> = (0..scan.len())
+                .map(|j| {
+                    let (hash, ukey, trailer, value) = scan.get(j).unwrap();
+                    ItemRef {
+                        hash,
+                        ukey,
+                        trailer,
+                        value,
+                        bloom: crate::filter::bloom::bloom_hash(ukey),
+                    }
+                })
+                .collect();
+            seen += refs.len();
+            st.write_segment(refs).unwrap();
+        }
+        assert_eq!(seen, items.len());
+        let (s2, _) = st.finish().unwrap();
+        w.sync().unwrap();
+        drop(w);
+        assert_eq!(s2, s);
+        assert!(std::fs::read(&path).unwrap() == want, "options {i}");
+    }
+}
+
+/// A streamed table refuses an item outside the segment being written and one older than
+/// the base it was given, with the reason.
+#[test]
+fn a_streamed_table_refuses_items_outside_its_segment_or_base() {
+    let env = env();
+    let dir = tempfile::tempdir().unwrap();
+    let opts = HTableOptions {
+        balance_segments: 8,
+        ..Default::default()
+    };
+    let ukey = b"k".as_slice();
+    let hash = placement_hash(&HK, ukey);
+    let item = |seq: u64| ItemRef {
+        hash,
+        ukey,
+        trailer: (seq << 8) | 1,
+        value: b"v",
+        bloom: crate::filter::bloom::bloom_hash(ukey),
+    };
+    let n = 1024;
+    let seg = (bucket_of(hash, n, 0) as usize * 8 / n as usize) as u32;
+    let mut w = env.create(&dir.path().join("a"), WriteCause::Gc).unwrap();
+    let mut st = HTableStream::new(HK, opts, n, 10, &mut w).unwrap();
+    match st.write_segment(vec![item(5)]) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("below the table's base 10"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let mut w = env.create(&dir.path().join("b"), WriteCause::Gc).unwrap();
+    let mut st = HTableStream::new(HK, opts, n, 10, &mut w).unwrap();
+    for _ in 0..(seg + 1) % 8 {
+        st.write_segment(Vec::new()).unwrap();
+    }
+    match st.write_segment(vec![item(20)]) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("given with segment"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
