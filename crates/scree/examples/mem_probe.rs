@@ -8,7 +8,10 @@
 //! `cargo run --release --example mem_probe -- LAYOUT NUM DIR [block_cache_mib] [reads]`
 //! With `MEM_PROBE_REUSE=1` an existing database at DIR is read without filling;
 //! `MEM_PROBE_DEPTH=d` sets the trie's `last_level_depth` (at creation); `MEM_PROBE_COMPACT=1`
-//! runs `Db::compact` after the reads and reports the peak it reached.
+//! runs `Db::compact` after the reads and reports the peak it reached;
+//! `MEM_PROBE_GC_SINGLE_PASS_BYTES=b` and `MEM_PROBE_GC_RATIO=r` set the trie's
+//! `gc_single_pass_bytes` and `gc_garbage_ratio` (a `compact` with ratio 0 collects nothing,
+//! so a store can be prepared for a later `compact` that only collects).
 
 use std::time::Instant;
 
@@ -77,6 +80,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|d| d.parse().ok())
     {
         ko.trie.last_level_depth = d;
+    }
+    if let Some(r) = std::env::var("MEM_PROBE_GC_RATIO")
+        .ok()
+        .and_then(|r| r.parse().ok())
+    {
+        ko.trie.gc_garbage_ratio = r;
+    }
+    if let Some(b) = std::env::var("MEM_PROBE_GC_SINGLE_PASS_BYTES")
+        .ok()
+        .and_then(|b| b.parse().ok())
+    {
+        ko.trie.gc_single_pass_bytes = b;
     }
     let opts = || Options {
         block_cache_bytes: cache_mib << 20,

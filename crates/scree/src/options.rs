@@ -507,6 +507,12 @@ pub struct TrieOptions {
     /// Bucket columns read (one block per sub-level each) to estimate a last-level container's
     /// garbage after a sub-level is added. Default 4.
     pub gc_sample_columns: u32,
+    /// Bytes of a last-level pile that a garbage collection merges in one pass, holding about
+    /// 0.8× of them on the heap (more without mapped reads). A larger pile is merged twice, one
+    /// eighth of its buckets at a time (the first pass sizes the new table, the second writes
+    /// it), holding about an eighth as much: twice the reads, bounded memory. 0 always takes
+    /// two passes. Default 64 MiB.
+    pub gc_single_pass_bytes: u64,
     /// Sub-levels in one upper-level container at which each write is delayed 1 ms.
     /// Default 16.
     pub slowdown_sublevels: usize,
@@ -528,6 +534,7 @@ impl Default for TrieOptions {
             gc_garbage_ratio: 0.35,
             max_last_level_sublevels: 128,
             gc_sample_columns: 4,
+            gc_single_pass_bytes: 64 << 20,
             slowdown_sublevels: 16,
             stop_sublevels: 24,
         }

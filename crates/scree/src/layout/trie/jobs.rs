@@ -19,7 +19,7 @@ use crate::fs::CountedWriter;
 use crate::htable::{
     bucket_of, bucket_shift_for_depth, buckets_for_bytes, finish_borrowed, placement_hash,
     trie_child, BloomClusterBuilder, FilterSet, HTableBuilder, HTableOptions, HTableReader,
-    HTableSummary, ItemRef, TableScan,
+    HTableStream, HTableSummary, ItemRef, TableScan, TableSizer,
 };
 use crate::key::{self, ValueKind};
 use crate::layout::JobCtx;
@@ -109,13 +109,11 @@ impl TableStats {
         let (summary, filters) = build(&mut w)?;
         w.sync()?;
         drop(w);
-        let column_filters = self.columns.map(|(c, keys)| {
-            if c == summary.n_buckets {
-                filters.clone()
-            } else {
-                group_filters(c, keys, self.bits)
-            }
-        });
+        let column_filters = match self.columns {
+            Some((c, _)) if c == summary.n_buckets => Some(filters.clone()),
+            Some((c, keys)) => Some(group_filters(c, keys, self.bits)?),
+            None => None,
+        };
         let env = &ctx.tables.env;
         let reader = HTableReader::open_kind(
             env.open(&path, env.direct_reads)?,
@@ -151,23 +149,75 @@ impl TableStats {
 }
 
 /// Filters of `keys` (column, Bloom hash; each key once) grouped into `c` columns.
-fn group_filters(c: u32, mut keys: Vec<(u32, u64)>, bits: u32) -> FilterSet {
+fn group_filters(c: u32, mut keys: Vec<(u32, u64)>, bits: u32) -> Result<FilterSet> {
     keys.sort_unstable();
-    let mut out = FilterSet::with_capacity(c as usize, (keys.len() * bits as usize).div_ceil(8));
-    let mut i = 0;
-    let mut hashes = Vec::new();
-    for col in 0..c {
-        hashes.clear();
-        while let Some(&(kc, h)) = keys.get(i) {
-            if kc != col {
-                break;
-            }
-            hashes.push(h);
-            i += 1;
-        }
-        out.push_encoded(&hashes, bits);
+    let mut g = ColumnGrouper::new(c, 0, bits, keys.len());
+    for (col, h) in keys {
+        g.note_column(col, h);
     }
-    out
+    g.finish()
+}
+
+/// The filters of a table's keys grouped into the `c` BloomCluster columns of its last-level
+/// container, built as the keys arrive in column order (hash order: the column follows the
+/// hash), so only one column's keys are held at a time.
+struct ColumnGrouper {
+    c: u32,
+    shift: u32,
+    bits: u32,
+    /// The column being collected.
+    col: u32,
+    hashes: Vec<u64>,
+    out: FilterSet,
+    out_of_order: bool,
+}
+
+impl ColumnGrouper {
+    /// A grouper into `c` columns of a container whose bucket shift is `shift`, for about
+    /// `keys` keys.
+    fn new(c: u32, shift: u32, bits: u32, keys: usize) -> Self {
+        let c = c.max(1);
+        ColumnGrouper {
+            c,
+            shift,
+            bits,
+            col: 0,
+            hashes: Vec::new(),
+            out: FilterSet::with_capacity(c as usize, (keys * bits as usize).div_ceil(8)),
+            out_of_order: false,
+        }
+    }
+    /// Notes a key by placement hash and Bloom hash (each key once, in hash order).
+    fn note(&mut self, hash: u128, bloom: u64) {
+        self.note_column(bucket_of(hash, self.c, self.shift), bloom);
+    }
+    /// Notes a key of column `col` (in column order).
+    fn note_column(&mut self, col: u32, bloom: u64) {
+        if col < self.col || col >= self.c {
+            self.out_of_order = true;
+            return;
+        }
+        while self.col < col {
+            self.out.push_encoded(&self.hashes, self.bits);
+            self.hashes.clear();
+            self.col += 1;
+        }
+        self.hashes.push(bloom);
+    }
+    /// The `c` column filters.
+    fn finish(mut self) -> Result<FilterSet> {
+        if self.out_of_order {
+            return Err(Error::InvalidArgument(
+                "trie: BloomCluster column keys arrived out of hash order (a bug)".into(),
+            ));
+        }
+        while self.col < self.c {
+            self.out.push_encoded(&self.hashes, self.bits);
+            self.hashes.clear();
+            self.col += 1;
+        }
+        Ok(self.out)
+    }
 }
 
 /// The filters of a table's keys grouped into `c` BloomCluster columns of a container whose
@@ -194,7 +244,7 @@ pub fn column_filters_of(
             last = Some(uk);
         }
     }
-    Ok(group_filters(c.max(1), keys, bits))
+    group_filters(c.max(1), keys, bits)
 }
 
 /// Drops versions no snapshot can see: a version is hidden when a newer version of its key
@@ -772,7 +822,19 @@ pub fn compact_container(
             note_estimate(&mut e, ch.id, order_key, ratio);
         }
     }
-    for (t, &n) in inputs.iter().zip(&counted) {
+    check_counts(ctx, shared, inputs, &counted)?;
+    Ok(e)
+}
+
+/// Checks that the items read from each of `tables` one child's eighth at a time, `counted`,
+/// add up to the item count of its footer.
+fn check_counts(
+    ctx: &JobCtx<'_>,
+    shared: &Arc<Shared>,
+    tables: &[Arc<TableFile>],
+    counted: &[u64],
+) -> Result<()> {
+    for (t, &n) in tables.iter().zip(counted) {
         let mut m = 0;
         let (_, h) = table_handle(t, shared, &ctx.hash_key, ReadKind::Compaction, &mut m)?;
         if n != h.item_count() {
@@ -786,7 +848,7 @@ pub fn compact_container(
             ));
         }
     }
-    Ok(e)
+    Ok(())
 }
 
 /// Garbage-collects last-level container `cid`: merges its pile (newest first) in place,
@@ -800,23 +862,30 @@ pub fn gc_container(
     cluster: Option<&ClusterRef>,
 ) -> Result<KsEdit> {
     let order_key = pile.iter().map(|t| t.meta.max_seq).max().unwrap_or(0);
-    let m = merge_tables(ctx, shared, pile, &|_| true, &|r| r.scan())?;
-    let c = container_columns(ctx, shared, pile, cluster, m.bytes(&m.refs))?;
+    // The column count comes from the cluster or the pile's oldest table (a pile is never
+    // empty here; an empty one would get one column).
+    let c = container_columns(ctx, shared, pile, cluster, 0)?;
     let mut e = KsEdit::default();
     for t in pile {
         e.removed.push(t.meta.file_no);
     }
-    let w = write_refs(
-        ctx,
-        shared,
-        &m,
-        &m.refs,
-        depth_of(cid),
-        Some(c),
-        order_key,
-        WriteCause::Gc,
-        false,
-    )?;
+    let pile_bytes: u64 = pile.iter().map(|t| t.meta.size).sum();
+    let w = if pile_bytes <= ctx.opts.trie.gc_single_pass_bytes {
+        let m = merge_tables(ctx, shared, pile, &|_| true, &|r| r.scan())?;
+        write_refs(
+            ctx,
+            shared,
+            &m,
+            &m.refs,
+            depth_of(cid),
+            Some(c),
+            order_key,
+            WriteCause::Gc,
+            false,
+        )?
+    } else {
+        gc_two_pass(ctx, shared, depth_of(cid), pile, c, order_key)?
+    };
     // The old cluster covers only tables being removed: start afresh (removing its file
     // clears it from the container).
     if let Some(o) = cluster {
@@ -833,6 +902,96 @@ pub fn gc_container(
     }
     note_estimate(&mut e, cid, order_key, 0.0);
     Ok(e)
+}
+
+/// The table a garbage collection of `pile` (a last-level container at `depth` whose cluster
+/// has `c` columns) writes, merged twice one eighth at a time so that its heap is about an
+/// eighth of a one-pass merge's (`TrieOptions::gc_single_pass_bytes`). The first pass counts
+/// the surviving items: the new table's bucket count and oldest sequence number, which its
+/// first bucket needs. The second merges the items of each balancing segment of the new
+/// table and writes that segment (`HTableStream`); the table equals the one-pass table but
+/// for entry tags counted against 0 when sizing (a byte or two more per item that a live
+/// snapshot keeps a sequence number for).
+fn gc_two_pass(
+    ctx: &JobCtx<'_>,
+    shared: &Arc<Shared>,
+    depth: u32,
+    pile: &[Arc<TableFile>],
+    c: u32,
+    order_key: u64,
+) -> Result<Option<Written>> {
+    let opts = htable_opts(&ctx.opts.trie, depth);
+    let shift = bucket_shift_for_depth(depth);
+    let snap = ctx.smallest_snapshot;
+    let mut sizer = TableSizer::new(&opts, 0)?;
+    let mut counted = vec![0u64; pile.len()];
+    for child in 0..8u8 {
+        let m = merge_tables(ctx, shared, pile, &|_| true, &|r| {
+            r.scan_child(depth, child)
+        })?;
+        for (n, scan) in counted.iter_mut().zip(&m.scans) {
+            *n += scan.len() as u64;
+        }
+        for &r in &m.refs {
+            if let Some((hash, ukey, trailer, value)) = m.get(r) {
+                sizer.add(
+                    hash,
+                    ukey.len(),
+                    value.len(),
+                    written_trailer(trailer, snap),
+                );
+            }
+        }
+        // Between eighths: a flush waiting for a free thread runs here.
+        ctx.flush_point()?;
+    }
+    check_counts(ctx, shared, pile, &counted)?;
+    if sizer.items() == 0 {
+        return Ok(None);
+    }
+    let base_seq = sizer.oldest_seq();
+    let n = sizer.n_buckets();
+    let bits = ctx.opts.trie.bloom_bits_per_key;
+    // The cluster's column filters: the table's own when it has the cluster's column count.
+    let mut grouper = (n != c).then(|| ColumnGrouper::new(c, shift, bits, 0));
+    let stats = TableStats::new(ctx, None, depth);
+    let mut w = stats.finish(ctx, shared, order_key, WriteCause::Gc, false, |out| {
+        let mut table = HTableStream::new(ctx.hash_key, opts, n, base_seq, out)?;
+        for k in 0..table.segments() {
+            let Some((lo, hi)) = table.segment_windows(k) else {
+                table.write_segment(Vec::new())?;
+                continue;
+            };
+            let m = merge_tables(ctx, shared, pile, &|_| true, &|r| {
+                r.scan_window(shift, lo, hi)
+            })?;
+            let mut items: Vec<ItemRef<'_>> = Vec::with_capacity(m.refs.len());
+            for &r in &m.refs {
+                let Some(it) = m.item(r) else {
+                    continue;
+                };
+                // Versions of a key arrive together, newest first.
+                let new_key = items
+                    .last()
+                    .is_none_or(|p| p.hash != it.hash || p.ukey != it.ukey);
+                if let (true, Some(g)) = (new_key, grouper.as_mut()) {
+                    g.note(it.hash, it.bloom);
+                }
+                items.push(ItemRef {
+                    trailer: written_trailer(it.trailer, snap),
+                    ..it
+                });
+            }
+            table.write_segment(items)?;
+            ctx.flush_point()?;
+        }
+        table.finish()
+    })?;
+    w.column_filters = Some(match grouper {
+        Some(g) => g.finish()?,
+        None => w.filters.clone(),
+    });
+    Ok(Some(w))
 }
 
 /// Rebuilds the BloomCluster of last-level container `cid` to cover its whole pile.
