@@ -11,7 +11,8 @@
 //! runs `Db::compact` after the reads and reports the peak it reached;
 //! `MEM_PROBE_GC_SINGLE_PASS_BYTES=b` and `MEM_PROBE_GC_RATIO=r` set the trie's
 //! `gc_single_pass_bytes` and `gc_garbage_ratio` (a `compact` with ratio 0 collects nothing,
-//! so a store can be prepared for a later `compact` that only collects).
+//! so a store can be prepared for a later `compact` that only collects);
+//! `MEM_PROBE_WRITE_BUFFER_MB=m` sets the keyspace's write buffer.
 
 use std::time::Instant;
 
@@ -80,6 +81,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|d| d.parse().ok())
     {
         ko.trie.last_level_depth = d;
+    }
+    if let Some(mb) = std::env::var("MEM_PROBE_WRITE_BUFFER_MB")
+        .ok()
+        .and_then(|m| m.parse::<usize>().ok())
+    {
+        ko.write_buffer_bytes = mb << 20;
     }
     if let Some(r) = std::env::var("MEM_PROBE_GC_RATIO")
         .ok()
