@@ -533,6 +533,9 @@ fn write_items(
     t.finish(sink)
 }
 
+/// An overflow entry held until the end of the table: user key, tag, value.
+type OwnedEntry = (Vec<u8>, u64, Vec<u8>);
+
 /// Writes one table a balancing segment at a time: the bucket count and the oldest sequence
 /// number are fixed first, then each segment's items are balanced and its buckets written
 /// before the next segment's items are needed. What it keeps for the whole table is what the
@@ -550,9 +553,9 @@ struct TableWriter {
     next: u32,
     filters: FilterSet,
     migrations: Vec<Migration>,
-    /// The overflow region so far.
-    overflow: Vec<u8>,
-    overflow_index: Vec<OverflowEntry>,
+    /// The overflow region's records so far, one per hash: the hash and its entries (user
+    /// key, tag, value), encoded at the end in hash order.
+    overflow: Vec<(u128, Vec<OwnedEntry>)>,
     smallest: Option<(Vec<u8>, u64)>,
     largest: Option<(Vec<u8>, u64)>,
     items: u64,
@@ -601,7 +604,6 @@ impl TableWriter {
             ),
             migrations: Vec::new(),
             overflow: Vec::new(),
-            overflow_index: Vec::new(),
             smallest: None,
             largest: None,
             items: 0,
@@ -857,34 +859,30 @@ impl TableWriter {
             sink.drain()?;
         }
 
-        // Overflow records, one per hash, in hash order (items are in (hash, ikey) order),
-        // kept until every bucket is written.
+        // Overflow records, one per hash (items are in (hash, ikey) order), kept until every
+        // bucket is written.
         overflow_items.sort_unstable();
-        let overflow_offset = u64::from(self.n_buckets) * BUCKET_SIZE as u64;
         let mut k = 0;
         while k < overflow_items.len() {
             let h = overflow_items
                 .get(k)
                 .and_then(|&i| items.get(i))
                 .map_or(0, |it| it.hash);
-            entries.clear();
+            let mut rec: Vec<OwnedEntry> = Vec::new();
             while let Some(it) = overflow_items
                 .get(k)
                 .and_then(|&i| items.get(i))
                 .filter(|it| it.hash == h)
             {
                 range_of.note((it.ukey, it.trailer));
-                entries.push((it.ukey, entry_tag(it.trailer, base_seq), it.value));
+                rec.push((
+                    it.ukey.to_vec(),
+                    entry_tag(it.trailer, base_seq),
+                    it.value.to_vec(),
+                ));
                 k += 1;
             }
-            let pos = self.overflow.len() as u64;
-            let rec = encode_overflow_record(overflow_offset + pos, &entries);
-            self.overflow_index.push(OverflowEntry {
-                hash: h,
-                offset: pos,
-                len: rec.len() as u64,
-            });
-            self.overflow.extend_from_slice(&rec);
+            self.overflow.push((h, rec));
         }
         self.overflow_items += overflow_items.len() as u64;
 
@@ -920,11 +918,29 @@ impl TableWriter {
         }
         let n_buckets = self.n_buckets;
         let overflow_offset = u64::from(n_buckets) * BUCKET_SIZE as u64;
-        let overflow_len = self.overflow.len() as u64;
-        sink.put(&self.overflow)?;
-        self.overflow = Vec::new();
+        // Records in hash order: segments come in bucket order, which is hash order only when
+        // the items share the bits above the bucket window (every table the engine writes).
+        let mut records = std::mem::take(&mut self.overflow);
+        records.sort_by_key(|r| r.0);
+        let mut overflow_index: Vec<OverflowEntry> = Vec::with_capacity(records.len());
+        let mut pos = 0u64;
+        for (hash, entries) in records {
+            let enc: Vec<EncEntry<'_>> = entries
+                .iter()
+                .map(|(k, t, v)| (k.as_slice(), *t, v.as_slice()))
+                .collect();
+            let rec = encode_overflow_record(overflow_offset + pos, &enc);
+            overflow_index.push(OverflowEntry {
+                hash,
+                offset: pos,
+                len: rec.len() as u64,
+            });
+            pos += rec.len() as u64;
+            sink.put(&rec)?;
+        }
+        let overflow_len = pos;
         let meta_offset = overflow_offset + overflow_len;
-        let meta = encode_meta(meta_offset, &self.migrations, &self.overflow_index);
+        let meta = encode_meta(meta_offset, &self.migrations, &overflow_index);
         sink.put(&meta)?;
         let filter_offset = meta_offset + meta.len() as u64;
         let fblock = encode_filters(filter_offset, &self.filters);
