@@ -34,7 +34,7 @@ struct Slot {
 }
 
 #[derive(Default)]
-struct Shard {
+pub(super) struct Shard {
     table: HashTable<Slot>,
     arena: Arena,
 }
@@ -198,6 +198,35 @@ impl HashIndex {
 
     /// Visits every version as `(user key, trailer, value)`, each key's versions together and
     /// newest first; stops at the first error.
+    /// Every shard read-locked, for [`HashIndex::visit_held`] (a flush of a memtable nothing
+    /// writes any more: the guards block only inserts).
+    pub(super) fn read_all(&self) -> Vec<parking_lot::RwLockReadGuard<'_, Shard>> {
+        self.shards.iter().map(|s| s.read()).collect()
+    }
+
+    /// Visits every entry of `guards` (from [`HashIndex::read_all`]) as (user key, trailer,
+    /// value) borrowed from the arenas for as long as the guards are held; a key's versions
+    /// together, newest first.
+    pub(super) fn visit_held<'a>(
+        guards: &'a [parking_lot::RwLockReadGuard<'_, Shard>],
+        mut f: impl FnMut(&'a [u8], u64, &'a [u8]),
+    ) {
+        for g in guards {
+            let g: &'a Shard = g;
+            for slot in g.table.iter() {
+                let key = g
+                    .arena
+                    .bytes(slot.key, slot.key_len as usize)
+                    .unwrap_or_default();
+                let mut at = slot.newest;
+                while let Some(v) = version(&g.arena, at) {
+                    f(key, v.trailer, v.value);
+                    at = v.prev;
+                }
+            }
+        }
+    }
+
     pub(super) fn for_each<E>(
         &self,
         mut f: impl FnMut(&[u8], u64, &[u8]) -> Result<(), E>,

@@ -18,8 +18,8 @@ use crate::filter::bloom::bloom_hash;
 use crate::fs::CountedWriter;
 use crate::htable::{
     bucket_of, bucket_shift_for_depth, buckets_for_bytes, finish_borrowed, placement_hash,
-    trie_child, BloomClusterBuilder, FilterSet, HTableBuilder, HTableOptions, HTableReader,
-    HTableStream, HTableSummary, ItemRef, TableScan, TableSizer,
+    trie_child, BloomClusterBuilder, FilterSet, HTableOptions, HTableReader, HTableStream,
+    HTableSummary, ItemRef, TableScan, TableSizer,
 };
 use crate::key::{self, ValueKind};
 use crate::layout::JobCtx;
@@ -252,8 +252,6 @@ pub fn column_filters_of(
 /// says nothing older can exist below the output.
 struct DropRule {
     smallest: u64,
-    last_user: Vec<u8>,
-    started: bool,
     last_seq: u64,
 }
 
@@ -261,21 +259,8 @@ impl DropRule {
     fn new(smallest: u64) -> Self {
         DropRule {
             smallest,
-            last_user: Vec::new(),
-            started: false,
             last_seq: u64::MAX,
         }
-    }
-    /// Whether `ikey` (arriving in (hash, internal key) order) is dropped.
-    fn drop(&mut self, ikey: &[u8], tombstones: bool) -> bool {
-        let p = key::parse(ikey);
-        let same_key = self.started && self.last_user.as_slice() == p.user_key;
-        if !same_key {
-            self.started = true;
-            self.last_user.clear();
-            self.last_user.extend_from_slice(p.user_key);
-        }
-        self.next(p.trailer(), same_key, tombstones)
     }
     /// Whether the next item, with internal-key trailer `trailer`, is dropped; `same_key`:
     /// it is a version of the previous item's user key.
@@ -649,46 +634,43 @@ pub fn flush(ctx: &JobCtx<'_>, shared: &Arc<Shared>, mem: &Memtable) -> Result<K
     if mem.is_empty() {
         return Ok(e);
     }
-    let mut rule = DropRule::new(ctx.smallest_snapshot);
-    // The memtable's internal keys are assembled in a scratch buffer, so the items are copied
-    // into the builder (a compaction's are borrowed, `write_refs`).
-    let mut b = HTableBuilder::new(ctx.hash_key, htable_opts(&ctx.opts.trie, 0));
-    b.reserve(
-        mem.len(),
-        mem.approximate_bytes().saturating_sub(mem.len() * 64),
-    );
-    let mut last: Option<(Vec<u8>, u128)> = None;
+    let snap = ctx.smallest_snapshot;
+    let mut rule = DropRule::new(snap);
+    // The items are borrowed from the memtable's arenas (read-locked for the flush; nothing
+    // writes a memtable being flushed): copying them into a builder first held a second copy
+    // of the memtable for the length of the flush.
+    let view = mem.flush_view();
+    let mut items: Vec<ItemRef<'_>> = Vec::with_capacity(mem.len());
+    // The current user key, its placement hash and its Bloom hash.
+    let mut last: Option<(&[u8], u128, u64)> = None;
     let mut order_key = 0u64;
-    mem.for_each(|ik, value| {
-        let p = key::parse(ik);
-        order_key = order_key.max(p.seq);
-        if rule.drop(ik, false) {
-            return Ok(());
-        }
-        let hash = match &mut last {
-            Some((uk, h)) if uk.as_slice() == p.user_key => *h,
-            slot => {
-                let h = placement_hash(&ctx.hash_key, p.user_key);
-                let buf = slot.get_or_insert_with(|| (Vec::new(), 0));
-                buf.0.clear();
-                buf.0.extend_from_slice(p.user_key);
-                buf.1 = h;
-                h
+    view.for_each(|ukey, trailer, value| {
+        order_key = order_key.max(trailer >> 8);
+        let (hash, bloom, same_key) = match last {
+            Some((k, h, b)) if k == ukey => (h, b, true),
+            _ => {
+                let (h, b) = (placement_hash(&ctx.hash_key, ukey), bloom_hash(ukey));
+                last = Some((ukey, h, b));
+                (h, b, false)
             }
         };
-        b.add_parts(
+        if rule.next(trailer, same_key, false) {
+            return;
+        }
+        items.push(ItemRef {
             hash,
-            p.user_key,
-            written_trailer(p.trailer(), ctx.smallest_snapshot),
+            ukey,
+            trailer: written_trailer(trailer, snap),
             value,
-        );
-        Ok(())
-    })?;
-    if !b.is_empty() {
+            bloom,
+        });
+    });
+    if !items.is_empty() {
         // A root table: no BloomCluster columns.
         let stats = TableStats::new(ctx, None, 0);
+        let opts = htable_opts(&ctx.opts.trie, 0);
         let w = stats.finish(ctx, shared, order_key, WriteCause::Flush, true, |out| {
-            b.finish_with_filters(out)
+            finish_borrowed(ctx.hash_key, opts, items, out)
         })?;
         e.added.push(AddedTable {
             level: 0,
@@ -697,6 +679,7 @@ pub fn flush(ctx: &JobCtx<'_>, shared: &Arc<Shared>, mem: &Memtable) -> Result<K
             meta: w.meta,
         });
     }
+    drop(view);
     Ok(e)
 }
 
