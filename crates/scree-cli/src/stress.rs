@@ -211,7 +211,9 @@ fn op(p: &Params, t: usize, seq: u64) -> OpSpec {
 }
 
 /// Small keyspace options, so that flushes and compactions happen every second.
-fn ks_options(layout: Layout) -> KeyspaceOptions {
+/// The keyspace options of a run; `two_pass_gc`: `trie` garbage collections take two passes
+/// (every pile here is far below the default single-pass size).
+fn ks_options(layout: Layout, two_pass_gc: bool) -> KeyspaceOptions {
     let mut o = KeyspaceOptions::new(layout);
     o.write_buffer_bytes = 256 * 1024;
     o.block_size = 1024;
@@ -233,9 +235,7 @@ fn ks_options(layout: Layout) -> KeyspaceOptions {
     tr.last_level_depth = 2;
     tr.slowdown_sublevels = 6;
     tr.stop_sublevels = 10;
-    // Half of the opens collect garbage in two passes (every pile here is far below the
-    // default single-pass size), so crashes land in both kinds of collection.
-    if splitmix(now_nanos()) & 1 == 0 {
+    if two_pass_gc {
         tr.gc_single_pass_bytes = 0;
     }
     o
@@ -250,12 +250,19 @@ fn db_options(max_open_files: usize) -> Options {
     }
 }
 
-fn open(dir: &Path, layout: Layout, max_open_files: usize) -> anyhow::Result<(Db, Vec<Keyspace>)> {
+/// Opens the database; runs of an odd seed collect garbage in two passes, so torture kills
+/// land in both kinds of collection and a seed replays its kind.
+fn open(
+    dir: &Path,
+    layout: Layout,
+    max_open_files: usize,
+    seed: u64,
+) -> anyhow::Result<(Db, Vec<Keyspace>)> {
     let db = Db::open(dir, db_options(max_open_files))
         .with_context(|| format!("open {}", dir.display()))?;
     let mut ks = Vec::new();
     for name in KS {
-        ks.push(db.keyspace(name, ks_options(layout))?);
+        ks.push(db.keyspace(name, ks_options(layout, seed & 1 == 1))?);
     }
     Ok((db, ks))
 }
@@ -290,9 +297,10 @@ pub fn run(args: StressArgs) -> anyhow::Result<bool> {
         return verify(&args);
     }
     let layout: Layout = args.layout.parse()?;
-    let (db, ks) = open(&args.dir, layout, args.max_open_files)?;
+    let seed = args.seed.unwrap_or_else(|| splitmix(now_nanos()));
+    let (db, ks) = open(&args.dir, layout, args.max_open_files, seed)?;
     let p = Params {
-        seed: args.seed.unwrap_or_else(|| splitmix(now_nanos())),
+        seed,
         cycle: splitmix(now_nanos() ^ 0x5eed) >> 16,
         threads: args.threads.max(1),
         keys: args.keys_per_thread.max(1),
@@ -552,7 +560,7 @@ fn verify(args: &StressArgs) -> anyhow::Result<bool> {
     let exp = read_expected(&args.expected)?;
     let p = &exp.p;
     let layout: Layout = p.layout.parse()?;
-    let (db, ks) = open(&args.dir, layout, args.max_open_files)?;
+    let (db, ks) = open(&args.dir, layout, args.max_open_files, p.seed)?;
     let got = read_all(&ks, p)?;
     let mut problems: Vec<String> = Vec::new();
     // Nothing outside the key space (layouts with scans).

@@ -2,6 +2,7 @@
 //! running the load balancer, and writing buckets, the overflow region, the metadata block,
 //! the filter block and the footer (docs/format-htable.md).
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use crate::error::{Error, Result};
@@ -484,6 +485,33 @@ impl TableSizer {
     }
 }
 
+/// Refuses items (in (hash, internal key) order) of a kind other than put or delete, or with
+/// an internal key given twice.
+fn check_items(items: &[ItemRef<'_>]) -> Result<()> {
+    if items.iter().any(|it| it.trailer & 0xff > 1) {
+        return Err(Error::InvalidArgument(
+            "HTable item with a kind other than put or delete".into(),
+        ));
+    }
+    if items.windows(2).any(
+        |w| matches!(w, [a, b] if a.hash == b.hash && a.ukey == b.ukey && a.trailer == b.trailer),
+    ) {
+        return Err(Error::InvalidArgument(
+            "HTable items contain the same internal key twice".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The balancing segments of a table of `n_buckets` buckets built with `balance_segments`:
+/// that many when each gets at least [`MIN_BUCKETS_PER_SEGMENT`] buckets, else 1.
+pub fn segments_for(n_buckets: u32, balance_segments: u32) -> u32 {
+    match balance_segments.max(1) {
+        s if n_buckets / s >= MIN_BUCKETS_PER_SEGMENT => s,
+        _ => 1,
+    }
+}
+
 /// Balances and writes `items` as one table (docs/format-htable.md, "Building"): sizes it,
 /// then writes it one balancing segment at a time.
 fn write_items(
@@ -502,6 +530,8 @@ fn write_items(
             "too many items for one HTable".into(),
         ));
     }
+    // Refused before anything is written (each segment checks its own items again).
+    check_items(&items)?;
     // Entry tags count sequence numbers from the table's oldest (docs/format-htable.md).
     let base_seq = items.iter().map(|it| it.trailer >> 8).min().unwrap_or(0);
     let n_buckets = match opts.n_buckets {
@@ -533,15 +563,17 @@ fn write_items(
     t.finish(sink)
 }
 
-/// An overflow entry held until the end of the table: user key, tag, value.
-type OwnedEntry = (Vec<u8>, u64, Vec<u8>);
+/// An overflow entry held until the end of the table: user key, tag, value; borrowed from
+/// the caller's items when they outlive the writer (a table written at once), else copied
+/// (a streamed table, whose segments' items are gone by the end).
+type HeldEntry<'a> = (Cow<'a, [u8]>, u64, Cow<'a, [u8]>);
 
 /// Writes one table a balancing segment at a time: the bucket count and the oldest sequence
 /// number are fixed first, then each segment's items are balanced and its buckets written
 /// before the next segment's items are needed. What it keeps for the whole table is what the
 /// file holds after the buckets: the filters, the migration records and the overflow records
 /// (items no bucket can take).
-struct TableWriter {
+struct TableWriter<'a> {
     hash_key: [u8; 16],
     opts: HTableOptions,
     cap: usize,
@@ -555,7 +587,7 @@ struct TableWriter {
     migrations: Vec<Migration>,
     /// The overflow region's records so far, one per hash: the hash and its entries (user
     /// key, tag, value), encoded at the end in hash order.
-    overflow: Vec<(u128, Vec<OwnedEntry>)>,
+    overflow: Vec<(u128, Vec<HeldEntry<'a>>)>,
     smallest: Option<(Vec<u8>, u64)>,
     largest: Option<(Vec<u8>, u64)>,
     items: u64,
@@ -566,7 +598,7 @@ struct TableWriter {
     max_fill: usize,
 }
 
-impl TableWriter {
+impl<'a> TableWriter<'a> {
     /// A writer of a table of `n_buckets` buckets whose entry tags count from `base_seq`;
     /// `expected_items` sizes the filter buffer.
     fn new(
@@ -585,10 +617,7 @@ impl TableWriter {
                 "an HTable's base sequence number is above the largest sequence number".into(),
             ));
         }
-        let segments = match opts.balance_segments.max(1) {
-            s if n_buckets / s >= MIN_BUCKETS_PER_SEGMENT => s,
-            _ => 1,
-        };
+        let segments = segments_for(n_buckets, opts.balance_segments);
         let n = n_buckets as usize;
         Ok(TableWriter {
             hash_key,
@@ -637,7 +666,27 @@ impl TableWriter {
 
     /// Balances and writes the next segment: `items` are the items whose home buckets lie in
     /// it (any order).
-    fn write_segment(&mut self, items: &mut [ItemRef<'_>], sink: &mut dyn Sink) -> Result<()> {
+    fn write_segment(&mut self, items: &mut [ItemRef<'a>], sink: &mut dyn Sink) -> Result<()> {
+        self.segment(items, sink, Cow::Borrowed)
+    }
+
+    /// [`TableWriter::write_segment`] of items that do not outlive the writer: the overflow
+    /// entries among them are copied.
+    fn write_segment_copied(
+        &mut self,
+        items: &mut [ItemRef<'_>],
+        sink: &mut dyn Sink,
+    ) -> Result<()> {
+        self.segment(items, sink, |b| Cow::Owned(b.to_vec()))
+    }
+
+    /// Balances and writes the next segment; `hold` keeps an overflow entry's bytes.
+    fn segment<'x>(
+        &mut self,
+        items: &mut [ItemRef<'x>],
+        sink: &mut dyn Sink,
+        hold: impl Fn(&'x [u8]) -> Cow<'a, [u8]>,
+    ) -> Result<()> {
         if self.next >= self.segments {
             return Err(Error::InvalidArgument(
                 "every segment of the HTable is already written".into(),
@@ -650,22 +699,11 @@ impl TableWriter {
         if !items.is_sorted_by(|a, b| cmp_ent(a, b).is_le()) {
             items.sort_by(cmp_ent);
         }
-        if items.iter().any(|it| it.trailer & 0xff > 1) {
-            return Err(Error::InvalidArgument(
-                "HTable item with a kind other than put or delete".into(),
-            ));
-        }
+        check_items(items)?;
         if items.iter().any(|it| it.trailer >> 8 < base_seq) {
             return Err(Error::InvalidArgument(format!(
                 "HTable item with a sequence number below the table's base {base_seq}"
             )));
-        }
-        if items.windows(2).any(
-            |w| matches!(w, [a, b] if a.hash == b.hash && a.ukey == b.ukey && a.trailer == b.trailer),
-        ) {
-            return Err(Error::InvalidArgument(
-                "HTable items contain the same internal key twice".into(),
-            ));
         }
         if self.items.saturating_add(items.len() as u64) > u64::from(u32::MAX) {
             return Err(Error::InvalidArgument(
@@ -868,7 +906,7 @@ impl TableWriter {
                 .get(k)
                 .and_then(|&i| items.get(i))
                 .map_or(0, |it| it.hash);
-            let mut rec: Vec<OwnedEntry> = Vec::new();
+            let mut rec: Vec<HeldEntry<'a>> = Vec::new();
             while let Some(it) = overflow_items
                 .get(k)
                 .and_then(|&i| items.get(i))
@@ -876,9 +914,9 @@ impl TableWriter {
             {
                 range_of.note((it.ukey, it.trailer));
                 rec.push((
-                    it.ukey.to_vec(),
+                    hold(it.ukey),
                     entry_tag(it.trailer, base_seq),
-                    it.value.to_vec(),
+                    hold(it.value),
                 ));
                 k += 1;
             }
@@ -927,7 +965,7 @@ impl TableWriter {
         for (hash, entries) in records {
             let enc: Vec<EncEntry<'_>> = entries
                 .iter()
-                .map(|(k, t, v)| (k.as_slice(), *t, v.as_slice()))
+                .map(|(k, t, v)| (k.as_ref(), *t, v.as_ref()))
                 .collect();
             let rec = encode_overflow_record(overflow_offset + pos, &enc);
             overflow_index.push(OverflowEntry {
@@ -1001,7 +1039,7 @@ impl TableWriter {
 /// and overflow records. The file is the one [`finish_borrowed`] writes for the same items,
 /// bucket count and base.
 pub struct HTableStream<'w> {
-    t: TableWriter,
+    t: TableWriter<'static>,
     sink: BufferedWriter<'w>,
 }
 
@@ -1035,7 +1073,11 @@ impl<'w> HTableStream<'w> {
     /// Balances and writes the next segment: the items whose home buckets lie in it (in any
     /// order; each with its Bloom hash, as [`ItemRef`] says).
     pub fn write_segment(&mut self, mut items: Vec<ItemRef<'_>>) -> Result<()> {
-        self.t.write_segment(&mut items, &mut self.sink)?;
+        debug_assert!(items
+            .iter()
+            .all(|it| placement_hash(&self.t.hash_key, it.ukey) == it.hash
+                && bloom::bloom_hash(it.ukey) == it.bloom));
+        self.t.write_segment_copied(&mut items, &mut self.sink)?;
         self.sink.drain()
     }
 

@@ -36,8 +36,8 @@ use siphasher::sip128::{Hasher128, SipHasher13};
 use std::hash::Hasher;
 
 pub use builder::{
-    buckets_for_bytes, finish_borrowed, HTableBuilder, HTableOptions, HTableStream, HTableSummary,
-    ItemRef, TableSizer, MIN_BUCKETS_PER_SEGMENT,
+    buckets_for_bytes, finish_borrowed, segments_for, HTableBuilder, HTableOptions, HTableStream,
+    HTableSummary, ItemRef, TableSizer, MIN_BUCKETS_PER_SEGMENT,
 };
 pub use cluster::{
     BloomClusterBuilder, BloomClusterReader, BloomColumn, ClusterBlock, CLUSTER_BLOCK_SIZE,

@@ -196,8 +196,6 @@ impl HashIndex {
         None
     }
 
-    /// Visits every version as `(user key, trailer, value)`, each key's versions together and
-    /// newest first; stops at the first error.
     /// Every shard read-locked, for [`HashIndex::visit_held`] (a flush of a memtable nothing
     /// writes any more: the guards block only inserts).
     pub(super) fn read_all(&self) -> Vec<parking_lot::RwLockReadGuard<'_, Shard>> {
@@ -227,6 +225,8 @@ impl HashIndex {
         }
     }
 
+    /// Visits every version as `(user key, trailer, value)`, each key's versions together and
+    /// newest first; stops at the first error.
     pub(super) fn for_each<E>(
         &self,
         mut f: impl FnMut(&[u8], u64, &[u8]) -> Result<(), E>,

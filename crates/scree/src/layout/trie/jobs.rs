@@ -18,8 +18,8 @@ use crate::filter::bloom::bloom_hash;
 use crate::fs::CountedWriter;
 use crate::htable::{
     bucket_of, bucket_shift_for_depth, buckets_for_bytes, finish_borrowed, placement_hash,
-    trie_child, BloomClusterBuilder, FilterSet, HTableOptions, HTableReader, HTableStream,
-    HTableSummary, ItemRef, TableScan, TableSizer,
+    segments_for, trie_child, BloomClusterBuilder, FilterSet, HTableBuilder, HTableOptions,
+    HTableReader, HTableStream, HTableSummary, ItemRef, TableScan, TableSizer,
 };
 use crate::key::{self, ValueKind};
 use crate::layout::JobCtx;
@@ -894,7 +894,9 @@ pub fn gc_container(
 /// first bucket needs. The second merges the items of each balancing segment of the new
 /// table and writes that segment (`HTableStream`); the table equals the one-pass table but
 /// for entry tags counted against 0 when sizing (a byte or two more per item that a live
-/// snapshot keeps a sequence number for).
+/// snapshot keeps a sequence number for). A new table of one balancing segment (under 512
+/// buckets) balances over all its buckets and so needs its items at once: the second pass
+/// then copies the survivors (≈ 2 MB at most) into a builder one eighth at a time.
 fn gc_two_pass(
     ctx: &JobCtx<'_>,
     shared: &Arc<Shared>,
@@ -925,6 +927,7 @@ fn gc_two_pass(
                 );
             }
         }
+        drop(m);
         // Between eighths: a flush waiting for a free thread runs here.
         ctx.flush_point()?;
     }
@@ -934,6 +937,42 @@ fn gc_two_pass(
     }
     let base_seq = sizer.oldest_seq();
     let n = sizer.n_buckets();
+    if segments_for(n, opts.balance_segments) == 1 {
+        // A table of one balancing segment balances over all its buckets, so it needs its
+        // items at once. They are few (fewer than `MIN_BUCKETS_PER_SEGMENT ×
+        // balance_segments` buckets, ≈ 2 MB): copied into a builder one eighth at a time.
+        let mut b = HTableBuilder::new(ctx.hash_key, opts);
+        let mut stats = TableStats::new(ctx, Some(c), depth);
+        for child in 0..8u8 {
+            let m = merge_tables(ctx, shared, pile, &|_| true, &|r| {
+                r.scan_child(depth, child)
+            })?;
+            let mut last: Option<(u128, &[u8])> = None;
+            for &r in &m.refs {
+                let Some(it) = m.item(r) else {
+                    continue;
+                };
+                // Versions of a key arrive together, newest first.
+                if last != Some((it.hash, it.ukey)) {
+                    stats.note_key(it.hash, it.bloom);
+                    last = Some((it.hash, it.ukey));
+                }
+                b.add_parts(
+                    it.hash,
+                    it.ukey,
+                    written_trailer(it.trailer, snap),
+                    it.value,
+                );
+            }
+            drop(m);
+            ctx.flush_point()?;
+        }
+        return stats
+            .finish(ctx, shared, order_key, WriteCause::Gc, false, |out| {
+                b.finish_with_filters(out)
+            })
+            .map(Some);
+    }
     let bits = ctx.opts.trie.bloom_bits_per_key;
     // The cluster's column filters: the table's own when it has the cluster's column count.
     let mut grouper = (n != c).then(|| ColumnGrouper::new(c, shift, bits, 0));
@@ -966,6 +1005,7 @@ fn gc_two_pass(
                 });
             }
             table.write_segment(items)?;
+            drop(m);
             ctx.flush_point()?;
         }
         table.finish()
