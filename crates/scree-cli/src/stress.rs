@@ -241,24 +241,28 @@ fn ks_options(layout: Layout, two_pass_gc: bool) -> KeyspaceOptions {
     o
 }
 
-fn db_options(max_open_files: usize) -> Options {
+/// The run's database options; seeds with bit 1 set keep sorted tables' index blocks and
+/// filters in the (small) block cache, so evictions and rereads happen under the kills too.
+fn db_options(max_open_files: usize, seed: u64) -> Options {
     Options {
         background_threads: 2,
         block_cache_bytes: 4 << 20,
         max_open_files,
+        cache_index_and_filter_blocks: seed & 2 == 2,
         ..Options::default()
     }
 }
 
 /// Opens the database; runs of an odd seed collect garbage in two passes, so torture kills
-/// land in both kinds of collection and a seed replays its kind.
+/// land in both kinds of collection and a seed replays its kind (bit 1 of the seed: see
+/// [`db_options`]).
 fn open(
     dir: &Path,
     layout: Layout,
     max_open_files: usize,
     seed: u64,
 ) -> anyhow::Result<(Db, Vec<Keyspace>)> {
-    let db = Db::open(dir, db_options(max_open_files))
+    let db = Db::open(dir, db_options(max_open_files, seed))
         .with_context(|| format!("open {}", dir.display()))?;
     let mut ks = Vec::new();
     for name in KS {

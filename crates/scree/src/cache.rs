@@ -1,57 +1,116 @@
 //! The block cache: decoded data blocks keyed by (file number, offset), bounded in bytes
-//! (quick_cache, a CLOCK-Pro cache).
+//! (quick_cache, a CLOCK-Pro cache). With `Options::cache_index_and_filter_blocks` it also
+//! holds sorted tables' index blocks and Bloom filters, charged to the same budget.
 
 use std::sync::Arc;
 
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
-use crate::table::block::DataBlock as Block;
+use crate::filter::bloom::LoadedFilter;
+use crate::table::block::{Block as IndexBlock, DataBlock};
+
+/// One cached item. A file's index and filter sit at offsets no data block of the same file
+/// has, so one (file, offset) key space serves all three.
+#[derive(Clone)]
+enum Item {
+    Data(Arc<DataBlock>),
+    Index(Arc<IndexBlock>),
+    Filter(Arc<LoadedFilter>),
+}
 
 #[derive(Clone)]
-struct BlockWeighter;
+struct ItemWeighter;
 
-impl Weighter<(u64, u64), Arc<Block>> for BlockWeighter {
-    fn weight(&self, _key: &(u64, u64), val: &Arc<Block>) -> u64 {
-        val.weight() as u64
+impl Weighter<(u64, u64), Item> for ItemWeighter {
+    fn weight(&self, _key: &(u64, u64), val: &Item) -> u64 {
+        (match val {
+            Item::Data(b) => b.weight(),
+            Item::Index(b) => b.weight(),
+            Item::Filter(f) => f.memory_bytes() + 64,
+        }) as u64
     }
 }
 
-/// Blocks keyed by (cache id of their file, offset), weighed by their decoded size.
-type Blocks = Cache<(u64, u64), Arc<Block>, BlockWeighter>;
+/// Items keyed by (file number, offset), weighed by their decoded size.
+type Items = Cache<(u64, u64), Item, ItemWeighter>;
 
 /// A shared cache of decoded blocks with a byte budget.
 #[derive(Clone)]
 pub struct BlockCache {
-    inner: Option<Arc<Blocks>>,
+    inner: Option<Arc<Items>>,
+    index_and_filter: bool,
 }
 
 impl BlockCache {
     /// A cache holding about `bytes` of decoded blocks; 0 disables caching.
     pub fn new(bytes: usize) -> Self {
         if bytes == 0 {
-            return BlockCache { inner: None };
+            return BlockCache {
+                inner: None,
+                index_and_filter: false,
+            };
         }
         let items = (bytes / 4096).max(16);
         BlockCache {
             inner: Some(Arc::new(Cache::with_weighter(
                 items,
                 bytes as u64,
-                BlockWeighter,
+                ItemWeighter,
             ))),
+            index_and_filter: false,
         }
     }
-    /// Looks a block up.
-    pub fn get(&self, file: u64, offset: u64) -> Option<Arc<Block>> {
-        self.inner.as_ref()?.get(&(file, offset))
+    /// The same cache, also holding sorted tables' index blocks and filters
+    /// (`Options::cache_index_and_filter_blocks`) when `on` and the cache is enabled.
+    pub fn holding_index_and_filter(mut self, on: bool) -> Self {
+        self.index_and_filter = on && self.inner.is_some();
+        self
     }
-    /// Inserts a block.
-    pub fn insert(&self, file: u64, offset: u64, block: Arc<Block>) {
+    /// Whether sorted tables keep their index and filter here instead of pinning them.
+    pub fn holds_index_and_filter(&self) -> bool {
+        self.index_and_filter
+    }
+    /// Looks a data block up.
+    pub fn get(&self, file: u64, offset: u64) -> Option<Arc<DataBlock>> {
+        match self.inner.as_ref()?.get(&(file, offset))? {
+            Item::Data(b) => Some(b),
+            _ => None,
+        }
+    }
+    /// Inserts a data block.
+    pub fn insert(&self, file: u64, offset: u64, block: Arc<DataBlock>) {
         if let Some(c) = &self.inner {
-            c.insert((file, offset), block);
+            c.insert((file, offset), Item::Data(block));
         }
     }
-    /// Drops the block of `file` at `offset`, if cached.
+    /// Looks an index block up.
+    pub fn get_index(&self, file: u64, offset: u64) -> Option<Arc<IndexBlock>> {
+        match self.inner.as_ref()?.get(&(file, offset))? {
+            Item::Index(b) => Some(b),
+            _ => None,
+        }
+    }
+    /// Inserts an index block.
+    pub fn insert_index(&self, file: u64, offset: u64, block: Arc<IndexBlock>) {
+        if let Some(c) = &self.inner {
+            c.insert((file, offset), Item::Index(block));
+        }
+    }
+    /// Looks a filter up.
+    pub fn get_filter(&self, file: u64, offset: u64) -> Option<Arc<LoadedFilter>> {
+        match self.inner.as_ref()?.get(&(file, offset))? {
+            Item::Filter(f) => Some(f),
+            _ => None,
+        }
+    }
+    /// Inserts a filter.
+    pub fn insert_filter(&self, file: u64, offset: u64, filter: Arc<LoadedFilter>) {
+        if let Some(c) = &self.inner {
+            c.insert((file, offset), Item::Filter(filter));
+        }
+    }
+    /// Drops the item of `file` at `offset`, if cached.
     pub fn remove(&self, file: u64, offset: u64) {
         if let Some(c) = &self.inner {
             c.remove(&(file, offset));
@@ -60,5 +119,62 @@ impl BlockCache {
     /// Whether blocks are cached at all.
     pub fn enabled(&self) -> bool {
         self.inner.is_some()
+    }
+    /// Bytes held (by the weigher's count), 0 when disabled.
+    pub fn usage_bytes(&self) -> u64 {
+        self.inner.as_ref().map_or(0, |c| c.weight())
+    }
+    /// The budget in bytes, 0 when disabled.
+    pub fn capacity_bytes(&self) -> u64 {
+        self.inner.as_ref().map_or(0, |c| c.capacity())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::block::BlockBuilder;
+
+    fn data_block(n: usize) -> Arc<DataBlock> {
+        let mut b = BlockBuilder::new(16);
+        for i in 0..n {
+            b.add(format!("k{i:06}").as_bytes(), b"value");
+        }
+        Arc::new(DataBlock::decode(b.finish()).unwrap_or_else(|e| panic!("{e:?}")))
+    }
+
+    #[test]
+    fn items_of_one_offset_are_told_apart_by_kind() {
+        let c = BlockCache::new(1 << 20).holding_index_and_filter(true);
+        assert!(c.holds_index_and_filter());
+        c.insert(1, 0, data_block(10));
+        c.insert_filter(1, 100, Arc::new(LoadedFilter::new(vec![0xff; 65])));
+        assert!(c.get(1, 0).is_some());
+        assert!(c.get_index(1, 0).is_none(), "a data block is not an index");
+        assert!(c.get_filter(1, 0).is_none(), "a data block is not a filter");
+        assert!(c.get_filter(1, 100).is_some());
+        assert!(c.get(1, 100).is_none(), "a filter is not a data block");
+        assert!(c.usage_bytes() > 0);
+        c.remove(1, 100);
+        assert!(c.get_filter(1, 100).is_none());
+    }
+
+    #[test]
+    fn a_disabled_cache_holds_nothing_and_never_holds_index_and_filter() {
+        let c = BlockCache::new(0).holding_index_and_filter(true);
+        assert!(!c.holds_index_and_filter());
+        c.insert(1, 0, data_block(10));
+        assert!(c.get(1, 0).is_none());
+        assert_eq!((c.usage_bytes(), c.capacity_bytes()), (0, 0));
+    }
+
+    #[test]
+    fn usage_stays_within_the_budget() {
+        let c = BlockCache::new(64 << 10);
+        for off in 0..200 {
+            c.insert(7, off, data_block(50));
+        }
+        assert!(c.usage_bytes() <= c.capacity_bytes(), "{}", c.usage_bytes());
+        assert!(c.usage_bytes() > 0);
     }
 }

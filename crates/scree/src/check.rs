@@ -534,7 +534,7 @@ fn check_key_range(path: &Path, meta: &TableMeta, ikey: &[u8], rep: &mut Report)
 fn check_sorted_table(f: &Arc<TableFile>, rep: &mut Report) -> Result<()> {
     let path = f.path();
     let reader = f.reader()?;
-    rep.blocks += reader.blocks() as u64;
+    rep.blocks += reader.blocks()? as u64;
     let mut it = f.iter(false)?;
     it.seek_to_first()?;
     let mut prev: Option<Vec<u8>> = None;

@@ -353,7 +353,8 @@ impl Db {
         };
         let tables = Arc::new(TableCtx {
             env: env.clone(),
-            cache: BlockCache::new(opts.block_cache_bytes),
+            cache: BlockCache::new(opts.block_cache_bytes)
+                .holding_index_and_filter(opts.cache_index_and_filter_blocks),
             dir: dir.clone(),
             open: crate::table::OpenTables::new(opts.max_open_files),
         });
@@ -625,6 +626,7 @@ impl Db {
     pub fn stats(&self) -> Stats {
         let inner = self.inner();
         let mut s = inner.stats.snapshot();
+        s.block_cache_usage_bytes = inner.tables.cache.usage_bytes();
         let mut ks: Vec<Arc<KsCore>> = inner.keyspaces.read().values().cloned().collect();
         ks.sort_by_key(|k| k.id);
         for k in ks {

@@ -42,6 +42,17 @@ pub struct Options {
     /// files are closed and reopened when needed (reading their metadata again). The bound
     /// should cover the tables reads touch: a reopen costs tens of microseconds.
     pub max_open_files: usize,
+    /// Keep sorted tables' (`leveled`, `fragmented`) index blocks and Bloom filters in the
+    /// block cache, charged to `block_cache_bytes`, instead of pinning them while the table
+    /// is open (RocksDB's `cache_index_and_filter_blocks`). Memory for them is then bounded
+    /// by the cache budget instead of growing with the store (≈ 3.4 bytes per key pinned);
+    /// a lookup pays two cache probes per table it tests, and an index or filter the cache
+    /// evicted is read and checked again on its next use (counted in
+    /// `Stats::index_filter_cache_misses`). They are loaded when a table is opened, so a
+    /// damaged one fails there as when pinned. The `trie` layout has its own budgets
+    /// (`TrieOptions::filter_memory_bytes`, `cluster_cache_bytes`) and ignores this. Needs a
+    /// block cache: true with `block_cache_bytes` 0 is `InvalidArgument`. Default false.
+    pub cache_index_and_filter_blocks: bool,
     /// Threads running flushes and compactions (flushes first). Default: number of cores.
     pub background_threads: usize,
     /// Extra threads that run only flushes (0..=16), so a full memtable is not stuck behind
@@ -88,6 +99,10 @@ impl fmt::Debug for Options {
         f.debug_struct("Options")
             .field("block_cache_bytes", &self.block_cache_bytes)
             .field("max_open_files", &self.max_open_files)
+            .field(
+                "cache_index_and_filter_blocks",
+                &self.cache_index_and_filter_blocks,
+            )
             .field("background_threads", &self.background_threads)
             .field("flush_threads", &self.flush_threads)
             .field("flush_in_compactions", &self.flush_in_compactions)
@@ -106,6 +121,7 @@ impl Default for Options {
         Options {
             block_cache_bytes: 32 << 20,
             max_open_files: 0,
+            cache_index_and_filter_blocks: false,
             background_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             flush_threads: 0,
             flush_in_compactions: true,
@@ -138,6 +154,12 @@ impl Options {
         if self.max_immutable_memtables == 0 {
             return Err(Error::InvalidArgument(
                 "max_immutable_memtables must be at least 1".into(),
+            ));
+        }
+        if self.cache_index_and_filter_blocks && self.block_cache_bytes == 0 {
+            return Err(Error::InvalidArgument(
+                "cache_index_and_filter_blocks needs a block cache, but block_cache_bytes is 0"
+                    .into(),
             ));
         }
         if self.max_manifest_bytes < 4096 {

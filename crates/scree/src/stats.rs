@@ -41,6 +41,8 @@ pub struct IoStats {
     bytes_read: AtomicU64,
     pub(crate) cache_hits: AtomicU64,
     pub(crate) cache_misses: AtomicU64,
+    index_filter_hits: AtomicU64,
+    index_filter_misses: AtomicU64,
     pub(crate) user_bytes: AtomicU64,
     pub(crate) gets: AtomicU64,
     pub(crate) stall_micros: AtomicU64,
@@ -120,6 +122,14 @@ impl IoStats {
             c.fetch_add(n, Relaxed);
         }
     }
+    /// A cached index block or filter found in the block cache.
+    pub(crate) fn index_filter_hit(&self) {
+        self.index_filter_hits.fetch_add(1, Relaxed);
+    }
+    /// A cached index block or filter read again after an eviction.
+    pub(crate) fn index_filter_miss(&self) {
+        self.index_filter_misses.fetch_add(1, Relaxed);
+    }
     pub(crate) fn count_mapped(&self, n: u64) {
         self.mapped.fetch_add(n, Relaxed);
     }
@@ -176,6 +186,9 @@ impl IoStats {
             compaction_block_reads: self.compaction_reads.load(Relaxed),
             cache_hits: self.cache_hits.load(Relaxed),
             cache_misses: self.cache_misses.load(Relaxed),
+            index_filter_cache_hits: self.index_filter_hits.load(Relaxed),
+            index_filter_cache_misses: self.index_filter_misses.load(Relaxed),
+            block_cache_usage_bytes: 0,
             gets,
             data_block_reads_per_get: per_get(data_block_reads),
             metadata_block_reads_per_get: per_get(metadata_block_reads),
@@ -317,6 +330,18 @@ pub struct Stats {
     pub cache_hits: u64,
     /// Block cache misses of lookups and scans (each is a data block read).
     pub cache_misses: u64,
+    /// With `Options::cache_index_and_filter_blocks`: sorted tables' index blocks and Bloom
+    /// filters found in the block cache (every use: lookups, scans and compactions). 0 when
+    /// they are pinned.
+    #[serde(default)]
+    pub index_filter_cache_hits: u64,
+    /// With `Options::cache_index_and_filter_blocks`: index blocks and filters the cache had
+    /// evicted, read again from their files (each is also a metadata block read).
+    #[serde(default)]
+    pub index_filter_cache_misses: u64,
+    /// Bytes the block cache holds (data blocks, and index blocks and filters when cached).
+    #[serde(default)]
+    pub block_cache_usage_bytes: u64,
     /// Point lookups served.
     pub gets: u64,
     /// `data_block_reads / gets` (includes reads by scans and compactions, so measure a read

@@ -354,3 +354,165 @@ fn concurrent_reads_under_a_tight_open_table_bound_stay_correct() {
         assert!(db.stats().open_table_files <= 2, "{layout}");
     }
 }
+
+/// `Options::cache_index_and_filter_blocks`: with a block cache far smaller than the store's
+/// index blocks and filters, no sorted table pins them, the cache stays within its budget,
+/// the ones it evicted are read again when used, and every key reads back through gets and
+/// both scan directions, under deletes and overwrites. The same store reopened with them
+/// pinned holds more than twice the cache's budget outside the cache (so the bound is real).
+#[test]
+fn cached_index_and_filter_blocks_stay_within_the_cache_and_every_key_still_reads() {
+    for layout in [Layout::Leveled, Layout::Fragmented] {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = 64usize << 10;
+        let mut o = common::small_db();
+        o.block_cache_bytes = budget;
+        o.cache_index_and_filter_blocks = true;
+        let n = 12_000u64;
+        let key = |i: u64| format!("key{:08}", i.wrapping_mul(7919) % n).into_bytes();
+        let db = Db::open(dir.path(), o).unwrap();
+        let ks = db.keyspace("k", common::small_ks(layout)).unwrap();
+        let mut model = std::collections::BTreeMap::new();
+        for round in 0..2u64 {
+            for i in 0..n {
+                if round == 1 && i % 5 == 0 {
+                    ks.delete(key(i)).unwrap();
+                    model.remove(&key(i));
+                } else {
+                    ks.put(key(i), value(i + round)).unwrap();
+                    model.insert(key(i), value(i + round));
+                }
+            }
+            db.flush().unwrap();
+            db.wait_for_compactions().unwrap();
+            for i in 0..n {
+                assert_eq!(
+                    ks.get(key(i)).unwrap(),
+                    model.get(&key(i)).cloned(),
+                    "{layout}: key {i}"
+                );
+            }
+            for i in 0..2000u64 {
+                let k = format!("absent{i}");
+                assert_eq!(ks.get(k.as_bytes()).unwrap(), None, "{layout}: {k}");
+            }
+            let fwd: Vec<(Vec<u8>, Vec<u8>)> = ks
+                .range::<&[u8], _>(..)
+                .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+                .collect::<scree::Result<_>>()
+                .unwrap();
+            let want: Vec<(Vec<u8>, Vec<u8>)> =
+                model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            assert_eq!(fwd, want, "{layout}: forward scan");
+            let rev: Vec<Vec<u8>> = ks
+                .range::<&[u8], _>(..)
+                .rev()
+                .map(|r| r.map(|(k, _)| k.to_vec()))
+                .collect::<scree::Result<_>>()
+                .unwrap();
+            assert!(rev.iter().rev().eq(want.iter().map(|(k, _)| k)), "{layout}");
+            let s = db.stats();
+            assert!(
+                s.block_cache_usage_bytes <= budget as u64,
+                "{layout}: cache holds {} of {budget}",
+                s.block_cache_usage_bytes
+            );
+            // An open reader without its index and filter holds a few hundred bytes.
+            assert!(
+                s.table_reader_bytes <= 512 * s.open_table_files,
+                "{layout}: {} bytes pinned by {} open tables",
+                s.table_reader_bytes,
+                s.open_table_files
+            );
+            assert!(s.index_filter_cache_hits > 0, "{layout}");
+            assert!(
+                s.index_filter_cache_misses > 0,
+                "{layout}: nothing was evicted and read again"
+            );
+        }
+        drop(ks);
+        drop(db);
+        let db = Db::open(dir.path(), common::small_db()).unwrap();
+        let ks = db.keyspace("k", common::small_ks(layout)).unwrap();
+        for i in 0..n {
+            assert_eq!(ks.get(key(i)).unwrap(), model.get(&key(i)).cloned());
+        }
+        let s = db.stats();
+        assert_eq!(
+            (s.index_filter_cache_hits, s.index_filter_cache_misses),
+            (0, 0),
+            "{layout}: pinned"
+        );
+        assert!(
+            s.table_reader_bytes > 2 * budget as u64,
+            "{layout}: pinned index and filters hold only {} bytes",
+            s.table_reader_bytes
+        );
+    }
+}
+
+/// Readers whose index blocks and filters live in a cache too small to keep them, read by
+/// several threads while flushes and compactions replace the tables: every get finds its
+/// key's value (each value names its key), and the evicted ones are read again.
+#[test]
+fn concurrent_reads_with_cached_index_and_filter_blocks_stay_correct() {
+    for layout in [Layout::Leveled, Layout::Fragmented] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = common::small_db();
+        o.block_cache_bytes = 32 << 10;
+        o.cache_index_and_filter_blocks = true;
+        o.max_open_files = 4;
+        let db = Db::open(dir.path(), o).unwrap();
+        let ks = db.keyspace("k", common::small_ks(layout)).unwrap();
+        let n = 3000u64;
+        let key = |i: u64| format!("key{i:08}").into_bytes();
+        let val = |i: u64, r: u64| {
+            let mut v = format!("{i}:{r}:").into_bytes();
+            v.resize(80, b'v');
+            v
+        };
+        for i in 0..n {
+            ks.put(key(i), val(i, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        std::thread::scope(|s| {
+            for t in 0..3u64 {
+                let ks = ks.clone();
+                s.spawn(move || {
+                    for j in 0..20_000u64 {
+                        let i = (j * 7 + t * 1013) % n;
+                        let v = ks.get(key(i)).unwrap().expect("every key was written");
+                        let head = format!("{i}:");
+                        assert!(v.starts_with(head.as_bytes()), "{layout}: key {i}");
+                    }
+                });
+            }
+            for r in 1..4u64 {
+                for i in 0..n {
+                    ks.put(key(i), val(i, r)).unwrap();
+                }
+                db.flush().unwrap();
+            }
+        });
+        db.wait_for_compactions().unwrap();
+        let s = db.stats();
+        assert!(s.index_filter_cache_misses > 0, "{layout}");
+        assert!(s.block_cache_usage_bytes <= 32 << 10, "{layout}");
+    }
+}
+
+/// A block cache is required to hold index blocks and filters.
+#[test]
+fn cached_index_and_filter_blocks_without_a_cache_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = common::small_db();
+    o.block_cache_bytes = 0;
+    o.cache_index_and_filter_blocks = true;
+    match Db::open(dir.path(), o) {
+        Err(scree::Error::InvalidArgument(m)) => {
+            assert!(m.contains("cache_index_and_filter_blocks"), "{m}")
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("opened without a cache"),
+    }
+}

@@ -164,6 +164,8 @@ pub struct ScreeTuning {
     pub mmap_reads: bool,
     /// `Options::max_open_files` (0: no bound).
     pub max_open_files: usize,
+    /// `Options::cache_index_and_filter_blocks`.
+    pub cache_index_and_filter_blocks: bool,
 }
 
 impl Default for ScreeTuning {
@@ -179,6 +181,7 @@ impl Default for ScreeTuning {
             parallel_search: scree::Options::default().parallel_search,
             mmap_reads: scree::Options::default().mmap_reads,
             max_open_files: scree::Options::default().max_open_files,
+            cache_index_and_filter_blocks: scree::Options::default().cache_index_and_filter_blocks,
         }
     }
 }

@@ -127,6 +127,10 @@ pub struct BenchArgs {
     /// the engine's default).
     #[arg(long, default_value_t = 0)]
     pub max_open_files: usize,
+    /// Scree: keep sorted tables' index blocks and Bloom filters in the block cache instead
+    /// of pinning them (`Options::cache_index_and_filter_blocks`; the `trie` ignores it).
+    #[arg(long)]
+    pub cache_index_and_filter_blocks: bool,
     /// `trie`: sub-levels a container holds before they are compacted into its children
     /// [default: TrieOptions::default(), 8].
     #[arg(long)]
@@ -269,6 +273,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             parallel_search: args.parallel_search,
             mmap_reads: !args.no_mmap_reads,
             max_open_files: args.max_open_files,
+            cache_index_and_filter_blocks: args.cache_index_and_filter_blocks,
         },
     };
     let phase_cfg = PhaseConfig {

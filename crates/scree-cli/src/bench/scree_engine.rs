@@ -83,6 +83,7 @@ impl ScreeEngine {
         opts.parallel_search = t.parallel_search;
         opts.mmap_reads = t.mmap_reads;
         opts.max_open_files = t.max_open_files;
+        opts.cache_index_and_filter_blocks = t.cache_index_and_filter_blocks;
         if let Some(n) = t.trie_pile_size {
             ko.trie.pile_size = n;
         }
@@ -118,6 +119,10 @@ impl ScreeEngine {
             ("mmap_reads".into(), opts.mmap_reads.to_string()),
             ("parallel_search".into(), opts.parallel_search.to_string()),
             ("max_open_files".into(), opts.max_open_files.to_string()),
+            (
+                "cache_index_and_filter_blocks".into(),
+                opts.cache_index_and_filter_blocks.to_string(),
+            ),
             (
                 "compression".into(),
                 "none (Scree does not compress)".into(),

@@ -322,6 +322,7 @@ fn scree_tuning_flags_reach_the_keyspace() {
             parallel_search: true,
             mmap_reads: false,
             max_open_files: 0,
+            cache_index_and_filter_blocks: true,
         },
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -340,6 +341,15 @@ fn scree_tuning_flags_reach_the_keyspace() {
     assert_eq!(get("flush_in_compactions").as_deref(), Some("false"));
     assert_eq!(get("parallel_search").as_deref(), Some("true"));
     assert_eq!(get("mmap_reads").as_deref(), Some("false"));
+    assert_eq!(
+        get("cache_index_and_filter_blocks").as_deref(),
+        Some("true")
+    );
+    assert!(
+        parse_args(["bench", "--cache-index-and-filter-blocks"])
+            .expect("args")
+            .cache_index_and_filter_blocks
+    );
     assert_eq!(get("trie.pile_size").as_deref(), Some("3"));
     assert_eq!(get("trie.last_level_depth").as_deref(), Some("2"));
     let dir = tempfile::tempdir().expect("tempdir");

@@ -214,15 +214,47 @@ impl TableBuilder {
     }
 }
 
-/// An open sorted table: index and filter pinned in memory, data blocks through the cache.
+/// Where an open sorted table keeps its index block and Bloom filter.
+enum Meta {
+    /// Decoded at open and held while the reader lives (the default).
+    Pinned {
+        index: Arc<Block>,
+        filter: bloom::LoadedFilter,
+    },
+    /// In the block cache, charged to its budget (`Options::cache_index_and_filter_blocks`):
+    /// loaded at open, and read and checked again whenever the cache has evicted them. The
+    /// handles are (offset, size).
+    Cached {
+        index: (u64, usize),
+        filter: (u64, usize),
+    },
+}
+
+/// A filter held by the reader or taken from the cache.
+enum FilterRef<'a> {
+    Pinned(&'a bloom::LoadedFilter),
+    Cached(Arc<bloom::LoadedFilter>),
+}
+
+impl std::ops::Deref for FilterRef<'_> {
+    type Target = bloom::LoadedFilter;
+    fn deref(&self) -> &bloom::LoadedFilter {
+        match self {
+            FilterRef::Pinned(f) => f,
+            FilterRef::Cached(f) => f,
+        }
+    }
+}
+
+/// An open sorted table: index and filter pinned in memory (or in the block cache), data
+/// blocks through the cache.
 pub struct TableReader {
     file: CountedReader,
     file_no: u64,
-    index: Block,
-    filter: bloom::LoadedFilter,
+    meta: Meta,
     cache: BlockCache,
     stats: Arc<crate::stats::IoStats>,
-    /// Counts the file and its index and filter in `Stats::table_reader_bytes`.
+    /// Counts the file and its pinned index and filter in `Stats::table_reader_bytes`.
     _pinned: crate::stats::Pinned,
 }
 
@@ -270,37 +302,78 @@ impl TableReader {
         if !in_file(io, is) || !in_file(fo, fs) || fs < 4 || is > 1 << 30 || fs > 1 << 30 {
             return Err(corrupt(foot_off, "footer block handles out of range"));
         }
-        let raw_index = file.read(io, is as usize, ReadKind::Metadata)?;
-        let index = Block::decode(raw_index).map_err(|(o, d)| corrupt(io + o as u64, &d))?;
-        let mut filter = file.read(fo, fs as usize, ReadKind::Metadata)?;
-        let split = filter.len() - 4;
-        if get_u32(&filter, split) != Some(crc(filter.get(..split).unwrap_or_default())) {
-            return Err(corrupt(fo, "filter checksum mismatch"));
-        }
-        filter.truncate(split);
-        for i in 0..index.len() {
-            if !key::valid_ikey(index.key(i)) {
-                return Err(corrupt(io, "index key is not an internal key"));
+        let (index_at, filter_at) = ((io, is as usize), (fo, fs as usize));
+        let (meta, held) = if cache.holds_index_and_filter() {
+            // Loaded and checked now, as when pinned, so that a damaged table fails at open;
+            // a table reopened after the open-table bound closed it may still find them.
+            if cache.get_index(file_no, io).is_none() {
+                let index = Arc::new(load_index(&file, index_at)?);
+                cache.insert_index(file_no, io, index);
             }
-        }
-        let filter = bloom::LoadedFilter::new(filter);
-        let pinned = crate::stats::Pinned::new(
-            env.stats.clone(),
-            index.weight() + filter.memory_bytes() + std::mem::size_of::<TableReader>(),
-        );
+            if cache.get_filter(file_no, fo).is_none() {
+                let filter = Arc::new(load_filter(&file, filter_at)?);
+                cache.insert_filter(file_no, fo, filter);
+            }
+            let meta = Meta::Cached {
+                index: index_at,
+                filter: filter_at,
+            };
+            (meta, 0)
+        } else {
+            let index = Arc::new(load_index(&file, index_at)?);
+            let filter = load_filter(&file, filter_at)?;
+            let held = index.weight() + filter.memory_bytes();
+            (Meta::Pinned { index, filter }, held)
+        };
+        let pinned =
+            crate::stats::Pinned::new(env.stats.clone(), held + std::mem::size_of::<TableReader>());
         Ok(TableReader {
             stats: env.stats.clone(),
             file,
             file_no,
-            index,
-            filter,
+            meta,
             cache,
             _pinned: pinned,
         })
     }
 
-    fn handle(&self, i: usize) -> Result<(u64, usize)> {
-        let mut r = Reader::new(self.index.value(i));
+    /// The index block: pinned, cached, or read again (and cached) after an eviction.
+    fn index(&self) -> Result<Arc<Block>> {
+        match &self.meta {
+            Meta::Pinned { index, .. } => Ok(index.clone()),
+            Meta::Cached { index: at, .. } => {
+                if let Some(b) = self.cache.get_index(self.file_no, at.0) {
+                    self.stats.index_filter_hit();
+                    return Ok(b);
+                }
+                self.stats.index_filter_miss();
+                let b = Arc::new(load_index(&self.file, *at)?);
+                self.cache.insert_index(self.file_no, at.0, b.clone());
+                Ok(b)
+            }
+        }
+    }
+
+    /// The Bloom filter: pinned, cached, or read again (and cached) after an eviction.
+    fn filter(&self) -> Result<FilterRef<'_>> {
+        match &self.meta {
+            Meta::Pinned { filter, .. } => Ok(FilterRef::Pinned(filter)),
+            Meta::Cached { filter: at, .. } => {
+                if let Some(f) = self.cache.get_filter(self.file_no, at.0) {
+                    self.stats.index_filter_hit();
+                    return Ok(FilterRef::Cached(f));
+                }
+                self.stats.index_filter_miss();
+                let f = Arc::new(load_filter(&self.file, *at)?);
+                self.cache.insert_filter(self.file_no, at.0, f.clone());
+                Ok(FilterRef::Cached(f))
+            }
+        }
+    }
+
+    /// The (offset, size) of data block `i` of `index`.
+    fn handle(&self, index: &Block, i: usize) -> Result<(u64, usize)> {
+        let mut r = Reader::new(index.value(i));
         match (r.varint(), r.len()) {
             (Some(o), Some(s)) if s <= 1 << 30 => Ok((o, s)),
             _ => Err(Error::corruption(
@@ -315,20 +388,33 @@ impl TableReader {
     /// map: each such block holds the whole file's map, so a table deleted with blocks still
     /// cached would keep its inode, and all of its disk space, until they were evicted (found
     /// in review: after a read phase, a write-only phase kept every compacted-away table).
-    fn evict_mapped_blocks(&self) {
-        if self.file.map().is_none() || !self.cache.enabled() {
+    /// A deleted table's cached index and filter are dropped too (`deleted`), to free their
+    /// share of the budget at once; a table closed by the open-table bound keeps them for its
+    /// reopen.
+    fn evict_mapped_blocks(&self, deleted: bool) {
+        if !self.cache.enabled() {
             return;
         }
-        for i in 0..self.index.len() {
-            if let Ok((off, _)) = self.handle(i) {
-                self.cache.remove(self.file_no, off);
+        if self.file.map().is_some() {
+            // Best effort: a table whose index cannot be read any more has no cached blocks
+            // decoded through it since (every block read goes through the index).
+            if let Ok(index) = self.index() {
+                for i in 0..index.len() {
+                    if let Ok((off, _)) = self.handle(&index, i) {
+                        self.cache.remove(self.file_no, off);
+                    }
+                }
             }
+        }
+        if let (true, Meta::Cached { index, filter }) = (deleted, &self.meta) {
+            self.cache.remove(self.file_no, index.0);
+            self.cache.remove(self.file_no, filter.0);
         }
     }
 
-    /// Reads data block `i` of the index; `fill_cache` false for compaction reads.
-    fn block(&self, i: usize, fill_cache: bool) -> Result<Arc<DataBlock>> {
-        let (off, size) = self.handle(i)?;
+    /// Reads data block `i` of `index`; `fill_cache` false for compaction reads.
+    fn block(&self, index: &Block, i: usize, fill_cache: bool) -> Result<Arc<DataBlock>> {
+        let (off, size) = self.handle(index, i)?;
         if let Some(b) = self.cache.get(self.file_no, off) {
             // Counted like the miss below: only for lookups and scans (a compaction's reads are
             // kept apart from lookup costs, and its misses are not cache misses either).
@@ -361,34 +447,38 @@ impl TableReader {
         Ok(b)
     }
 
-    /// A cursor over data block `i`, with errors naming this file.
-    fn cursor(&self, i: usize, fill_cache: bool) -> Result<(BlockCursor, u64)> {
-        let (off, _) = self.handle(i)?;
-        Ok((BlockCursor::new(self.block(i, fill_cache)?), off))
+    /// A cursor over data block `i` of `index`, with errors naming this file.
+    fn cursor(&self, index: &Block, i: usize, fill_cache: bool) -> Result<(BlockCursor, u64)> {
+        let (off, _) = self.handle(index, i)?;
+        Ok((BlockCursor::new(self.block(index, i, fill_cache)?), off))
     }
 
     fn cursor_err(&self, block_off: u64, (o, d): block::CursorError) -> Error {
         Error::corruption(self.file.path(), block_off + o as u64, d)
     }
 
-    /// Whether the Bloom filter admits `user_key`.
-    pub fn may_contain(&self, user_key: &[u8]) -> bool {
+    /// Whether the Bloom filter admits `user_key` (an error only when the filter, evicted
+    /// from the block cache, cannot be read again).
+    pub fn may_contain(&self, user_key: &[u8]) -> Result<bool> {
         self.admits(bloom::bloom_hash(user_key))
     }
 
     /// Whether the Bloom filter admits the key whose `bloom::bloom_hash` is `h`.
-    pub fn admits(&self, h: u64) -> bool {
-        self.filter.may_contain(h)
+    pub fn admits(&self, h: u64) -> Result<bool> {
+        Ok(self.filter()?.may_contain(h))
     }
 
-    /// Loads the cache line of the filter that `admits(h)` will read, without waiting for it.
+    /// Loads the cache line of a pinned filter that `admits(h)` will read, without waiting
+    /// for it (a cached filter is found when tested).
     fn prefetch_filter(&self, h: u64) {
-        self.filter.touch(h);
+        if let Meta::Pinned { filter, .. } = &self.meta {
+            filter.touch(h);
+        }
     }
 
     /// Newest version of `user_key` visible at `seq`.
     pub fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
-        if !self.may_contain(user_key) {
+        if !self.may_contain(user_key)? {
             return Ok(Lookup::Absent);
         }
         self.get_admitted(user_key, seq)
@@ -397,11 +487,12 @@ impl TableReader {
     /// [`TableReader::get`] once the filter admitted the key.
     fn get_admitted(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
         let lk = key::lookup_key(user_key, seq);
-        let bi = self.index.lower_bound_ikey(&lk);
-        if bi >= self.index.len() {
+        let index = self.index()?;
+        let bi = index.lower_bound_ikey(&lk);
+        if bi >= index.len() {
             return Ok(Lookup::Absent);
         }
-        let (mut c, off) = self.cursor(bi, true)?;
+        let (mut c, off) = self.cursor(&index, bi, true)?;
         c.seek(&lk, cmp_ikey).map_err(|e| self.cursor_err(off, e))?;
         if !c.valid() {
             return Ok(Lookup::Absent);
@@ -424,14 +515,46 @@ impl TableReader {
     }
 
     /// Number of data blocks.
-    pub fn blocks(&self) -> usize {
-        self.index.len()
+    pub fn blocks(&self) -> Result<usize> {
+        Ok(self.index()?.len())
     }
+}
+
+/// Reads, checks and decodes the index block at `(offset, size)` of a table.
+fn load_index(file: &CountedReader, (off, size): (u64, usize)) -> Result<Block> {
+    let corrupt = |o: u64, d: &str| Error::corruption(file.path(), o, d.to_string());
+    let raw = file.read(off, size, ReadKind::Metadata)?;
+    let index = Block::decode(raw).map_err(|(o, d)| corrupt(off + o as u64, &d))?;
+    for i in 0..index.len() {
+        if !key::valid_ikey(index.key(i)) {
+            return Err(corrupt(off, "index key is not an internal key"));
+        }
+    }
+    Ok(index)
+}
+
+/// Reads and checks the Bloom filter at `(offset, size)` of a table (size ≥ 4, its checksum
+/// included).
+fn load_filter(file: &CountedReader, (off, size): (u64, usize)) -> Result<bloom::LoadedFilter> {
+    let mut filter = file.read(off, size, ReadKind::Metadata)?;
+    let split = filter.len().saturating_sub(4);
+    if get_u32(&filter, split) != Some(crc(filter.get(..split).unwrap_or_default())) {
+        return Err(Error::corruption(
+            file.path(),
+            off,
+            "filter checksum mismatch".to_string(),
+        ));
+    }
+    filter.truncate(split);
+    Ok(bloom::LoadedFilter::new(filter))
 }
 
 /// A cursor over one table.
 pub struct TableIter {
     t: Arc<TableReader>,
+    /// The table's index, held for the iterator's life (a cached one cannot be evicted
+    /// from under it).
+    index: Arc<Block>,
     fill_cache: bool,
     bi: usize,
     cur: Option<(BlockCursor, u64)>,
@@ -439,22 +562,23 @@ pub struct TableIter {
 
 impl TableIter {
     /// An unpositioned cursor; `fill_cache` false for compactions.
-    pub fn new(t: Arc<TableReader>, fill_cache: bool) -> Self {
-        TableIter {
+    pub fn new(t: Arc<TableReader>, fill_cache: bool) -> Result<Self> {
+        Ok(TableIter {
+            index: t.index()?,
             t,
             fill_cache,
             bi: 0,
             cur: None,
-        }
+        })
     }
     /// Opens block `bi` (or clears the cursor past the end).
     fn load(&mut self, bi: usize) -> Result<bool> {
-        if bi >= self.t.index.len() {
+        if bi >= self.index.len() {
             self.cur = None;
             return Ok(false);
         }
         self.bi = bi;
-        self.cur = Some(self.t.cursor(bi, self.fill_cache)?);
+        self.cur = Some(self.t.cursor(&self.index, bi, self.fill_cache)?);
         Ok(true)
     }
     fn step(
@@ -514,7 +638,7 @@ impl InternalIter for TableIter {
         self.skip_empty_forward()
     }
     fn seek_to_last(&mut self) -> Result<()> {
-        let n = self.t.index.len();
+        let n = self.index.len();
         if n == 0 {
             self.cur = None;
             return Ok(());
@@ -524,7 +648,7 @@ impl InternalIter for TableIter {
         self.skip_empty_backward()
     }
     fn seek(&mut self, ikey: &[u8]) -> Result<()> {
-        let bi = self.t.index.lower_bound_ikey(ikey);
+        let bi = self.index.lower_bound_ikey(ikey);
         if !self.load(bi)? {
             return Ok(());
         }
@@ -708,7 +832,7 @@ impl TableFile {
         if let Some(r) = self.reader.write().take() {
             // Its cached mapped blocks hold the file's map; once closed, nothing would
             // remove them when the table is deleted (see `evict_mapped_blocks`).
-            r.evict_mapped_blocks();
+            r.evict_mapped_blocks(false);
         }
         if let Some(a) = self.aux.get() {
             a.close();
@@ -769,7 +893,7 @@ impl TableFile {
     }
     /// A cursor over the table.
     pub fn iter(&self, fill_cache: bool) -> Result<TableIter> {
-        Ok(TableIter::new(self.reader()?, fill_cache))
+        TableIter::new(self.reader()?, fill_cache)
     }
 }
 
@@ -800,7 +924,7 @@ pub fn get_in_tables<'a>(
             Some(r) => r,
             None => f.reader()?,
         };
-        if !r.admits(h) {
+        if !r.admits(h)? {
             continue;
         }
         match r.get_admitted(user_key, seq)? {
@@ -815,7 +939,7 @@ impl Drop for TableFile {
     fn drop(&mut self) {
         if self.obsolete.load(AtOrd::SeqCst) {
             if let Some(r) = &*self.reader.read() {
-                r.evict_mapped_blocks();
+                r.evict_mapped_blocks(true);
             }
             let _ = self.ctx.env.fs.remove(&self.path());
         }
@@ -983,5 +1107,146 @@ mod concat_tests {
                 String::from_utf8_lossy(t)
             );
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod cached_meta_tests {
+    use std::sync::Arc;
+
+    use super::{get_in_tables, table_path, TableBuilder, TableCtx, TableFile, FOOTER};
+    use crate::cache::BlockCache;
+    use crate::coding::get_u64;
+    use crate::error::Error;
+    use crate::fs::{std_fs::StdFs, Env};
+    use crate::iter::InternalIter;
+    use crate::key::{make_ikey, ValueKind, MAX_SEQ};
+    use crate::memtable::Lookup;
+    use crate::stats::WriteCause;
+
+    fn ctx(dir: &std::path::Path, cached: bool) -> Arc<TableCtx> {
+        Arc::new(TableCtx {
+            env: Env {
+                fs: Arc::new(StdFs),
+                stats: Arc::default(),
+                direct_reads: false,
+                mmap_reads: false,
+            },
+            cache: BlockCache::new(1 << 20).holding_index_and_filter(cached),
+            dir: dir.to_path_buf(),
+            open: super::OpenTables::default(),
+        })
+    }
+
+    fn key(i: u32) -> String {
+        format!("key{i:05}")
+    }
+
+    /// A table of 400 keys in 256-byte blocks; its (index, filter) offsets from the footer.
+    fn table(ctx: &Arc<TableCtx>) -> (Arc<TableFile>, u64, u64) {
+        let w = ctx
+            .env
+            .create(&table_path(&ctx.dir, 1), WriteCause::Flush)
+            .expect("create");
+        let mut b = TableBuilder::new(w, 1, 256, 10);
+        for i in 0..400 {
+            let k = key(i);
+            b.add(&make_ikey(k.as_bytes(), 1, ValueKind::Put), k.as_bytes())
+                .expect("add");
+        }
+        let t = TableFile::new(b.finish().expect("finish"), ctx.clone());
+        let bytes = std::fs::read(t.path()).expect("read");
+        let foot = &bytes[bytes.len() - FOOTER..];
+        let (io, fo) = (get_u64(foot, 0), get_u64(foot, 16));
+        (t, io.expect("index offset"), fo.expect("filter offset"))
+    }
+
+    fn get(t: &Arc<TableFile>, k: &str) -> crate::Result<Lookup> {
+        get_in_tables([t], k.as_bytes(), MAX_SEQ)
+    }
+
+    /// Index and filter in the cache: lookups and scans answer as from pinned ones, an
+    /// evicted one is read again, and one damaged on disk after it was first loaded is a
+    /// `Corruption` naming the file and what failed once the cache has let it go — never a
+    /// wrong answer or a panic.
+    #[test]
+    fn an_evicted_index_or_filter_is_read_again_and_checked() {
+        let dir = tempfile::tempdir().expect("dir");
+        let ctx = ctx(dir.path(), true);
+        let (t, io, fo) = table(&ctx);
+        for i in (0..400).step_by(7) {
+            let want = Lookup::Value(key(i).into_bytes());
+            assert_eq!(get(&t, &key(i)).expect("get"), want);
+        }
+        assert_eq!(get(&t, "key99999").expect("get"), Lookup::Absent);
+        let s = ctx.env.stats.snapshot();
+        let reader_size = std::mem::size_of::<super::TableReader>() as u64;
+        assert_eq!(s.table_reader_bytes, reader_size, "nothing pinned");
+        assert!(s.index_filter_cache_hits > 0);
+        assert_eq!(s.index_filter_cache_misses, 0, "loaded at open");
+
+        // Evicted: read again, same answers, counted as misses.
+        ctx.cache.remove(1, io);
+        ctx.cache.remove(1, fo);
+        assert_eq!(
+            get(&t, &key(5)).expect("get"),
+            Lookup::Value(key(5).into_bytes())
+        );
+        let mut it = t.iter(true).expect("iter");
+        it.seek_to_first().expect("seek");
+        let mut n = 0;
+        while it.valid() {
+            n += 1;
+            it.next().expect("next");
+        }
+        assert_eq!(n, 400);
+        assert_eq!(ctx.env.stats.snapshot().index_filter_cache_misses, 2);
+
+        // Damaged on disk after loading: found when the cache no longer has it.
+        let path = t.path();
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes[fo as usize + 3] ^= 0x40;
+        bytes[io as usize + 5] ^= 0x01;
+        std::fs::write(&path, &bytes).expect("write");
+        assert_eq!(
+            get(&t, &key(5)).expect("still cached"),
+            Lookup::Value(key(5).into_bytes())
+        );
+        ctx.cache.remove(1, fo);
+        match get(&t, &key(5)) {
+            Err(Error::Corruption { detail, offset, .. }) => {
+                assert!(detail.contains("filter checksum"), "{detail}");
+                assert_eq!(offset, fo);
+            }
+            other => panic!("damaged filter read as {other:?}"),
+        }
+        let mut good = std::fs::read(&path).expect("read");
+        good[fo as usize + 3] ^= 0x40;
+        std::fs::write(&path, &good).expect("write");
+        ctx.cache.remove(1, fo);
+        ctx.cache.remove(1, io);
+        assert!(
+            matches!(get(&t, &key(5)), Err(Error::Corruption { .. })),
+            "a damaged index is an error"
+        );
+        assert!(t.iter(true).is_err(), "an iterator needs the index");
+    }
+
+    /// Pinned (the default), the reader holds its index and filter and the cache holds
+    /// neither.
+    #[test]
+    fn pinned_index_and_filter_stay_out_of_the_cache() {
+        let dir = tempfile::tempdir().expect("dir");
+        let ctx = ctx(dir.path(), false);
+        let (t, io, fo) = table(&ctx);
+        assert_eq!(
+            get(&t, &key(9)).expect("get"),
+            Lookup::Value(key(9).into_bytes())
+        );
+        assert!(ctx.cache.get_index(1, io).is_none());
+        assert!(ctx.cache.get_filter(1, fo).is_none());
+        let pinned = ctx.env.stats.snapshot().table_reader_bytes;
+        assert!(pinned > 1000 + std::mem::size_of::<super::TableReader>() as u64);
     }
 }
