@@ -1,6 +1,7 @@
 //! Opening a sorted table from arbitrary bytes, reading every entry forward and backward and a
-//! few point lookups, on both read paths (copied and memory-mapped): errors are fine, panics
-//! are not.
+//! few point lookups, on both read paths (copied and memory-mapped) and with the index and
+//! filter pinned or in a small block cache (`cache_index_and_filter_blocks`): errors are fine,
+//! panics are not.
 #![no_main]
 
 use std::sync::Arc;
@@ -27,11 +28,18 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn check(env: &scree::fs::Env, path: &std::path::Path) {
-    let Ok(t) = TableReader::open(env, path, 1, BlockCache::new(1 << 16)) else {
+    for cached in [false, true] {
+        let cache = BlockCache::new(1 << 16).holding_index_and_filter(cached);
+        if let Ok(t) = TableReader::open(env, path, 1, cache) {
+            read(Arc::new(t));
+        }
+    }
+}
+
+fn read(t: Arc<TableReader>) {
+    let Ok(mut it) = TableIter::new(t.clone(), true) else {
         return;
     };
-    let t = Arc::new(t);
-    let mut it = TableIter::new(t.clone(), true);
     let mut keys = Vec::new();
     if it.seek_to_first().is_ok() {
         while it.valid() && keys.len() < 10_000 {
@@ -41,7 +49,9 @@ fn check(env: &scree::fs::Env, path: &std::path::Path) {
             }
         }
     }
-    let mut it = TableIter::new(t.clone(), false);
+    let Ok(mut it) = TableIter::new(t.clone(), false) else {
+        return;
+    };
     if it.seek_to_last().is_ok() {
         let mut n = 0;
         while it.valid() && n < 10_000 {
@@ -52,7 +62,9 @@ fn check(env: &scree::fs::Env, path: &std::path::Path) {
         }
     }
     for k in keys.iter().take(16) {
-        let mut it = TableIter::new(t.clone(), false);
+        let Ok(mut it) = TableIter::new(t.clone(), false) else {
+            return;
+        };
         let _ = it.seek(k);
         let _ = it.seek_for_prev(k);
         if k.len() >= 8 {

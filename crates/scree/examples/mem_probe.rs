@@ -12,7 +12,8 @@
 //! `MEM_PROBE_GC_SINGLE_PASS_BYTES=b` and `MEM_PROBE_GC_RATIO=r` set the trie's
 //! `gc_single_pass_bytes` and `gc_garbage_ratio` (a `compact` with ratio 0 collects nothing,
 //! so a store can be prepared for a later `compact` that only collects);
-//! `MEM_PROBE_WRITE_BUFFER_MB=m` sets the keyspace's write buffer.
+//! `MEM_PROBE_WRITE_BUFFER_MB=m` sets the keyspace's write buffer;
+//! `MEM_PROBE_CACHE_INDEX_AND_FILTER=1` sets `Options::cache_index_and_filter_blocks`.
 
 use std::time::Instant;
 
@@ -100,8 +101,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     {
         ko.trie.gc_single_pass_bytes = b;
     }
+    let cache_meta = std::env::var("MEM_PROBE_CACHE_INDEX_AND_FILTER").is_ok_and(|v| v == "1");
     let opts = || Options {
         block_cache_bytes: cache_mib << 20,
+        cache_index_and_filter_blocks: cache_meta,
         ..Options::default()
     };
     println!("start: {}", status());
@@ -202,12 +205,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let st = db.stats();
         println!(
-            "after {reads} gets (round {round}, {found} found, {:.1} s): {}\n  engine: open_table_files {} table_reader_bytes {} ({:.2} B/key)",
+            "after {reads} gets (round {round}, {found} found, {:.1} s): {}\n  engine: open_table_files {} table_reader_bytes {} ({:.2} B/key) block_cache_usage_bytes {} index/filter cache hits {} misses {}",
             t.elapsed().as_secs_f64(),
             status(),
             st.open_table_files,
             st.table_reader_bytes,
             st.table_reader_bytes as f64 / num as f64,
+            st.block_cache_usage_bytes,
+            st.index_filter_cache_hits,
+            st.index_filter_cache_misses,
         );
     }
     if compact {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use quick_cache::sync::Cache;
-use quick_cache::Weighter;
+use quick_cache::{OptionsBuilder, Weighter};
 
 use crate::filter::bloom::LoadedFilter;
 use crate::table::block::{Block as IndexBlock, DataBlock};
@@ -40,6 +40,8 @@ type Items = Cache<(u64, u64), Item, ItemWeighter>;
 pub struct BlockCache {
     inner: Option<Arc<Items>>,
     index_and_filter: bool,
+    /// The largest item the cache is sure to admit (see [`BlockCache::max_item_bytes`]).
+    max_item: usize,
 }
 
 impl BlockCache {
@@ -49,17 +51,34 @@ impl BlockCache {
             return BlockCache {
                 inner: None,
                 index_and_filter: false,
+                max_item: 0,
             };
         }
         let items = (bytes / 4096).max(16);
+        // quick_cache's own default shard count, set here so that the largest admitted item
+        // is known: each shard holds 1/shards of the budget and refuses an item heavier than
+        // ≈ 97 % of its share (it may use fewer, larger shards, never more).
+        let shards = std::thread::available_parallelism()
+            .map_or(4, |n| n.get().saturating_mul(4))
+            .next_power_of_two();
+        let cache = OptionsBuilder::new()
+            .estimated_items_capacity(items)
+            .weight_capacity(bytes as u64)
+            .shards(shards)
+            .build()
+            .map(|o| Cache::with_options(o, ItemWeighter, Default::default(), Default::default()))
+            .unwrap_or_else(|_| Cache::with_weighter(items, bytes as u64, ItemWeighter));
         BlockCache {
-            inner: Some(Arc::new(Cache::with_weighter(
-                items,
-                bytes as u64,
-                ItemWeighter,
-            ))),
+            inner: Some(Arc::new(cache)),
             index_and_filter: false,
+            max_item: bytes / shards / 10 * 9,
         }
+    }
+    /// The largest index block or filter kept in the cache (90 % of one shard's share of the
+    /// budget); a larger one stays pinned by its table, or the cache would refuse it and every
+    /// use would read it again.
+    pub fn max_item_bytes(&self) -> usize {
+        self.max_item
     }
     /// The same cache, also holding sorted tables' index blocks and filters
     /// (`Options::cache_index_and_filter_blocks`) when `on` and the cache is enabled.

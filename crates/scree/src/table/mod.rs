@@ -214,34 +214,109 @@ impl TableBuilder {
     }
 }
 
-/// Where an open sorted table keeps its index block and Bloom filter.
-enum Meta {
-    /// Decoded at open and held while the reader lives (the default).
-    Pinned {
-        index: Arc<Block>,
-        filter: bloom::LoadedFilter,
-    },
-    /// In the block cache, charged to its budget (`Options::cache_index_and_filter_blocks`):
-    /// loaded at open, and read and checked again whenever the cache has evicted them. The
-    /// handles are (offset, size).
-    Cached {
-        index: (u64, usize),
-        filter: (u64, usize),
-    },
+/// Where an open sorted table keeps its index block or its Bloom filter.
+enum Slot<T> {
+    /// Decoded at open and held while the reader lives: the default, and an item too large
+    /// for the cache to take ([`BlockCache::max_item_bytes`]).
+    Pinned(Arc<T>),
+    /// In the block cache at this (offset, size) of the file, charged to its budget
+    /// (`Options::cache_index_and_filter_blocks`): loaded at open, and read and checked again
+    /// whenever the cache has evicted it.
+    Cached(u64, usize),
 }
 
-/// A filter held by the reader or taken from the cache.
-enum FilterRef<'a> {
-    Pinned(&'a bloom::LoadedFilter),
-    Cached(Arc<bloom::LoadedFilter>),
+/// A table's index block or Bloom filter: how it is read from the file and kept in the cache.
+trait MetaBlock: Sized {
+    /// Reads, checks and decodes it at `(offset, size)` of the table.
+    fn load(file: &CountedReader, at: (u64, usize)) -> Result<Self>;
+    fn cached(cache: &BlockCache, file_no: u64, off: u64) -> Option<Arc<Self>>;
+    fn cache(cache: &BlockCache, file_no: u64, off: u64, item: Arc<Self>);
+    /// Heap bytes held.
+    fn weight(&self) -> usize;
 }
 
-impl std::ops::Deref for FilterRef<'_> {
-    type Target = bloom::LoadedFilter;
-    fn deref(&self) -> &bloom::LoadedFilter {
+impl MetaBlock for Block {
+    fn load(file: &CountedReader, at: (u64, usize)) -> Result<Self> {
+        load_index(file, at)
+    }
+    fn cached(cache: &BlockCache, file_no: u64, off: u64) -> Option<Arc<Self>> {
+        cache.get_index(file_no, off)
+    }
+    fn cache(cache: &BlockCache, file_no: u64, off: u64, item: Arc<Self>) {
+        cache.insert_index(file_no, off, item)
+    }
+    fn weight(&self) -> usize {
+        Block::weight(self)
+    }
+}
+
+impl MetaBlock for bloom::LoadedFilter {
+    fn load(file: &CountedReader, at: (u64, usize)) -> Result<Self> {
+        load_filter(file, at)
+    }
+    fn cached(cache: &BlockCache, file_no: u64, off: u64) -> Option<Arc<Self>> {
+        cache.get_filter(file_no, off)
+    }
+    fn cache(cache: &BlockCache, file_no: u64, off: u64, item: Arc<Self>) {
+        cache.insert_filter(file_no, off, item)
+    }
+    fn weight(&self) -> usize {
+        self.memory_bytes()
+    }
+}
+
+impl<T> Slot<T> {
+    /// The offset of a cached item.
+    fn cached_at(&self) -> Option<u64> {
         match self {
-            FilterRef::Pinned(f) => f,
-            FilterRef::Cached(f) => f,
+            Slot::Cached(off, _) => Some(*off),
+            Slot::Pinned(_) => None,
+        }
+    }
+}
+
+impl<T: MetaBlock> Slot<T> {
+    /// Opens the slot of the item at `at`: pinned unless the cache holds index and filter
+    /// and can take an item of its size; a cached item found still cached (a reopen under
+    /// `max_open_files`) is not read again. Returns the slot and the bytes it pins.
+    fn open(
+        file: &CountedReader,
+        file_no: u64,
+        cache: &BlockCache,
+        at: (u64, usize),
+    ) -> Result<(Slot<T>, usize)> {
+        if cache.holds_index_and_filter() {
+            if T::cached(cache, file_no, at.0).is_some() {
+                return Ok((Slot::Cached(at.0, at.1), 0));
+            }
+            // Loaded and checked now, as when pinned, so that a damaged table fails at open.
+            let item = T::load(file, at)?;
+            let w = item.weight();
+            if w <= cache.max_item_bytes() {
+                T::cache(cache, file_no, at.0, Arc::new(item));
+                return Ok((Slot::Cached(at.0, at.1), 0));
+            }
+            return Ok((Slot::Pinned(Arc::new(item)), w));
+        }
+        let item = T::load(file, at)?;
+        let w = item.weight();
+        Ok((Slot::Pinned(Arc::new(item)), w))
+    }
+}
+
+/// An index block or filter held by the reader (borrowed: a get on the default path takes
+/// no reference count) or taken from the cache.
+enum Held<'a, T> {
+    Pinned(&'a T),
+    Cached(Arc<T>),
+}
+
+impl<T> std::ops::Deref for Held<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        match self {
+            Held::Pinned(t) => t,
+            Held::Cached(t) => t,
         }
     }
 }
@@ -251,7 +326,8 @@ impl std::ops::Deref for FilterRef<'_> {
 pub struct TableReader {
     file: CountedReader,
     file_no: u64,
-    meta: Meta,
+    index: Slot<Block>,
+    filter: Slot<bloom::LoadedFilter>,
     cache: BlockCache,
     stats: Arc<crate::stats::IoStats>,
     /// Counts the file and its pinned index and filter in `Stats::table_reader_bytes`.
@@ -302,73 +378,59 @@ impl TableReader {
         if !in_file(io, is) || !in_file(fo, fs) || fs < 4 || is > 1 << 30 || fs > 1 << 30 {
             return Err(corrupt(foot_off, "footer block handles out of range"));
         }
-        let (index_at, filter_at) = ((io, is as usize), (fo, fs as usize));
-        let (meta, held) = if cache.holds_index_and_filter() {
-            // Loaded and checked now, as when pinned, so that a damaged table fails at open;
-            // a table reopened after the open-table bound closed it may still find them.
-            if cache.get_index(file_no, io).is_none() {
-                let index = Arc::new(load_index(&file, index_at)?);
-                cache.insert_index(file_no, io, index);
-            }
-            if cache.get_filter(file_no, fo).is_none() {
-                let filter = Arc::new(load_filter(&file, filter_at)?);
-                cache.insert_filter(file_no, fo, filter);
-            }
-            let meta = Meta::Cached {
-                index: index_at,
-                filter: filter_at,
-            };
-            (meta, 0)
-        } else {
-            let index = Arc::new(load_index(&file, index_at)?);
-            let filter = load_filter(&file, filter_at)?;
-            let held = index.weight() + filter.memory_bytes();
-            (Meta::Pinned { index, filter }, held)
-        };
-        let pinned =
-            crate::stats::Pinned::new(env.stats.clone(), held + std::mem::size_of::<TableReader>());
+        let (index, index_bytes) = Slot::open(&file, file_no, &cache, (io, is as usize))?;
+        let (filter, filter_bytes) = Slot::open(&file, file_no, &cache, (fo, fs as usize))?;
+        let pinned = crate::stats::Pinned::new(
+            env.stats.clone(),
+            index_bytes + filter_bytes + std::mem::size_of::<TableReader>(),
+        );
         Ok(TableReader {
             stats: env.stats.clone(),
             file,
             file_no,
-            meta,
+            index,
+            filter,
             cache,
             _pinned: pinned,
         })
     }
 
-    /// The index block: pinned, cached, or read again (and cached) after an eviction.
-    fn index(&self) -> Result<Arc<Block>> {
-        match &self.meta {
-            Meta::Pinned { index, .. } => Ok(index.clone()),
-            Meta::Cached { index: at, .. } => {
-                if let Some(b) = self.cache.get_index(self.file_no, at.0) {
-                    self.stats.index_filter_hit();
-                    return Ok(b);
-                }
-                self.stats.index_filter_miss();
-                let b = Arc::new(load_index(&self.file, *at)?);
-                self.cache.insert_index(self.file_no, at.0, b.clone());
-                Ok(b)
-            }
+    /// The item of `slot`: pinned, cached, or read again (and cached) after an eviction.
+    fn held<'a, T: MetaBlock>(&self, slot: &'a Slot<T>) -> Result<Held<'a, T>> {
+        Ok(match slot {
+            Slot::Pinned(t) => Held::Pinned(t),
+            Slot::Cached(off, size) => Held::Cached(self.cached(*off, *size)?),
+        })
+    }
+
+    /// The cached item at (`off`, `size`), or read again and cached.
+    fn cached<T: MetaBlock>(&self, off: u64, size: usize) -> Result<Arc<T>> {
+        if let Some(t) = T::cached(&self.cache, self.file_no, off) {
+            self.stats.index_filter_hit();
+            return Ok(t);
+        }
+        self.stats.index_filter_miss();
+        let t = Arc::new(T::load(&self.file, (off, size))?);
+        T::cache(&self.cache, self.file_no, off, t.clone());
+        Ok(t)
+    }
+
+    /// The index block.
+    fn index(&self) -> Result<Held<'_, Block>> {
+        self.held(&self.index)
+    }
+
+    /// [`TableReader::index`] as a reference an iterator can keep.
+    fn index_arc(&self) -> Result<Arc<Block>> {
+        match &self.index {
+            Slot::Pinned(b) => Ok(b.clone()),
+            Slot::Cached(off, size) => self.cached(*off, *size),
         }
     }
 
-    /// The Bloom filter: pinned, cached, or read again (and cached) after an eviction.
-    fn filter(&self) -> Result<FilterRef<'_>> {
-        match &self.meta {
-            Meta::Pinned { filter, .. } => Ok(FilterRef::Pinned(filter)),
-            Meta::Cached { filter: at, .. } => {
-                if let Some(f) = self.cache.get_filter(self.file_no, at.0) {
-                    self.stats.index_filter_hit();
-                    return Ok(FilterRef::Cached(f));
-                }
-                self.stats.index_filter_miss();
-                let f = Arc::new(load_filter(&self.file, *at)?);
-                self.cache.insert_filter(self.file_no, at.0, f.clone());
-                Ok(FilterRef::Cached(f))
-            }
-        }
+    /// The Bloom filter.
+    fn filter(&self) -> Result<Held<'_, bloom::LoadedFilter>> {
+        self.held(&self.filter)
     }
 
     /// The (offset, size) of data block `i` of `index`.
@@ -406,9 +468,12 @@ impl TableReader {
                 }
             }
         }
-        if let (true, Meta::Cached { index, filter }) = (deleted, &self.meta) {
-            self.cache.remove(self.file_no, index.0);
-            self.cache.remove(self.file_no, filter.0);
+        if deleted {
+            for slot in [self.index.cached_at(), self.filter.cached_at()] {
+                if let Some(off) = slot {
+                    self.cache.remove(self.file_no, off);
+                }
+            }
         }
     }
 
@@ -471,7 +536,7 @@ impl TableReader {
     /// Loads the cache line of a pinned filter that `admits(h)` will read, without waiting
     /// for it (a cached filter is found when tested).
     fn prefetch_filter(&self, h: u64) {
-        if let Meta::Pinned { filter, .. } = &self.meta {
+        if let Slot::Pinned(filter) = &self.filter {
             filter.touch(h);
         }
     }
@@ -564,7 +629,7 @@ impl TableIter {
     /// An unpositioned cursor; `fill_cache` false for compactions.
     pub fn new(t: Arc<TableReader>, fill_cache: bool) -> Result<Self> {
         Ok(TableIter {
-            index: t.index()?,
+            index: t.index_arc()?,
             t,
             fill_cache,
             bi: 0,
@@ -1126,6 +1191,13 @@ mod cached_meta_tests {
     use crate::stats::WriteCause;
 
     fn ctx(dir: &std::path::Path, cached: bool) -> Arc<TableCtx> {
+        ctx_with(
+            dir,
+            BlockCache::new(1 << 20).holding_index_and_filter(cached),
+        )
+    }
+
+    fn ctx_with(dir: &std::path::Path, cache: BlockCache) -> Arc<TableCtx> {
         Arc::new(TableCtx {
             env: Env {
                 fs: Arc::new(StdFs),
@@ -1133,7 +1205,7 @@ mod cached_meta_tests {
                 direct_reads: false,
                 mmap_reads: false,
             },
-            cache: BlockCache::new(1 << 20).holding_index_and_filter(cached),
+            cache,
             dir: dir.to_path_buf(),
             open: super::OpenTables::default(),
         })
@@ -1145,12 +1217,16 @@ mod cached_meta_tests {
 
     /// A table of 400 keys in 256-byte blocks; its (index, filter) offsets from the footer.
     fn table(ctx: &Arc<TableCtx>) -> (Arc<TableFile>, u64, u64) {
+        table_of(ctx, 400)
+    }
+
+    fn table_of(ctx: &Arc<TableCtx>, n: u32) -> (Arc<TableFile>, u64, u64) {
         let w = ctx
             .env
             .create(&table_path(&ctx.dir, 1), WriteCause::Flush)
             .expect("create");
         let mut b = TableBuilder::new(w, 1, 256, 10);
-        for i in 0..400 {
+        for i in 0..n {
             let k = key(i);
             b.add(&make_ikey(k.as_bytes(), 1, ValueKind::Put), k.as_bytes())
                 .expect("add");
@@ -1248,5 +1324,31 @@ mod cached_meta_tests {
         assert!(ctx.cache.get_filter(1, fo).is_none());
         let pinned = ctx.env.stats.snapshot().table_reader_bytes;
         assert!(pinned > 1000 + std::mem::size_of::<super::TableReader>() as u64);
+    }
+
+    /// An index larger than the cache would admit stays pinned by its table instead of being
+    /// refused by the cache and read again on every use.
+    #[test]
+    fn an_index_too_large_for_the_cache_stays_pinned() {
+        let dir = tempfile::tempdir().expect("dir");
+        let ctx = ctx_with(
+            dir.path(),
+            BlockCache::new(16 << 10).holding_index_and_filter(true),
+        );
+        let (t, io, _) = table_of(&ctx, 3000);
+        for i in (0..3000).step_by(11) {
+            let want = Lookup::Value(key(i).into_bytes());
+            assert_eq!(get(&t, &key(i)).expect("get"), want);
+        }
+        assert!(ctx.cache.get_index(1, io).is_none(), "too large to cache");
+        let s = ctx.env.stats.snapshot();
+        assert_eq!(s.index_filter_cache_misses, 0, "never read again");
+        let reader_size = std::mem::size_of::<super::TableReader>() as u64;
+        let max = ctx.cache.max_item_bytes() as u64;
+        assert!(
+            s.table_reader_bytes > reader_size + max,
+            "{}",
+            s.table_reader_bytes
+        );
     }
 }
