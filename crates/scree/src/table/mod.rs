@@ -469,10 +469,11 @@ impl TableReader {
             }
         }
         if deleted {
-            for slot in [self.index.cached_at(), self.filter.cached_at()] {
-                if let Some(off) = slot {
-                    self.cache.remove(self.file_no, off);
-                }
+            for off in [self.index.cached_at(), self.filter.cached_at()]
+                .into_iter()
+                .flatten()
+            {
+                self.cache.remove(self.file_no, off);
             }
         }
     }
