@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use quick_cache::sync::Cache;
-use quick_cache::{OptionsBuilder, Weighter};
+use quick_cache::Weighter;
 
 use crate::filter::bloom::LoadedFilter;
 use crate::table::block::{Block as IndexBlock, DataBlock};
@@ -27,9 +27,14 @@ impl Weighter<(u64, u64), Item> for ItemWeighter {
         (match val {
             Item::Data(b) => b.weight(),
             Item::Index(b) => b.weight(),
-            Item::Filter(f) => f.memory_bytes() + 64,
+            Item::Filter(f) => filter_weight(f),
         }) as u64
     }
+}
+
+/// What a filter weighs in the cache (and pins when it is not cached).
+pub fn filter_weight(f: &LoadedFilter) -> usize {
+    f.memory_bytes() + 64
 }
 
 /// Items keyed by (file number, offset), weighed by their decoded size.
@@ -55,28 +60,20 @@ impl BlockCache {
             };
         }
         let items = (bytes / 4096).max(16);
-        // quick_cache's own default shard count, set here so that the largest admitted item
-        // is known: each shard holds 1/shards of the budget and refuses an item heavier than
-        // ≈ 97 % of its share (it may use fewer, larger shards, never more).
-        let shards = std::thread::available_parallelism()
-            .map_or(4, |n| n.get().saturating_mul(4))
-            .next_power_of_two();
-        let cache = OptionsBuilder::new()
-            .estimated_items_capacity(items)
-            .weight_capacity(bytes as u64)
-            .shards(shards)
-            .build()
-            .map(|o| Cache::with_options(o, ItemWeighter, Default::default(), Default::default()))
-            .unwrap_or_else(|_| Cache::with_weighter(items, bytes as u64, ItemWeighter));
+        let cache = Cache::with_weighter(items, bytes as u64, ItemWeighter);
+        // Each shard holds its share of the budget and refuses an item heavier than ≈ 97 %
+        // of it (quick_cache's hot allocation); the shard count follows the cores and the
+        // expected item count, so the share is read back from the cache.
+        let max_item = usize::try_from(cache.shard_capacity() / 10 * 9).unwrap_or(usize::MAX);
         BlockCache {
             inner: Some(Arc::new(cache)),
             index_and_filter: false,
-            max_item: bytes / shards / 10 * 9,
+            max_item,
         }
     }
     /// The largest index block or filter kept in the cache (90 % of one shard's share of the
-    /// budget); a larger one stays pinned by its table, or the cache would refuse it and every
-    /// use would read it again.
+    /// budget), by the cache's weight; a larger one stays pinned by its table, or the cache
+    /// would refuse it and every use would read it again.
     pub fn max_item_bytes(&self) -> usize {
         self.max_item
     }
@@ -195,5 +192,21 @@ mod tests {
         }
         assert!(c.usage_bytes() <= c.capacity_bytes(), "{}", c.usage_bytes());
         assert!(c.usage_bytes() > 0);
+    }
+
+    /// An item of `max_item_bytes` is admitted, whatever the cache's size and the machine's
+    /// core count (which decide the shards); a heavier one may be refused.
+    #[test]
+    fn an_item_of_the_largest_cached_size_is_admitted() {
+        for bytes in [16 << 10, 64 << 10, 1 << 20, 32 << 20] {
+            let c = BlockCache::new(bytes).holding_index_and_filter(true);
+            let max = c.max_item_bytes();
+            assert!(max > 0 && max < bytes, "{bytes}: {max}");
+            // A plain filter's heap is its bytes (capacity = length here).
+            let f = LoadedFilter::new(vec![0xff; max - 64]);
+            assert_eq!(filter_weight(&f), max, "{bytes}");
+            c.insert_filter(9, 1, Arc::new(f));
+            assert!(c.get_filter(9, 1).is_some(), "{bytes}: {max} refused");
+        }
     }
 }

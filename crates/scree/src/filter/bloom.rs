@@ -150,6 +150,12 @@ pub struct LoadedFilter {
     trailer: Option<u8>,
 }
 
+impl AsRef<LoadedFilter> for LoadedFilter {
+    fn as_ref(&self) -> &LoadedFilter {
+        self
+    }
+}
+
 impl LoadedFilter {
     /// Holds an encoded filter (either encoding; empty = no filter, which admits every key).
     pub fn new(bytes: Vec<u8>) -> LoadedFilter {

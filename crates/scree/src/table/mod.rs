@@ -214,11 +214,13 @@ impl TableBuilder {
     }
 }
 
-/// Where an open sorted table keeps its index block or its Bloom filter.
-enum Slot<T> {
+/// Where an open sorted table keeps its index block or its Bloom filter (`P`: how a pinned
+/// one is held — the index behind an `Arc` that iterators share, the filter inline, one
+/// pointer hop less on every probe).
+enum Slot<P> {
     /// Decoded at open and held while the reader lives: the default, and an item too large
     /// for the cache to take ([`BlockCache::max_item_bytes`]).
-    Pinned(Arc<T>),
+    Pinned(P),
     /// In the block cache at this (offset, size) of the file, charged to its budget
     /// (`Options::cache_index_and_filter_blocks`): loaded at open, and read and checked again
     /// whenever the cache has evicted it.
@@ -231,7 +233,7 @@ trait MetaBlock: Sized {
     fn load(file: &CountedReader, at: (u64, usize)) -> Result<Self>;
     fn cached(cache: &BlockCache, file_no: u64, off: u64) -> Option<Arc<Self>>;
     fn cache(cache: &BlockCache, file_no: u64, off: u64, item: Arc<Self>);
-    /// Heap bytes held.
+    /// Heap bytes held, as the cache weighs it.
     fn weight(&self) -> usize;
 }
 
@@ -261,11 +263,11 @@ impl MetaBlock for bloom::LoadedFilter {
         cache.insert_filter(file_no, off, item)
     }
     fn weight(&self) -> usize {
-        self.memory_bytes()
+        crate::cache::filter_weight(self)
     }
 }
 
-impl<T> Slot<T> {
+impl<P> Slot<P> {
     /// The offset of a cached item.
     fn cached_at(&self) -> Option<u64> {
         match self {
@@ -275,16 +277,19 @@ impl<T> Slot<T> {
     }
 }
 
-impl<T: MetaBlock> Slot<T> {
-    /// Opens the slot of the item at `at`: pinned unless the cache holds index and filter
-    /// and can take an item of its size; a cached item found still cached (a reopen under
-    /// `max_open_files`) is not read again. Returns the slot and the bytes it pins.
-    fn open(
+impl<P> Slot<P> {
+    /// Opens the slot of the item (a `T`) at `at`: pinned unless the cache holds index and
+    /// filter and can take an item of its size; a cached item found still cached (a reopen
+    /// under `max_open_files`) is not read again. Returns the slot and the bytes it pins.
+    fn open<T: MetaBlock>(
         file: &CountedReader,
         file_no: u64,
         cache: &BlockCache,
         at: (u64, usize),
-    ) -> Result<(Slot<T>, usize)> {
+    ) -> Result<(Slot<P>, usize)>
+    where
+        P: From<T>,
+    {
         if cache.holds_index_and_filter() {
             if T::cached(cache, file_no, at.0).is_some() {
                 return Ok((Slot::Cached(at.0, at.1), 0));
@@ -296,11 +301,11 @@ impl<T: MetaBlock> Slot<T> {
                 T::cache(cache, file_no, at.0, Arc::new(item));
                 return Ok((Slot::Cached(at.0, at.1), 0));
             }
-            return Ok((Slot::Pinned(Arc::new(item)), w));
+            return Ok((Slot::Pinned(P::from(item)), w));
         }
         let item = T::load(file, at)?;
         let w = item.weight();
-        Ok((Slot::Pinned(Arc::new(item)), w))
+        Ok((Slot::Pinned(P::from(item)), w))
     }
 }
 
@@ -326,7 +331,7 @@ impl<T> std::ops::Deref for Held<'_, T> {
 pub struct TableReader {
     file: CountedReader,
     file_no: u64,
-    index: Slot<Block>,
+    index: Slot<Arc<Block>>,
     filter: Slot<bloom::LoadedFilter>,
     cache: BlockCache,
     stats: Arc<crate::stats::IoStats>,
@@ -378,8 +383,9 @@ impl TableReader {
         if !in_file(io, is) || !in_file(fo, fs) || fs < 4 || is > 1 << 30 || fs > 1 << 30 {
             return Err(corrupt(foot_off, "footer block handles out of range"));
         }
-        let (index, index_bytes) = Slot::open(&file, file_no, &cache, (io, is as usize))?;
-        let (filter, filter_bytes) = Slot::open(&file, file_no, &cache, (fo, fs as usize))?;
+        let (index, index_bytes) = Slot::open::<Block>(&file, file_no, &cache, (io, is as usize))?;
+        let (filter, filter_bytes) =
+            Slot::open::<bloom::LoadedFilter>(&file, file_no, &cache, (fo, fs as usize))?;
         let pinned = crate::stats::Pinned::new(
             env.stats.clone(),
             index_bytes + filter_bytes + std::mem::size_of::<TableReader>(),
@@ -396,9 +402,9 @@ impl TableReader {
     }
 
     /// The item of `slot`: pinned, cached, or read again (and cached) after an eviction.
-    fn held<'a, T: MetaBlock>(&self, slot: &'a Slot<T>) -> Result<Held<'a, T>> {
+    fn held<'a, T: MetaBlock, P: AsRef<T>>(&self, slot: &'a Slot<P>) -> Result<Held<'a, T>> {
         Ok(match slot {
-            Slot::Pinned(t) => Held::Pinned(t),
+            Slot::Pinned(t) => Held::Pinned(t.as_ref()),
             Slot::Cached(off, size) => Held::Cached(self.cached(*off, *size)?),
         })
     }
@@ -458,9 +464,15 @@ impl TableReader {
             return;
         }
         if self.file.map().is_some() {
-            // Best effort: a table whose index cannot be read any more has no cached blocks
-            // decoded through it since (every block read goes through the index).
-            if let Ok(index) = self.index() {
+            // The index from wherever it is, an evicted one read without going back into the
+            // cache (this runs under the open-table lock, for a table leaving it). Best
+            // effort: if it cannot be read, its blocks leave the cache by eviction instead.
+            let index = match &self.index {
+                Slot::Pinned(b) => Some(b.clone()),
+                Slot::Cached(off, size) => Block::cached(&self.cache, self.file_no, *off)
+                    .or_else(|| load_index(&self.file, (*off, *size)).ok().map(Arc::new)),
+            };
+            if let Some(index) = index {
                 for i in 0..index.len() {
                     if let Ok((off, _)) = self.handle(&index, i) {
                         self.cache.remove(self.file_no, off);
@@ -469,13 +481,20 @@ impl TableReader {
             }
         }
         if deleted {
-            for off in [self.index.cached_at(), self.filter.cached_at()]
-                .into_iter()
-                .flatten()
-            {
-                self.cache.remove(self.file_no, off);
-            }
+            self.evict_index_and_filter();
         }
+    }
+
+    /// Drops this table's index and filter from the cache, if they are kept there.
+    fn evict_index_and_filter(&self) {
+        for off in self.cached_offsets().into_iter().flatten() {
+            self.cache.remove(self.file_no, off);
+        }
+    }
+
+    /// The cache offsets of its index and filter, when they are kept there.
+    fn cached_offsets(&self) -> [Option<u64>; 2] {
+        [self.index.cached_at(), self.filter.cached_at()]
     }
 
     /// Reads data block `i` of `index`; `fill_cache` false for compaction reads.
@@ -832,6 +851,10 @@ pub struct TableFile {
     reader: RwLock<Option<Arc<TableReader>>>,
     /// Used since the open-table sweep last passed it.
     used: AtomicBool,
+    /// Where its index and filter sit in the block cache, once a reader has put them there
+    /// (`cache_index_and_filter_blocks`), so that deleting the table drops them even when the
+    /// open-table bound has closed its reader.
+    cached_meta: OnceLock<[Option<u64>; 2]>,
     me: Weak<TableFile>,
     obsolete: AtomicBool,
 }
@@ -856,6 +879,7 @@ impl TableFile {
             ctx,
             reader: RwLock::new(None),
             used: AtomicBool::new(false),
+            cached_meta: OnceLock::new(),
             me: me.clone(),
             obsolete: AtomicBool::new(false),
         })
@@ -931,6 +955,7 @@ impl TableFile {
             }
             *slot = Some(r.clone());
         }
+        self.cached_meta.get_or_init(|| r.cached_offsets());
         self.opened();
         Ok(r)
     }
@@ -1006,6 +1031,9 @@ impl Drop for TableFile {
         if self.obsolete.load(AtOrd::SeqCst) {
             if let Some(r) = &*self.reader.read() {
                 r.evict_mapped_blocks(true);
+            }
+            for off in self.cached_meta.get().into_iter().flatten().flatten() {
+                self.ctx.cache.remove(self.meta.file_no, *off);
             }
             let _ = self.ctx.env.fs.remove(&self.path());
         }
@@ -1336,12 +1364,15 @@ mod cached_meta_tests {
             dir.path(),
             BlockCache::new(16 << 10).holding_index_and_filter(true),
         );
-        let (t, io, _) = table_of(&ctx, 3000);
-        for i in (0..3000).step_by(11) {
+        // 16 KiB: one shard on any machine (too few items for more), so ≈ 14.7 KB at most;
+        // this index weighs ≈ 40 KB, the filter ≈ 10 KB.
+        let (t, io, fo) = table_of(&ctx, 8000);
+        for i in (0..8000).step_by(11) {
             let want = Lookup::Value(key(i).into_bytes());
             assert_eq!(get(&t, &key(i)).expect("get"), want);
         }
         assert!(ctx.cache.get_index(1, io).is_none(), "too large to cache");
+        assert!(ctx.cache.get_filter(1, fo).is_some(), "the filter fits");
         let s = ctx.env.stats.snapshot();
         assert_eq!(s.index_filter_cache_misses, 0, "never read again");
         let reader_size = std::mem::size_of::<super::TableReader>() as u64;
@@ -1351,5 +1382,32 @@ mod cached_meta_tests {
             "{}",
             s.table_reader_bytes
         );
+    }
+
+    /// A table deleted after the open-table bound closed its reader still takes its index
+    /// and filter out of the cache (found in review: they stayed until evicted).
+    #[test]
+    fn a_deleted_table_leaves_the_cache_even_when_closed() {
+        let dir = tempfile::tempdir().expect("dir");
+        let ctx = ctx(dir.path(), true);
+        let (t, io, fo) = table(&ctx);
+        assert_eq!(
+            get(&t, &key(3)).expect("get"),
+            Lookup::Value(key(3).into_bytes())
+        );
+        t.close();
+        assert!(ctx.cache.get_index(1, io).is_some(), "kept for a reopen");
+        assert_eq!(
+            get(&t, &key(4)).expect("reopened"),
+            Lookup::Value(key(4).into_bytes())
+        );
+        assert_eq!(ctx.env.stats.snapshot().index_filter_cache_misses, 0);
+        t.close();
+        let path = t.path();
+        t.mark_obsolete();
+        drop(t);
+        assert!(!path.exists(), "deleted");
+        assert!(ctx.cache.get_index(1, io).is_none());
+        assert!(ctx.cache.get_filter(1, fo).is_none());
     }
 }
