@@ -182,6 +182,21 @@ pub struct Block {
     prefixes: Vec<u64>,
 }
 
+/// An index with no entries: what [`crate::table`] hands an iterator in a case that cannot
+/// arise (asking the reader for a pinned index it keeps in the cache), instead of a panic.
+pub static EMPTY_INDEX: Block = Block {
+    data: Vec::new(),
+    keys: Vec::new(),
+    ents: Vec::new(),
+    prefixes: Vec::new(),
+};
+
+impl AsRef<Block> for Block {
+    fn as_ref(&self) -> &Block {
+        self
+    }
+}
+
 impl Block {
     /// Verifies the trailer and decodes all entries. Errors are `(offset within block, detail)`.
     pub fn decode(raw: Vec<u8>) -> Result<Block, (usize, String)> {

@@ -215,8 +215,8 @@ impl TableBuilder {
 }
 
 /// Where an open sorted table keeps its index block or its Bloom filter (`P`: how a pinned
-/// one is held — the index behind an `Arc` that iterators share, the filter inline, one
-/// pointer hop less on every probe).
+/// one is held; both inline, as before the option existed, so that a get on the default path
+/// follows no extra pointer).
 enum Slot<P> {
     /// Decoded at open and held while the reader lives: the default, and an item too large
     /// for the cache to take ([`BlockCache::max_item_bytes`]).
@@ -331,7 +331,7 @@ impl<T> std::ops::Deref for Held<'_, T> {
 pub struct TableReader {
     file: CountedReader,
     file_no: u64,
-    index: Slot<Arc<Block>>,
+    index: Slot<Block>,
     filter: Slot<bloom::LoadedFilter>,
     cache: BlockCache,
     stats: Arc<crate::stats::IoStats>,
@@ -426,11 +426,21 @@ impl TableReader {
         self.held(&self.index)
     }
 
-    /// [`TableReader::index`] as a reference an iterator can keep.
-    fn index_arc(&self) -> Result<Arc<Block>> {
+    /// The index an iterator keeps: `None` when the reader pins it (the iterator holds the
+    /// reader), else the cached index, held for the iterator's life.
+    fn iter_index(&self) -> Result<Option<Arc<Block>>> {
         match &self.index {
-            Slot::Pinned(b) => Ok(b.clone()),
-            Slot::Cached(off, size) => self.cached(*off, *size),
+            Slot::Pinned(_) => Ok(None),
+            Slot::Cached(off, size) => self.cached(*off, *size).map(Some),
+        }
+    }
+
+    /// The pinned index ([`TableReader::iter_index`] gave `None`); empty for a cached one,
+    /// which an iterator never asks for here.
+    fn pinned_index(&self) -> &Block {
+        match &self.index {
+            Slot::Pinned(b) => b,
+            Slot::Cached(..) => &block::EMPTY_INDEX,
         }
     }
 
@@ -467,14 +477,18 @@ impl TableReader {
             // The index from wherever it is, an evicted one read without going back into the
             // cache (this runs under the open-table lock, for a table leaving it). Best
             // effort: if it cannot be read, its blocks leave the cache by eviction instead.
+            let loaded;
             let index = match &self.index {
-                Slot::Pinned(b) => Some(b.clone()),
-                Slot::Cached(off, size) => Block::cached(&self.cache, self.file_no, *off)
-                    .or_else(|| load_index(&self.file, (*off, *size)).ok().map(Arc::new)),
+                Slot::Pinned(b) => Some(b),
+                Slot::Cached(off, size) => {
+                    loaded = Block::cached(&self.cache, self.file_no, *off)
+                        .or_else(|| load_index(&self.file, (*off, *size)).ok().map(Arc::new));
+                    loaded.as_deref()
+                }
             };
             if let Some(index) = index {
                 for i in 0..index.len() {
-                    if let Ok((off, _)) = self.handle(&index, i) {
+                    if let Ok((off, _)) = self.handle(index, i) {
                         self.cache.remove(self.file_no, off);
                     }
                 }
@@ -637,9 +651,9 @@ fn load_filter(file: &CountedReader, (off, size): (u64, usize)) -> Result<bloom:
 /// A cursor over one table.
 pub struct TableIter {
     t: Arc<TableReader>,
-    /// The table's index, held for the iterator's life (a cached one cannot be evicted
-    /// from under it).
-    index: Arc<Block>,
+    /// The table's cached index, held for the iterator's life (the cache cannot evict it
+    /// from under it); `None` when the reader pins it.
+    index: Option<Arc<Block>>,
     fill_cache: bool,
     bi: usize,
     cur: Option<(BlockCursor, u64)>,
@@ -649,21 +663,28 @@ impl TableIter {
     /// An unpositioned cursor; `fill_cache` false for compactions.
     pub fn new(t: Arc<TableReader>, fill_cache: bool) -> Result<Self> {
         Ok(TableIter {
-            index: t.index_arc()?,
+            index: t.iter_index()?,
             t,
             fill_cache,
             bi: 0,
             cur: None,
         })
     }
+    /// The table's index.
+    fn index(&self) -> &Block {
+        match &self.index {
+            Some(b) => b,
+            None => self.t.pinned_index(),
+        }
+    }
     /// Opens block `bi` (or clears the cursor past the end).
     fn load(&mut self, bi: usize) -> Result<bool> {
-        if bi >= self.index.len() {
+        if bi >= self.index().len() {
             self.cur = None;
             return Ok(false);
         }
         self.bi = bi;
-        self.cur = Some(self.t.cursor(&self.index, bi, self.fill_cache)?);
+        self.cur = Some(self.t.cursor(self.index(), bi, self.fill_cache)?);
         Ok(true)
     }
     fn step(
@@ -723,7 +744,7 @@ impl InternalIter for TableIter {
         self.skip_empty_forward()
     }
     fn seek_to_last(&mut self) -> Result<()> {
-        let n = self.index.len();
+        let n = self.index().len();
         if n == 0 {
             self.cur = None;
             return Ok(());
@@ -733,7 +754,7 @@ impl InternalIter for TableIter {
         self.skip_empty_backward()
     }
     fn seek(&mut self, ikey: &[u8]) -> Result<()> {
-        let bi = self.index.lower_bound_ikey(ikey);
+        let bi = self.index().lower_bound_ikey(ikey);
         if !self.load(bi)? {
             return Ok(());
         }
