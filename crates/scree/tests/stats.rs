@@ -310,47 +310,58 @@ fn a_bound_on_open_tables_holds_and_every_key_still_reads() {
     }
 }
 
+/// Three threads read 20,000 keys each from a 3,000-key keyspace under `o` while the main
+/// thread overwrites every key three times and flushes; every get finds its key's value
+/// (each value names its key). Returns the database, compactions done.
+fn reads_beside_rewrites_stay_correct(
+    layout: Layout,
+    o: scree::Options,
+) -> (Db, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), o).unwrap();
+    let ks = db.keyspace("k", common::small_ks(layout)).unwrap();
+    let n = 3000u64;
+    let key = |i: u64| format!("key{i:08}").into_bytes();
+    let val = |i: u64, r: u64| {
+        let mut v = format!("{i}:{r}:").into_bytes();
+        v.resize(80, b'v');
+        v
+    };
+    for i in 0..n {
+        ks.put(key(i), val(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    std::thread::scope(|s| {
+        for t in 0..3u64 {
+            let ks = ks.clone();
+            s.spawn(move || {
+                for j in 0..20_000u64 {
+                    let i = (j * 7 + t * 1013) % n;
+                    let v = ks.get(key(i)).unwrap().expect("every key was written");
+                    let head = format!("{i}:");
+                    assert!(v.starts_with(head.as_bytes()), "{layout}: key {i}");
+                }
+            });
+        }
+        for r in 1..4u64 {
+            for i in 0..n {
+                ks.put(key(i), val(i, r)).unwrap();
+            }
+            db.flush().unwrap();
+        }
+    });
+    db.wait_for_compactions().unwrap();
+    (db, dir)
+}
+
 /// Readers closed and reopened under the bound while other threads read through them and
 /// compactions replace them: every get finds the key's value (each value names its key).
 #[test]
 fn concurrent_reads_under_a_tight_open_table_bound_stay_correct() {
     for layout in [Layout::Leveled, Layout::Fragmented, Layout::Trie] {
-        let dir = tempfile::tempdir().unwrap();
         let mut o = common::small_db();
         o.max_open_files = 2;
-        let db = Db::open(dir.path(), o).unwrap();
-        let ks = db.keyspace("k", common::small_ks(layout)).unwrap();
-        let n = 3000u64;
-        let key = |i: u64| format!("key{i:08}").into_bytes();
-        let val = |i: u64, r: u64| {
-            let mut v = format!("{i}:{r}:").into_bytes();
-            v.resize(80, b'v');
-            v
-        };
-        for i in 0..n {
-            ks.put(key(i), val(i, 0)).unwrap();
-        }
-        db.flush().unwrap();
-        std::thread::scope(|s| {
-            for t in 0..3u64 {
-                let ks = ks.clone();
-                s.spawn(move || {
-                    for j in 0..20_000u64 {
-                        let i = (j * 7 + t * 1013) % n;
-                        let v = ks.get(key(i)).unwrap().expect("every key was written");
-                        let head = format!("{i}:");
-                        assert!(v.starts_with(head.as_bytes()), "{layout}: key {i}");
-                    }
-                });
-            }
-            for r in 1..4u64 {
-                for i in 0..n {
-                    ks.put(key(i), val(i, r)).unwrap();
-                }
-                db.flush().unwrap();
-            }
-        });
-        db.wait_for_compactions().unwrap();
+        let (db, _dir) = reads_beside_rewrites_stay_correct(layout, o);
         assert!(db.stats().open_table_files <= 2, "{layout}");
     }
 }
@@ -457,44 +468,11 @@ fn cached_index_and_filter_blocks_stay_within_the_cache_and_every_key_still_read
 #[test]
 fn concurrent_reads_with_cached_index_and_filter_blocks_stay_correct() {
     for layout in [Layout::Leveled, Layout::Fragmented] {
-        let dir = tempfile::tempdir().unwrap();
         let mut o = common::small_db();
         o.block_cache_bytes = 32 << 10;
         o.cache_index_and_filter_blocks = true;
         o.max_open_files = 4;
-        let db = Db::open(dir.path(), o).unwrap();
-        let ks = db.keyspace("k", common::small_ks(layout)).unwrap();
-        let n = 3000u64;
-        let key = |i: u64| format!("key{i:08}").into_bytes();
-        let val = |i: u64, r: u64| {
-            let mut v = format!("{i}:{r}:").into_bytes();
-            v.resize(80, b'v');
-            v
-        };
-        for i in 0..n {
-            ks.put(key(i), val(i, 0)).unwrap();
-        }
-        db.flush().unwrap();
-        std::thread::scope(|s| {
-            for t in 0..3u64 {
-                let ks = ks.clone();
-                s.spawn(move || {
-                    for j in 0..20_000u64 {
-                        let i = (j * 7 + t * 1013) % n;
-                        let v = ks.get(key(i)).unwrap().expect("every key was written");
-                        let head = format!("{i}:");
-                        assert!(v.starts_with(head.as_bytes()), "{layout}: key {i}");
-                    }
-                });
-            }
-            for r in 1..4u64 {
-                for i in 0..n {
-                    ks.put(key(i), val(i, r)).unwrap();
-                }
-                db.flush().unwrap();
-            }
-        });
-        db.wait_for_compactions().unwrap();
+        let (db, _dir) = reads_beside_rewrites_stay_correct(layout, o);
         let s = db.stats();
         assert!(s.index_filter_cache_misses > 0, "{layout}");
         assert!(s.block_cache_usage_bytes <= 32 << 10, "{layout}");

@@ -1110,13 +1110,17 @@ pub(crate) mod test_support {
 
     use super::{TableCtx, TableMeta};
     use crate::cache::BlockCache;
-    use crate::fs::{std_fs::StdFs, Env};
     use crate::key::{make_ikey, ValueKind};
     use crate::manifest::edit::AddedTable;
 
     /// Table files in `dir` on the real file system (`pread`), with a block cache of
     /// `cache_bytes`.
     pub(crate) fn std_ctx(dir: &std::path::Path, cache_bytes: usize) -> Arc<TableCtx> {
+        std_ctx_with(dir, BlockCache::new(cache_bytes))
+    }
+
+    /// [`std_ctx`] with a given block cache.
+    pub(crate) fn std_ctx_with(dir: &std::path::Path, cache: BlockCache) -> Arc<TableCtx> {
         Arc::new(TableCtx {
             env: Env {
                 fs: Arc::new(StdFs),
@@ -1124,7 +1128,7 @@ pub(crate) mod test_support {
                 direct_reads: false,
                 mmap_reads: false,
             },
-            cache: BlockCache::new(cache_bytes),
+            cache,
             dir: dir.to_path_buf(),
             open: super::OpenTables::default(),
         })
@@ -1230,11 +1234,11 @@ mod concat_tests {
 mod cached_meta_tests {
     use std::sync::Arc;
 
+    use super::test_support::std_ctx_with as ctx_with;
     use super::{get_in_tables, table_path, TableBuilder, TableCtx, TableFile, FOOTER};
     use crate::cache::BlockCache;
     use crate::coding::get_u64;
     use crate::error::Error;
-    use crate::fs::{std_fs::StdFs, Env};
     use crate::iter::InternalIter;
     use crate::key::{make_ikey, ValueKind, MAX_SEQ};
     use crate::memtable::Lookup;
@@ -1245,20 +1249,6 @@ mod cached_meta_tests {
             dir,
             BlockCache::new(1 << 20).holding_index_and_filter(cached),
         )
-    }
-
-    fn ctx_with(dir: &std::path::Path, cache: BlockCache) -> Arc<TableCtx> {
-        Arc::new(TableCtx {
-            env: Env {
-                fs: Arc::new(StdFs),
-                stats: Arc::default(),
-                direct_reads: false,
-                mmap_reads: false,
-            },
-            cache,
-            dir: dir.to_path_buf(),
-            open: super::OpenTables::default(),
-        })
     }
 
     fn key(i: u32) -> String {
