@@ -1110,6 +1110,7 @@ pub(crate) mod test_support {
 
     use super::{TableCtx, TableMeta};
     use crate::cache::BlockCache;
+    use crate::fs::{std_fs::StdFs, Env};
     use crate::key::{make_ikey, ValueKind};
     use crate::manifest::edit::AddedTable;
 
