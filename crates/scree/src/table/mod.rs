@@ -275,9 +275,7 @@ impl<P> Slot<P> {
             Slot::Pinned(_) => None,
         }
     }
-}
 
-impl<P> Slot<P> {
     /// Opens the slot of the item (a `T`) at `at`: pinned unless the cache holds index and
     /// filter and can take an item of its size; a cached item found still cached (a reopen
     /// under `max_open_files`) is not read again. Returns the slot and the bytes it pins.
@@ -495,14 +493,9 @@ impl TableReader {
             }
         }
         if deleted {
-            self.evict_index_and_filter();
-        }
-    }
-
-    /// Drops this table's index and filter from the cache, if they are kept there.
-    fn evict_index_and_filter(&self) {
-        for off in self.cached_offsets().into_iter().flatten() {
-            self.cache.remove(self.file_no, off);
+            for off in self.cached_offsets().into_iter().flatten() {
+                self.cache.remove(self.file_no, off);
+            }
         }
     }
 
