@@ -17,6 +17,29 @@ fn level_writes(s: &Stats) -> Vec<scree::LevelWrites> {
         .unwrap_or_default()
 }
 
+/// A forward scan returns the model's entries and a reverse scan its keys backwards.
+fn scans_match_the_model(
+    ks: &scree::Keyspace,
+    model: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    layout: Layout,
+) {
+    let fwd: Vec<(Vec<u8>, Vec<u8>)> = ks
+        .range::<&[u8], _>(..)
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<scree::Result<_>>()
+        .unwrap();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(fwd, want, "{layout}: forward scan");
+    let rev: Vec<Vec<u8>> = ks
+        .range::<&[u8], _>(..)
+        .rev()
+        .map(|r| r.map(|(k, _)| k.to_vec()))
+        .collect::<scree::Result<_>>()
+        .unwrap();
+    assert_eq!(rev.len(), want.len(), "{layout}: reverse scan");
+    assert!(rev.iter().rev().eq(want.iter().map(|(k, _)| k)), "{layout}");
+}
+
 /// Per-level writes are counted from the tables each edit adds, the I/O accounting from the
 /// bytes each file writer wrote: over flushes, compactions, moves and (trie) garbage
 /// collection they must name the same bytes.
@@ -276,22 +299,7 @@ fn a_bound_on_open_tables_holds_and_every_key_still_reads() {
                 // No scans on a trie keyspace.
                 continue;
             }
-            let fwd: Vec<(Vec<u8>, Vec<u8>)> = ks
-                .range::<&[u8], _>(..)
-                .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
-                .collect::<scree::Result<_>>()
-                .unwrap();
-            let want: Vec<(Vec<u8>, Vec<u8>)> =
-                model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            assert_eq!(fwd, want, "{layout}: forward scan");
-            let rev: Vec<Vec<u8>> = ks
-                .range::<&[u8], _>(..)
-                .rev()
-                .map(|r| r.map(|(k, _)| k.to_vec()))
-                .collect::<scree::Result<_>>()
-                .unwrap();
-            assert_eq!(rev.len(), want.len(), "{layout}: reverse scan");
-            assert!(rev.iter().rev().eq(want.iter().map(|(k, _)| k)));
+            scans_match_the_model(&ks, &model, layout);
             let open = db.stats().open_table_files;
             assert!(
                 open <= 3,
@@ -407,21 +415,7 @@ fn cached_index_and_filter_blocks_stay_within_the_cache_and_every_key_still_read
                 let k = format!("absent{i}");
                 assert_eq!(ks.get(k.as_bytes()).unwrap(), None, "{layout}: {k}");
             }
-            let fwd: Vec<(Vec<u8>, Vec<u8>)> = ks
-                .range::<&[u8], _>(..)
-                .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
-                .collect::<scree::Result<_>>()
-                .unwrap();
-            let want: Vec<(Vec<u8>, Vec<u8>)> =
-                model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            assert_eq!(fwd, want, "{layout}: forward scan");
-            let rev: Vec<Vec<u8>> = ks
-                .range::<&[u8], _>(..)
-                .rev()
-                .map(|r| r.map(|(k, _)| k.to_vec()))
-                .collect::<scree::Result<_>>()
-                .unwrap();
-            assert!(rev.iter().rev().eq(want.iter().map(|(k, _)| k)), "{layout}");
+            scans_match_the_model(&ks, &model, layout);
             let s = db.stats();
             assert!(
                 s.block_cache_usage_bytes <= budget as u64,
