@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use quick_cache::sync::Cache;
+use quick_cache::sync::{Cache, GuardResult};
 use quick_cache::Weighter;
 
 use crate::filter::bloom::LoadedFilter;
@@ -124,6 +124,67 @@ impl BlockCache {
     pub fn insert_filter(&self, file: u64, offset: u64, filter: Arc<LoadedFilter>) {
         if let Some(c) = &self.inner {
             c.insert((file, offset), Item::Filter(filter));
+        }
+    }
+    /// The index block at (`file`, `offset`): cached, or `load`ed and inserted. Readers that
+    /// miss it together wait for one load (a quick_cache placeholder) instead of each reading
+    /// and decoding it. The flag is true when this call loaded it.
+    pub fn index_or_load<E>(
+        &self,
+        file: u64,
+        offset: u64,
+        load: impl FnOnce() -> Result<Arc<IndexBlock>, E>,
+    ) -> Result<(Arc<IndexBlock>, bool), E> {
+        self.item_or_load(
+            (file, offset),
+            |i| match i {
+                Item::Index(b) => Some(b),
+                _ => None,
+            },
+            Item::Index,
+            load,
+        )
+    }
+    /// [`BlockCache::index_or_load`] for a filter.
+    pub fn filter_or_load<E>(
+        &self,
+        file: u64,
+        offset: u64,
+        load: impl FnOnce() -> Result<Arc<LoadedFilter>, E>,
+    ) -> Result<(Arc<LoadedFilter>, bool), E> {
+        self.item_or_load(
+            (file, offset),
+            |i| match i {
+                Item::Filter(f) => Some(f),
+                _ => None,
+            },
+            Item::Filter,
+            load,
+        )
+    }
+    fn item_or_load<T, E>(
+        &self,
+        key: (u64, u64),
+        unwrap: fn(Item) -> Option<Arc<T>>,
+        wrap: fn(Arc<T>) -> Item,
+        load: impl FnOnce() -> Result<Arc<T>, E>,
+    ) -> Result<(Arc<T>, bool), E> {
+        let Some(c) = &self.inner else {
+            return load().map(|t| (t, true));
+        };
+        match c.get_value_or_guard(&key, None) {
+            GuardResult::Value(v) => match unwrap(v) {
+                Some(t) => Ok((t, false)),
+                None => load().map(|t| (t, true)),
+            },
+            // A failed load drops the guard: the next waiter loads (and fails) itself.
+            GuardResult::Guard(g) => {
+                let t = load()?;
+                // Refused only when heavier than the cache admits; callers pin such items.
+                let _ = g.insert(wrap(t.clone()));
+                Ok((t, true))
+            }
+            GuardResult::Timeout => load().map(|t| (t, true)),
         }
     }
     /// Drops the item of `file` at `offset`, if cached.

@@ -233,6 +233,14 @@ trait MetaBlock: Sized {
     fn load(file: &CountedReader, at: (u64, usize)) -> Result<Self>;
     fn cached(cache: &BlockCache, file_no: u64, off: u64) -> Option<Arc<Self>>;
     fn cache(cache: &BlockCache, file_no: u64, off: u64, item: Arc<Self>);
+    /// The cached item, or `load`ed and cached, one load for callers that miss together;
+    /// true when this call loaded it.
+    fn cached_or_load(
+        cache: &BlockCache,
+        file_no: u64,
+        off: u64,
+        load: impl FnOnce() -> Result<Arc<Self>>,
+    ) -> Result<(Arc<Self>, bool)>;
     /// Heap bytes held, as the cache weighs it.
     fn weight(&self) -> usize;
 }
@@ -246,6 +254,14 @@ impl MetaBlock for Block {
     }
     fn cache(cache: &BlockCache, file_no: u64, off: u64, item: Arc<Self>) {
         cache.insert_index(file_no, off, item)
+    }
+    fn cached_or_load(
+        cache: &BlockCache,
+        file_no: u64,
+        off: u64,
+        load: impl FnOnce() -> Result<Arc<Self>>,
+    ) -> Result<(Arc<Self>, bool)> {
+        cache.index_or_load(file_no, off, load)
     }
     fn weight(&self) -> usize {
         Block::weight(self)
@@ -261,6 +277,14 @@ impl MetaBlock for bloom::LoadedFilter {
     }
     fn cache(cache: &BlockCache, file_no: u64, off: u64, item: Arc<Self>) {
         cache.insert_filter(file_no, off, item)
+    }
+    fn cached_or_load(
+        cache: &BlockCache,
+        file_no: u64,
+        off: u64,
+        load: impl FnOnce() -> Result<Arc<Self>>,
+    ) -> Result<(Arc<Self>, bool)> {
+        cache.filter_or_load(file_no, off, load)
     }
     fn weight(&self) -> usize {
         crate::cache::filter_weight(self)
@@ -409,13 +433,33 @@ impl TableReader {
 
     /// The cached item at (`off`, `size`), or read again and cached.
     fn cached<T: MetaBlock>(&self, off: u64, size: usize) -> Result<Arc<T>> {
-        if let Some(t) = T::cached(&self.cache, self.file_no, off) {
+        self.cached_or_read(off, size, true)
+    }
+
+    /// The cached item at (`off`, `size`), or read again; put back in the cache only when
+    /// `fill_cache` (a compaction reads a table's index once, just before the table is
+    /// deleted, and must not evict what readers use to hold it: RocksDB's `fill_cache`).
+    /// Readers that miss it together read it once (the others wait for that read).
+    fn cached_or_read<T: MetaBlock>(
+        &self,
+        off: u64,
+        size: usize,
+        fill_cache: bool,
+    ) -> Result<Arc<T>> {
+        let load = || T::load(&self.file, (off, size)).map(Arc::new);
+        let (t, loaded) = if fill_cache {
+            T::cached_or_load(&self.cache, self.file_no, off, load)?
+        } else {
+            match T::cached(&self.cache, self.file_no, off) {
+                Some(t) => (t, false),
+                None => (load()?, true),
+            }
+        };
+        if loaded {
+            self.stats.index_filter_miss();
+        } else {
             self.stats.index_filter_hit();
-            return Ok(t);
         }
-        self.stats.index_filter_miss();
-        let t = Arc::new(T::load(&self.file, (off, size))?);
-        T::cache(&self.cache, self.file_no, off, t.clone());
         Ok(t)
     }
 
@@ -425,11 +469,12 @@ impl TableReader {
     }
 
     /// The index an iterator keeps: `None` when the reader pins it (the iterator holds the
-    /// reader), else the cached index, held for the iterator's life.
-    fn iter_index(&self) -> Result<Option<Arc<Block>>> {
+    /// reader), else the cached index, held for the iterator's life; an evicted one is read
+    /// again and cached only when `fill_cache` (not for compactions).
+    fn iter_index(&self, fill_cache: bool) -> Result<Option<Arc<Block>>> {
         match &self.index {
             Slot::Pinned(_) => Ok(None),
-            Slot::Cached(off, size) => self.cached(*off, *size).map(Some),
+            Slot::Cached(off, size) => self.cached_or_read(*off, *size, fill_cache).map(Some),
         }
     }
 
@@ -656,7 +701,7 @@ impl TableIter {
     /// An unpositioned cursor; `fill_cache` false for compactions.
     pub fn new(t: Arc<TableReader>, fill_cache: bool) -> Result<Self> {
         Ok(TableIter {
-            index: t.iter_index()?,
+            index: t.iter_index(fill_cache)?,
             t,
             fill_cache,
             bi: 0,
@@ -1266,7 +1311,7 @@ mod cached_meta_tests {
                 .expect("add");
         }
         let t = TableFile::new(b.finish().expect("finish"), ctx.clone());
-        let bytes = std::fs::read(t.path()).expect("read");
+        let bytes = ctx.env.fs.read_all(&t.path()).expect("read");
         let foot = &bytes[bytes.len() - FOOTER..];
         let (io, fo) = (get_u64(foot, 0), get_u64(foot, 16));
         (t, io.expect("index offset"), fo.expect("filter offset"))
@@ -1358,6 +1403,104 @@ mod cached_meta_tests {
         assert!(ctx.cache.get_filter(1, fo).is_none());
         let pinned = ctx.env.stats.snapshot().table_reader_bytes;
         assert!(pinned > 1000 + std::mem::size_of::<super::TableReader>() as u64);
+    }
+
+    /// A compaction's iterator reads an evicted index again without putting it back in the
+    /// cache (it reads the table once, just before deleting it, and must not evict what
+    /// readers use); a reader's iterator caches it again.
+    #[test]
+    fn a_compaction_iterator_does_not_cache_an_evicted_index_again() {
+        let dir = tempfile::tempdir().expect("dir");
+        let ctx = ctx(dir.path(), true);
+        let (t, io, _) = table(&ctx);
+        assert_eq!(
+            get(&t, &key(1)).expect("get"),
+            Lookup::Value(key(1).into_bytes())
+        );
+        ctx.cache.remove(1, io);
+        let count = |mut it: super::TableIter| {
+            it.seek_to_first().expect("seek");
+            let mut n = 0;
+            while it.valid() {
+                n += 1;
+                it.next().expect("next");
+            }
+            n
+        };
+        assert_eq!(count(t.iter(false).expect("iter")), 400);
+        assert!(
+            ctx.cache.get_index(1, io).is_none(),
+            "compaction re-cached it"
+        );
+        assert_eq!(ctx.env.stats.snapshot().index_filter_cache_misses, 1);
+        assert_eq!(count(t.iter(true).expect("iter")), 400);
+        assert!(ctx.cache.get_index(1, io).is_some(), "a reader caches it");
+        assert_eq!(ctx.env.stats.snapshot().index_filter_cache_misses, 2);
+        assert_eq!(count(t.iter(false).expect("iter")), 400);
+        assert_eq!(
+            ctx.env.stats.snapshot().index_filter_cache_misses,
+            2,
+            "a hit"
+        );
+    }
+
+    /// Readers that miss the same evicted index together read it once: the others wait for
+    /// that read instead of each reading and decoding it (held at a paused read, a reader
+    /// without this made every thread read).
+    #[test]
+    fn readers_that_miss_an_index_together_read_it_once() {
+        use crate::fs::fault::{FaultFs, OpKind};
+        use crate::fs::{Env, FileSystem};
+        let fault = FaultFs::new(7);
+        fault
+            .create_dir_all(std::path::Path::new("/db"))
+            .expect("dir");
+        let ctx = Arc::new(TableCtx {
+            env: Env {
+                fs: fault.as_dyn(),
+                stats: Arc::default(),
+                direct_reads: false,
+                mmap_reads: false,
+            },
+            cache: BlockCache::new(1 << 20).holding_index_and_filter(true),
+            dir: "/db".into(),
+            open: super::OpenTables::default(),
+        });
+        let (t, io, _) = table(&ctx);
+        // Opened (footer, index and filter read) before the readers start.
+        assert_eq!(
+            get(&t, &key(1)).expect("get"),
+            Lookup::Value(key(1).into_bytes())
+        );
+        ctx.cache.remove(1, io);
+        let name = t
+            .path()
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .to_string();
+        let gate = fault.pause(OpKind::Read, &name);
+        let readers: Vec<_> = (0..4u32)
+            .map(|i| {
+                let t = t.clone();
+                std::thread::spawn(move || get(&t, &key(i * 50)))
+            })
+            .collect();
+        let start = std::time::Instant::now();
+        while gate.waiting() == 0 && start.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // Give the other readers time to reach the read too, were they to read.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let held = gate.waiting();
+        gate.open();
+        for (i, r) in readers.into_iter().enumerate() {
+            let got = r.join().expect("reader");
+            let want = Lookup::Value(key(i as u32 * 50).into_bytes());
+            assert_eq!(got.expect("get"), want);
+        }
+        assert_eq!(held, 1, "readers held at the index read");
+        assert_eq!(ctx.env.stats.snapshot().index_filter_cache_misses, 1);
     }
 
     /// An index larger than the cache would admit stays pinned by its table instead of being
