@@ -177,10 +177,13 @@ impl BlockCache {
                 Some(t) => Ok((t, false)),
                 None => load().map(|t| (t, true)),
             },
-            // A failed load drops the guard: the next waiter loads (and fails) itself.
+            // A failed load drops the guard: the next waiter loads (and fails) itself, so
+            // under a lasting error waiters read one after another.
             GuardResult::Guard(g) => {
                 let t = load()?;
-                // Refused only when heavier than the cache admits; callers pin such items.
+                // An item heavier than the cache admits is dropped by quick_cache (callers
+                // pin such items); `Err` only when a remove of this key (a deleted table)
+                // took the placeholder meanwhile, and then it must not be cached.
                 let _ = g.insert(wrap(t.clone()));
                 Ok((t, true))
             }

@@ -1487,7 +1487,7 @@ mod cached_meta_tests {
             })
             .collect();
         let start = std::time::Instant::now();
-        while gate.waiting() == 0 && start.elapsed() < std::time::Duration::from_secs(10) {
+        while gate.waiting() == 0 && start.elapsed() < std::time::Duration::from_secs(120) {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         // Give the other readers time to reach the read too, were they to read.
