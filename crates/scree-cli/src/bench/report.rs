@@ -309,6 +309,9 @@ pub fn table(runs: &[RunResult], args: &BenchArgs) -> String {
             row("  of which slowdown s", &|w| {
                 opt(w.slowdown_seconds, |x| format!("{x:.2}"))
             });
+            row("  of which flush wait s", &|w| {
+                opt(w.memtable_stall_seconds, |x| format!("{x:.2}"))
+            });
         }
         row("written MB (wchar)", &|w| {
             opt(w.wchar_bytes, |x| format!("{:.1}", x as f64 / 1e6))
