@@ -1321,6 +1321,15 @@ impl DbInner {
     }
 
     fn run_flush(&self, ks: &Arc<KsCore>) -> Result<()> {
+        let start = std::time::Instant::now();
+        let res = self.flush_oldest(ks);
+        let us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.stats.flush_micros.fetch_add(us, Ordering::Relaxed);
+        self.stats.max_flush_micros.fetch_max(us, Ordering::Relaxed);
+        res
+    }
+
+    fn flush_oldest(&self, ks: &Arc<KsCore>) -> Result<()> {
         self.sync_old_logs()?;
         let sv = ks.sv();
         let Some(imm) = sv.imms.last().cloned() else {
@@ -1333,15 +1342,40 @@ impl DbInner {
         self.install(ks, &mut edit, Some(&imm))
     }
 
-    fn run_compaction(&self, ks: &Arc<KsCore>, mut job: Box<dyn Job>) -> Result<()> {
+    fn run_compaction(&self, ks: &Arc<KsCore>, job: Box<dyn Job>) -> Result<()> {
         let opts = ks.opts();
         let trivial = job.is_trivial();
-        let flush_point = || self.flush_if_waiting();
+        let start = std::time::Instant::now();
+        // Microseconds of flushes run at this job's flush points (counted as flush time).
+        let flushed_us = AtomicU64::new(0);
+        let flush_point = || {
+            let t = std::time::Instant::now();
+            let r = self.flush_if_waiting();
+            let us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
+            flushed_us.fetch_add(us, Ordering::Relaxed);
+            r
+        };
         let mut ctx = self.job_ctx(&opts, self.smallest_snapshot());
         if self.opts.flush_in_compactions {
             ctx.flush_point = Some(&flush_point);
         }
-        let mut edit = job.run(&ctx)?;
+        let res = self.run_job(ks, job, &ctx, trivial);
+        let us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let job_us = us.saturating_sub(flushed_us.load(Ordering::Relaxed));
+        self.stats
+            .compaction_micros
+            .fetch_add(job_us, Ordering::Relaxed);
+        res
+    }
+
+    fn run_job(
+        &self,
+        ks: &Arc<KsCore>,
+        mut job: Box<dyn Job>,
+        ctx: &JobCtx<'_>,
+        trivial: bool,
+    ) -> Result<()> {
+        let mut edit = job.run(ctx)?;
         if trivial {
             self.stats.trivial_moves.fetch_add(1, Ordering::Relaxed);
         } else {

@@ -52,6 +52,9 @@ pub struct IoStats {
     pub(crate) flushes: AtomicU64,
     pub(crate) trivial_moves: AtomicU64,
     pub(crate) flushes_in_compactions: AtomicU64,
+    pub(crate) flush_micros: AtomicU64,
+    pub(crate) max_flush_micros: AtomicU64,
+    pub(crate) compaction_micros: AtomicU64,
     mapped: AtomicU64,
     open_table_files: AtomicU64,
     table_reader_bytes: AtomicU64,
@@ -197,6 +200,9 @@ impl IoStats {
             slowdown_seconds: self.slowdown_micros.load(Relaxed) as f64 / 1e6,
             compactions: self.compactions.load(Relaxed),
             flushes: self.flushes.load(Relaxed),
+            flush_seconds: self.flush_micros.load(Relaxed) as f64 / 1e6,
+            max_flush_seconds: self.max_flush_micros.load(Relaxed) as f64 / 1e6,
+            compaction_seconds: self.compaction_micros.load(Relaxed) as f64 / 1e6,
             trivial_moves: self.trivial_moves.load(Relaxed),
             flushes_in_compactions: self.flushes_in_compactions.load(Relaxed),
             bytes_mapped: self.mapped.load(Relaxed),
@@ -363,6 +369,19 @@ pub struct Stats {
     pub compactions: u64,
     /// Memtable flushes run.
     pub flushes: u64,
+    /// Wall-clock seconds spent flushing memtables: writing the tables and installing the
+    /// edit (manifest record and sync), summed over flushes (RocksDB's flush time).
+    #[serde(default)]
+    pub flush_seconds: f64,
+    /// The longest single flush, in seconds, since the database was opened: the least a
+    /// writer waits when it stalls on a full set of immutable memtables.
+    #[serde(default)]
+    pub max_flush_seconds: f64,
+    /// Wall-clock seconds compaction jobs ran (merging, writing and installing), summed over
+    /// jobs, without the flushes they ran at their flush points (those are in
+    /// `flush_seconds`). With several background threads it can exceed the elapsed time.
+    #[serde(default)]
+    pub compaction_seconds: f64,
     /// Compactions that moved a table without rewriting it.
     pub trivial_moves: u64,
     /// Flushes run by a compaction's thread between its output tables, because every

@@ -74,6 +74,14 @@ fn level_writes_add_up_to_the_bytes_written_by_cause() {
             "{name}: {lw:?}"
         );
         assert!(compacted > 0, "{name}: no compaction ran: {lw:?}");
+        // Time spent: flushes and compactions each took some; the longest flush is one of
+        // them.
+        assert!(s.flushes > 0 && s.flush_seconds > 0.0, "{name}: {s:?}");
+        assert!(
+            s.max_flush_seconds > 0.0 && s.max_flush_seconds <= s.flush_seconds,
+            "{name}: {s:?}"
+        );
+        assert!(s.compaction_seconds > 0.0, "{name}: {s:?}");
         // Flushes land at level 0 only; every written level read what it merged.
         for w in &lw {
             assert!(w.level == 0 || w.flush_bytes == 0, "{name}: {w:?}");

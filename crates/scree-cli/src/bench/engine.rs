@@ -84,6 +84,11 @@ pub struct Counters {
     pub slowdown_seconds: Option<f64>,
     /// The part of `stall_seconds` spent waiting for a flush (Scree only).
     pub memtable_stall_seconds: Option<f64>,
+    /// Seconds spent in flushes and in compaction jobs, summed over jobs (Scree only).
+    pub flush_seconds: Option<f64>,
+    pub compaction_seconds: Option<f64>,
+    /// The longest single flush since the database was opened (Scree only).
+    pub max_flush_seconds: Option<f64>,
     /// Data blocks read from files.
     pub data_block_reads: Option<u64>,
     /// Metadata (index, filter, …) blocks read from files.

@@ -71,6 +71,11 @@ pub struct WorkloadResult {
     pub stall_seconds: Option<f64>,
     /// The part of them spent waiting for a flush (Scree only).
     pub memtable_stall_seconds: Option<f64>,
+    /// Seconds of flushes and of compaction jobs during the phase (Scree only).
+    pub flush_seconds: Option<f64>,
+    pub compaction_seconds: Option<f64>,
+    /// The longest flush since the database was opened, at the phase's end (Scree only).
+    pub max_flush_seconds: Option<f64>,
     /// The part of them spent in slowdown delays (Scree only).
     pub slowdown_seconds: Option<f64>,
     /// Data block reads during the phase.
@@ -398,6 +403,15 @@ pub fn run(
             (Some(a), Some(b)) => Some((a - b).max(0.0)),
             _ => None,
         },
+        flush_seconds: match (after.flush_seconds, before.flush_seconds) {
+            (Some(a), Some(b)) => Some((a - b).max(0.0)),
+            _ => None,
+        },
+        compaction_seconds: match (after.compaction_seconds, before.compaction_seconds) {
+            (Some(a), Some(b)) => Some((a - b).max(0.0)),
+            _ => None,
+        },
+        max_flush_seconds: after.max_flush_seconds,
         data_block_reads: delta(after.data_block_reads, before.data_block_reads),
         metadata_block_reads: delta(after.metadata_block_reads, before.metadata_block_reads),
         disk,

@@ -46,6 +46,9 @@ pub struct WorkloadJson {
     // Additions.
     pub memtable_stall_seconds: Option<f64>,
     pub slowdown_seconds: Option<f64>,
+    pub flush_seconds: Option<f64>,
+    pub max_flush_seconds: Option<f64>,
+    pub compaction_seconds: Option<f64>,
     pub mb_per_sec: f64,
     pub expected_found: Option<u64>,
     pub lookups: Option<u64>,
@@ -111,6 +114,9 @@ pub fn workload_json(w: &WorkloadResult) -> WorkloadJson {
         stall_seconds: w.stall_seconds,
         memtable_stall_seconds: w.memtable_stall_seconds,
         slowdown_seconds: w.slowdown_seconds,
+        flush_seconds: w.flush_seconds,
+        max_flush_seconds: w.max_flush_seconds,
+        compaction_seconds: w.compaction_seconds,
         mb_per_sec: round(w.mb_per_sec(), 3),
         expected_found: w.expected_found,
         lookups: w.lookups,
@@ -311,6 +317,16 @@ pub fn table(runs: &[RunResult], args: &BenchArgs) -> String {
             });
             row("  of which flush wait s", &|w| {
                 opt(w.memtable_stall_seconds, |x| format!("{x:.2}"))
+            });
+            row(
+                "flush s (longest)",
+                &|w| match (w.flush_seconds, w.max_flush_seconds) {
+                    (Some(f), Some(m)) => format!("{f:.2} ({m:.2})"),
+                    _ => "-".into(),
+                },
+            );
+            row("compaction s", &|w| {
+                opt(w.compaction_seconds, |x| format!("{x:.2}"))
             });
         }
         row("written MB (wchar)", &|w| {

@@ -468,6 +468,9 @@ impl BenchEngine for RocksDb {
             mapped_bytes: None,
             level_bytes: None,
             memtable_stall_seconds: None,
+            flush_seconds: None,
+            compaction_seconds: None,
+            max_flush_seconds: None,
             slowdown_seconds: None,
         }
     }
