@@ -521,9 +521,14 @@ fn write_items(
     sink: &mut dyn Sink,
 ) -> Result<(HTableSummary, FilterSet)> {
     checked_cap(&opts)?;
-    // Compaction feeds items already in (hash, internal key) order.
+    // Compaction feeds items already in (hash, internal key) order; a flush's come in the
+    // memtable's order. `cmp_ent` orders distinct internal keys totally (a repeated one is
+    // refused below, and lands next to its twin either way), so an unstable sort gives the
+    // same order as a stable one, in place: the stable sort's scratch buffer was half a
+    // flush's item array (≈ 15 MB for a 64 MiB memtable), touched for the first time on
+    // every flush.
     if !items.is_sorted_by(|a, b| cmp_ent(a, b).is_le()) {
-        items.sort_by(cmp_ent);
+        items.sort_unstable_by(cmp_ent);
     }
     if u32::try_from(items.len()).is_err() {
         return Err(Error::InvalidArgument(
@@ -697,7 +702,8 @@ impl<'a> TableWriter<'a> {
         let n = seg.len();
         let (cap, base_seq, shift) = (self.cap, self.base_seq, self.opts.bucket_shift);
         if !items.is_sorted_by(|a, b| cmp_ent(a, b).is_le()) {
-            items.sort_by(cmp_ent);
+            // Unstable suffices: see `write_items`.
+            items.sort_unstable_by(cmp_ent);
         }
         check_items(items)?;
         if items.iter().any(|it| it.trailer >> 8 < base_seq) {
