@@ -204,14 +204,22 @@ impl HashIndex {
 
     /// Visits every entry of `guards` (from [`HashIndex::read_all`]) as (user key, trailer,
     /// value) borrowed from the arenas for as long as the guards are held; a key's versions
-    /// together, newest first.
+    /// together, newest first. Keys are visited in the order they were appended to their
+    /// shard's arena, not in hash-table order: a key's record and its first version sit side by
+    /// side there, so the walk reads the arena front to back and the hardware prefetches it.
+    /// Walked in table order, each key was a cache miss into a memtable of tens of MiB: with
+    /// the first compare of each key, a sixth of a `trie` fill's background samples.
     pub(super) fn visit_held<'a>(
         guards: &'a [parking_lot::RwLockReadGuard<'_, Shard>],
         mut f: impl FnMut(&'a [u8], u64, &'a [u8]),
     ) {
+        let mut slots: Vec<&'a Slot> = Vec::new();
         for g in guards {
             let g: &'a Shard = g;
-            for slot in g.table.iter() {
+            slots.clear();
+            slots.extend(g.table.iter());
+            slots.sort_unstable_by_key(|s| (s.key.chunk, s.key.off));
+            for slot in slots.iter().copied() {
                 let key = g
                     .arena
                     .bytes(slot.key, slot.key_len as usize)
@@ -290,31 +298,43 @@ mod tests {
             }
         }
         assert_eq!(idx.get(b"absent", u64::MAX >> 8), None);
-        let mut seen: BTreeMap<Vec<u8>, Vec<u64>> = BTreeMap::new();
-        let mut last: Option<Vec<u8>> = None;
-        let mut keys_started = 0;
+        // Both visitors: `for_each` (table order) and the flush's `visit_held` (arena order).
+        let mut visited: Vec<Vec<(Vec<u8>, u64, Vec<u8>)>> = vec![Vec::new(), Vec::new()];
         idx.for_each(|k, t, v| {
-            if last.as_deref() != Some(k) {
-                keys_started += 1;
-                last = Some(k.to_vec());
-            }
-            assert_eq!(
-                model.get(k).and_then(|m| m.get(&t)).map(Vec::as_slice),
-                Some(v)
-            );
-            seen.entry(k.to_vec()).or_default().push(t);
+            visited[0].push((k.to_vec(), t, v.to_vec()));
             Ok::<(), ()>(())
         })
         .expect("visit");
-        // Each key's versions come together (one run per key), newest first.
-        assert_eq!(keys_started, model.len());
-        for (k, ts) in &seen {
-            let mut want: Vec<u64> = model
-                .get(k)
-                .map(|m| m.keys().copied().collect())
-                .unwrap_or_default();
-            want.reverse();
-            assert_eq!(ts, &want);
+        let guards = idx.read_all();
+        HashIndex::visit_held(&guards, |k, t, v| {
+            visited[1].push((k.to_vec(), t, v.to_vec()))
+        });
+        drop(guards);
+        for entries in &visited {
+            let mut seen: BTreeMap<Vec<u8>, Vec<u64>> = BTreeMap::new();
+            let mut last: Option<&[u8]> = None;
+            let mut keys_started = 0;
+            for (k, t, v) in entries {
+                if last != Some(k.as_slice()) {
+                    keys_started += 1;
+                    last = Some(k);
+                }
+                assert_eq!(
+                    model.get(k).and_then(|m| m.get(t)).map(Vec::as_slice),
+                    Some(v.as_slice())
+                );
+                seen.entry(k.clone()).or_default().push(*t);
+            }
+            // Each key's versions come together (one run per key), newest first.
+            assert_eq!(keys_started, model.len());
+            for (k, ts) in &seen {
+                let mut want: Vec<u64> = model
+                    .get(k)
+                    .map(|m| m.keys().copied().collect())
+                    .unwrap_or_default();
+                want.reverse();
+                assert_eq!(ts, &want);
+            }
         }
     }
 }
