@@ -358,6 +358,7 @@ pub fn run(
     let wchar_after = metrics::process_wchar();
     let disk = metrics::disk_usage(dir).ok();
     let delta = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
+    let seconds_delta = |a: Option<f64>, b: Option<f64>| Some((a? - b?).max(0.0));
     let engine_user = delta(after.user_bytes, before.user_bytes);
     let lookups = (outcome.lookups > 0 || !workload.writes()).then_some(outcome.lookups);
     let reads_anything = lookups.is_some();
@@ -390,27 +391,14 @@ pub fn run(
             ),
             _ => None,
         },
-        stall_seconds: match (after.stall_seconds, before.stall_seconds) {
-            (Some(a), Some(b)) => Some((a - b).max(0.0)),
-            _ => None,
-        },
-        slowdown_seconds: match (after.slowdown_seconds, before.slowdown_seconds) {
-            (Some(a), Some(b)) => Some((a - b).max(0.0)),
-            _ => None,
-        },
-        memtable_stall_seconds: match (after.memtable_stall_seconds, before.memtable_stall_seconds)
-        {
-            (Some(a), Some(b)) => Some((a - b).max(0.0)),
-            _ => None,
-        },
-        flush_seconds: match (after.flush_seconds, before.flush_seconds) {
-            (Some(a), Some(b)) => Some((a - b).max(0.0)),
-            _ => None,
-        },
-        compaction_seconds: match (after.compaction_seconds, before.compaction_seconds) {
-            (Some(a), Some(b)) => Some((a - b).max(0.0)),
-            _ => None,
-        },
+        stall_seconds: seconds_delta(after.stall_seconds, before.stall_seconds),
+        slowdown_seconds: seconds_delta(after.slowdown_seconds, before.slowdown_seconds),
+        memtable_stall_seconds: seconds_delta(
+            after.memtable_stall_seconds,
+            before.memtable_stall_seconds,
+        ),
+        flush_seconds: seconds_delta(after.flush_seconds, before.flush_seconds),
+        compaction_seconds: seconds_delta(after.compaction_seconds, before.compaction_seconds),
         max_flush_seconds: after.max_flush_seconds,
         data_block_reads: delta(after.data_block_reads, before.data_block_reads),
         metadata_block_reads: delta(after.metadata_block_reads, before.metadata_block_reads),

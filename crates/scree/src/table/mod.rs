@@ -1321,6 +1321,12 @@ mod cached_meta_tests {
         get_in_tables([t], k.as_bytes(), MAX_SEQ)
     }
 
+    /// Asserts that `t` reads key `i` as its value (`what` names the moment).
+    fn reads(t: &Arc<TableFile>, i: u32, what: &str) {
+        let want = Lookup::Value(key(i).into_bytes());
+        assert_eq!(get(t, &key(i)).expect(what), want, "{what}");
+    }
+
     /// Index and filter in the cache: lookups and scans answer as from pinned ones, an
     /// evicted one is read again, and one damaged on disk after it was first loaded is a
     /// `Corruption` naming the file and what failed once the cache has let it go — never a
@@ -1344,10 +1350,7 @@ mod cached_meta_tests {
         // Evicted: read again, same answers, counted as misses.
         ctx.cache.remove(1, io);
         ctx.cache.remove(1, fo);
-        assert_eq!(
-            get(&t, &key(5)).expect("get"),
-            Lookup::Value(key(5).into_bytes())
-        );
+        reads(&t, 5, "get");
         let mut it = t.iter(true).expect("iter");
         it.seek_to_first().expect("seek");
         let mut n = 0;
@@ -1364,10 +1367,7 @@ mod cached_meta_tests {
         bytes[fo as usize + 3] ^= 0x40;
         bytes[io as usize + 5] ^= 0x01;
         std::fs::write(&path, &bytes).expect("write");
-        assert_eq!(
-            get(&t, &key(5)).expect("still cached"),
-            Lookup::Value(key(5).into_bytes())
-        );
+        reads(&t, 5, "still cached");
         ctx.cache.remove(1, fo);
         match get(&t, &key(5)) {
             Err(Error::Corruption { detail, offset, .. }) => {
@@ -1395,10 +1395,7 @@ mod cached_meta_tests {
         let dir = tempfile::tempdir().expect("dir");
         let ctx = ctx(dir.path(), false);
         let (t, io, fo) = table(&ctx);
-        assert_eq!(
-            get(&t, &key(9)).expect("get"),
-            Lookup::Value(key(9).into_bytes())
-        );
+        reads(&t, 9, "get");
         assert!(ctx.cache.get_index(1, io).is_none());
         assert!(ctx.cache.get_filter(1, fo).is_none());
         let pinned = ctx.env.stats.snapshot().table_reader_bytes;
@@ -1413,10 +1410,7 @@ mod cached_meta_tests {
         let dir = tempfile::tempdir().expect("dir");
         let ctx = ctx(dir.path(), true);
         let (t, io, _) = table(&ctx);
-        assert_eq!(
-            get(&t, &key(1)).expect("get"),
-            Lookup::Value(key(1).into_bytes())
-        );
+        reads(&t, 1, "get");
         ctx.cache.remove(1, io);
         let count = |mut it: super::TableIter| {
             it.seek_to_first().expect("seek");
@@ -1468,10 +1462,7 @@ mod cached_meta_tests {
         });
         let (t, io, _) = table(&ctx);
         // Opened (footer, index and filter read) before the readers start.
-        assert_eq!(
-            get(&t, &key(1)).expect("get"),
-            Lookup::Value(key(1).into_bytes())
-        );
+        reads(&t, 1, "get");
         ctx.cache.remove(1, io);
         let name = t
             .path()
@@ -1539,16 +1530,10 @@ mod cached_meta_tests {
         let dir = tempfile::tempdir().expect("dir");
         let ctx = ctx(dir.path(), true);
         let (t, io, fo) = table(&ctx);
-        assert_eq!(
-            get(&t, &key(3)).expect("get"),
-            Lookup::Value(key(3).into_bytes())
-        );
+        reads(&t, 3, "get");
         t.close();
         assert!(ctx.cache.get_index(1, io).is_some(), "kept for a reopen");
-        assert_eq!(
-            get(&t, &key(4)).expect("reopened"),
-            Lookup::Value(key(4).into_bytes())
-        );
+        reads(&t, 4, "reopened");
         assert_eq!(ctx.env.stats.snapshot().index_filter_cache_misses, 0);
         t.close();
         let path = t.path();
