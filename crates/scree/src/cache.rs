@@ -13,10 +13,41 @@ use crate::table::block::{Block as IndexBlock, DataBlock};
 /// One cached item. A file's index and filter sit at offsets no data block of the same file
 /// has, so one (file, offset) key space serves all three.
 #[derive(Clone)]
-enum Item {
+pub(crate) enum Item {
     Data(Arc<DataBlock>),
     Index(Arc<IndexBlock>),
     Filter(Arc<LoadedFilter>),
+}
+
+/// The kinds of item besides data blocks (index blocks and filters), as they go in and out
+/// of an [`Item`].
+pub(crate) trait MetaItem: Sized {
+    fn wrap(item: Arc<Self>) -> Item;
+    fn unwrap(item: Item) -> Option<Arc<Self>>;
+}
+
+impl MetaItem for IndexBlock {
+    fn wrap(item: Arc<Self>) -> Item {
+        Item::Index(item)
+    }
+    fn unwrap(item: Item) -> Option<Arc<Self>> {
+        match item {
+            Item::Index(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+impl MetaItem for LoadedFilter {
+    fn wrap(item: Arc<Self>) -> Item {
+        Item::Filter(item)
+    }
+    fn unwrap(item: Item) -> Option<Arc<Self>> {
+        match item {
+            Item::Filter(f) => Some(f),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -100,80 +131,30 @@ impl BlockCache {
             c.insert((file, offset), Item::Data(block));
         }
     }
-    /// Looks an index block up.
-    pub fn get_index(&self, file: u64, offset: u64) -> Option<Arc<IndexBlock>> {
-        match self.inner.as_ref()?.get(&(file, offset))? {
-            Item::Index(b) => Some(b),
-            _ => None,
-        }
+    /// Looks an index block or filter up.
+    pub(crate) fn get_meta<T: MetaItem>(&self, file: u64, offset: u64) -> Option<Arc<T>> {
+        T::unwrap(self.inner.as_ref()?.get(&(file, offset))?)
     }
-    /// Inserts an index block.
-    pub fn insert_index(&self, file: u64, offset: u64, block: Arc<IndexBlock>) {
+    /// Inserts an index block or filter.
+    pub(crate) fn insert_meta<T: MetaItem>(&self, file: u64, offset: u64, item: Arc<T>) {
         if let Some(c) = &self.inner {
-            c.insert((file, offset), Item::Index(block));
+            c.insert((file, offset), T::wrap(item));
         }
     }
-    /// Looks a filter up.
-    pub fn get_filter(&self, file: u64, offset: u64) -> Option<Arc<LoadedFilter>> {
-        match self.inner.as_ref()?.get(&(file, offset))? {
-            Item::Filter(f) => Some(f),
-            _ => None,
-        }
-    }
-    /// Inserts a filter.
-    pub fn insert_filter(&self, file: u64, offset: u64, filter: Arc<LoadedFilter>) {
-        if let Some(c) = &self.inner {
-            c.insert((file, offset), Item::Filter(filter));
-        }
-    }
-    /// The index block at (`file`, `offset`): cached, or `load`ed and inserted. Readers that
-    /// miss it together wait for one load (a quick_cache placeholder) instead of each reading
-    /// and decoding it. The flag is true when this call loaded it.
-    pub fn index_or_load<E>(
+    /// The index block or filter at (`file`, `offset`): cached, or `load`ed and inserted.
+    /// Readers that miss it together wait for one load (a quick_cache placeholder) instead of
+    /// each reading and decoding it. The flag is true when this call loaded it.
+    pub(crate) fn meta_or_load<T: MetaItem, E>(
         &self,
         file: u64,
         offset: u64,
-        load: impl FnOnce() -> Result<Arc<IndexBlock>, E>,
-    ) -> Result<(Arc<IndexBlock>, bool), E> {
-        self.item_or_load(
-            (file, offset),
-            |i| match i {
-                Item::Index(b) => Some(b),
-                _ => None,
-            },
-            Item::Index,
-            load,
-        )
-    }
-    /// [`BlockCache::index_or_load`] for a filter.
-    pub fn filter_or_load<E>(
-        &self,
-        file: u64,
-        offset: u64,
-        load: impl FnOnce() -> Result<Arc<LoadedFilter>, E>,
-    ) -> Result<(Arc<LoadedFilter>, bool), E> {
-        self.item_or_load(
-            (file, offset),
-            |i| match i {
-                Item::Filter(f) => Some(f),
-                _ => None,
-            },
-            Item::Filter,
-            load,
-        )
-    }
-    fn item_or_load<T, E>(
-        &self,
-        key: (u64, u64),
-        unwrap: fn(Item) -> Option<Arc<T>>,
-        wrap: fn(Arc<T>) -> Item,
         load: impl FnOnce() -> Result<Arc<T>, E>,
     ) -> Result<(Arc<T>, bool), E> {
         let Some(c) = &self.inner else {
             return load().map(|t| (t, true));
         };
-        match c.get_value_or_guard(&key, None) {
-            GuardResult::Value(v) => match unwrap(v) {
+        match c.get_value_or_guard(&(file, offset), None) {
+            GuardResult::Value(v) => match T::unwrap(v) {
                 Some(t) => Ok((t, false)),
                 None => load().map(|t| (t, true)),
             },
@@ -184,7 +165,7 @@ impl BlockCache {
                 // An item heavier than the cache admits is dropped by quick_cache (callers
                 // pin such items); `Err` only when a remove of this key (a deleted table)
                 // took the placeholder meanwhile, and then it must not be cached.
-                let _ = g.insert(wrap(t.clone()));
+                let _ = g.insert(T::wrap(t.clone()));
                 Ok((t, true))
             }
             GuardResult::Timeout => load().map(|t| (t, true)),
@@ -228,15 +209,21 @@ mod tests {
         let c = BlockCache::new(1 << 20).holding_index_and_filter(true);
         assert!(c.holds_index_and_filter());
         c.insert(1, 0, data_block(10));
-        c.insert_filter(1, 100, Arc::new(LoadedFilter::new(vec![0xff; 65])));
+        c.insert_meta(1, 100, Arc::new(LoadedFilter::new(vec![0xff; 65])));
         assert!(c.get(1, 0).is_some());
-        assert!(c.get_index(1, 0).is_none(), "a data block is not an index");
-        assert!(c.get_filter(1, 0).is_none(), "a data block is not a filter");
-        assert!(c.get_filter(1, 100).is_some());
+        assert!(
+            c.get_meta::<IndexBlock>(1, 0).is_none(),
+            "a data block is not an index"
+        );
+        assert!(
+            c.get_meta::<LoadedFilter>(1, 0).is_none(),
+            "a data block is not a filter"
+        );
+        assert!(c.get_meta::<LoadedFilter>(1, 100).is_some());
         assert!(c.get(1, 100).is_none(), "a filter is not a data block");
         assert!(c.usage_bytes() > 0);
         c.remove(1, 100);
-        assert!(c.get_filter(1, 100).is_none());
+        assert!(c.get_meta::<LoadedFilter>(1, 100).is_none());
     }
 
     #[test]
@@ -269,8 +256,11 @@ mod tests {
             // A plain filter's heap is its bytes (capacity = length here).
             let f = LoadedFilter::new(vec![0xff; max - 64]);
             assert_eq!(filter_weight(&f), max, "{bytes}");
-            c.insert_filter(9, 1, Arc::new(f));
-            assert!(c.get_filter(9, 1).is_some(), "{bytes}: {max} refused");
+            c.insert_meta(9, 1, Arc::new(f));
+            assert!(
+                c.get_meta::<LoadedFilter>(9, 1).is_some(),
+                "{bytes}: {max} refused"
+            );
         }
     }
 }

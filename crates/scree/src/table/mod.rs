@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, MetaItem};
 use crate::coding::{crc, get_u32, get_u64, put_u32, put_u64, put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::filter::bloom;
@@ -227,20 +227,11 @@ enum Slot<P> {
     Cached(u64, usize),
 }
 
-/// A table's index block or Bloom filter: how it is read from the file and kept in the cache.
-trait MetaBlock: Sized {
+/// A table's index block or Bloom filter: how it is read from the file (it is kept in the
+/// cache as a [`MetaItem`]).
+trait MetaBlock: MetaItem {
     /// Reads, checks and decodes it at `(offset, size)` of the table.
     fn load(file: &CountedReader, at: (u64, usize)) -> Result<Self>;
-    fn cached(cache: &BlockCache, file_no: u64, off: u64) -> Option<Arc<Self>>;
-    fn cache(cache: &BlockCache, file_no: u64, off: u64, item: Arc<Self>);
-    /// The cached item, or `load`ed and cached, one load for callers that miss together;
-    /// true when this call loaded it.
-    fn cached_or_load(
-        cache: &BlockCache,
-        file_no: u64,
-        off: u64,
-        load: impl FnOnce() -> Result<Arc<Self>>,
-    ) -> Result<(Arc<Self>, bool)>;
     /// Heap bytes held, as the cache weighs it.
     fn weight(&self) -> usize;
 }
@@ -248,20 +239,6 @@ trait MetaBlock: Sized {
 impl MetaBlock for Block {
     fn load(file: &CountedReader, at: (u64, usize)) -> Result<Self> {
         load_index(file, at)
-    }
-    fn cached(cache: &BlockCache, file_no: u64, off: u64) -> Option<Arc<Self>> {
-        cache.get_index(file_no, off)
-    }
-    fn cache(cache: &BlockCache, file_no: u64, off: u64, item: Arc<Self>) {
-        cache.insert_index(file_no, off, item)
-    }
-    fn cached_or_load(
-        cache: &BlockCache,
-        file_no: u64,
-        off: u64,
-        load: impl FnOnce() -> Result<Arc<Self>>,
-    ) -> Result<(Arc<Self>, bool)> {
-        cache.index_or_load(file_no, off, load)
     }
     fn weight(&self) -> usize {
         Block::weight(self)
@@ -271,20 +248,6 @@ impl MetaBlock for Block {
 impl MetaBlock for bloom::LoadedFilter {
     fn load(file: &CountedReader, at: (u64, usize)) -> Result<Self> {
         load_filter(file, at)
-    }
-    fn cached(cache: &BlockCache, file_no: u64, off: u64) -> Option<Arc<Self>> {
-        cache.get_filter(file_no, off)
-    }
-    fn cache(cache: &BlockCache, file_no: u64, off: u64, item: Arc<Self>) {
-        cache.insert_filter(file_no, off, item)
-    }
-    fn cached_or_load(
-        cache: &BlockCache,
-        file_no: u64,
-        off: u64,
-        load: impl FnOnce() -> Result<Arc<Self>>,
-    ) -> Result<(Arc<Self>, bool)> {
-        cache.filter_or_load(file_no, off, load)
     }
     fn weight(&self) -> usize {
         crate::cache::filter_weight(self)
@@ -313,14 +276,14 @@ impl<P> Slot<P> {
         P: From<T>,
     {
         if cache.holds_index_and_filter() {
-            if T::cached(cache, file_no, at.0).is_some() {
+            if cache.get_meta::<T>(file_no, at.0).is_some() {
                 return Ok((Slot::Cached(at.0, at.1), 0));
             }
             // Loaded and checked now, as when pinned, so that a damaged table fails at open.
             let item = T::load(file, at)?;
             let w = item.weight();
             if w <= cache.max_item_bytes() {
-                T::cache(cache, file_no, at.0, Arc::new(item));
+                cache.insert_meta(file_no, at.0, Arc::new(item));
                 return Ok((Slot::Cached(at.0, at.1), 0));
             }
             return Ok((Slot::Pinned(P::from(item)), w));
@@ -448,9 +411,9 @@ impl TableReader {
     ) -> Result<Arc<T>> {
         let load = || T::load(&self.file, (off, size)).map(Arc::new);
         let (t, loaded) = if fill_cache {
-            T::cached_or_load(&self.cache, self.file_no, off, load)?
+            self.cache.meta_or_load(self.file_no, off, load)?
         } else {
-            match T::cached(&self.cache, self.file_no, off) {
+            match self.cache.get_meta::<T>(self.file_no, off) {
                 Some(t) => (t, false),
                 None => (load()?, true),
             }
@@ -524,7 +487,9 @@ impl TableReader {
             let index = match &self.index {
                 Slot::Pinned(b) => Some(b),
                 Slot::Cached(off, size) => {
-                    loaded = Block::cached(&self.cache, self.file_no, *off)
+                    loaded = self
+                        .cache
+                        .get_meta::<Block>(self.file_no, *off)
                         .or_else(|| load_index(&self.file, (*off, *size)).ok().map(Arc::new));
                     loaded.as_deref()
                 }
@@ -1273,11 +1238,13 @@ mod concat_tests {
 mod cached_meta_tests {
     use std::sync::Arc;
 
+    use super::block::Block;
     use super::test_support::std_ctx_with as ctx_with;
     use super::{get_in_tables, table_path, TableBuilder, TableCtx, TableFile, FOOTER};
     use crate::cache::BlockCache;
     use crate::coding::get_u64;
     use crate::error::Error;
+    use crate::filter::bloom::LoadedFilter;
     use crate::iter::InternalIter;
     use crate::key::{make_ikey, ValueKind, MAX_SEQ};
     use crate::memtable::Lookup;
@@ -1396,8 +1363,8 @@ mod cached_meta_tests {
         let ctx = ctx(dir.path(), false);
         let (t, io, fo) = table(&ctx);
         reads(&t, 9, "get");
-        assert!(ctx.cache.get_index(1, io).is_none());
-        assert!(ctx.cache.get_filter(1, fo).is_none());
+        assert!(ctx.cache.get_meta::<Block>(1, io).is_none());
+        assert!(ctx.cache.get_meta::<LoadedFilter>(1, fo).is_none());
         let pinned = ctx.env.stats.snapshot().table_reader_bytes;
         assert!(pinned > 1000 + std::mem::size_of::<super::TableReader>() as u64);
     }
@@ -1423,12 +1390,15 @@ mod cached_meta_tests {
         };
         assert_eq!(count(t.iter(false).expect("iter")), 400);
         assert!(
-            ctx.cache.get_index(1, io).is_none(),
+            ctx.cache.get_meta::<Block>(1, io).is_none(),
             "compaction re-cached it"
         );
         assert_eq!(ctx.env.stats.snapshot().index_filter_cache_misses, 1);
         assert_eq!(count(t.iter(true).expect("iter")), 400);
-        assert!(ctx.cache.get_index(1, io).is_some(), "a reader caches it");
+        assert!(
+            ctx.cache.get_meta::<Block>(1, io).is_some(),
+            "a reader caches it"
+        );
         assert_eq!(ctx.env.stats.snapshot().index_filter_cache_misses, 2);
         assert_eq!(count(t.iter(false).expect("iter")), 400);
         assert_eq!(
@@ -1510,8 +1480,14 @@ mod cached_meta_tests {
             let want = Lookup::Value(key(i).into_bytes());
             assert_eq!(get(&t, &key(i)).expect("get"), want);
         }
-        assert!(ctx.cache.get_index(1, io).is_none(), "too large to cache");
-        assert!(ctx.cache.get_filter(1, fo).is_some(), "the filter fits");
+        assert!(
+            ctx.cache.get_meta::<Block>(1, io).is_none(),
+            "too large to cache"
+        );
+        assert!(
+            ctx.cache.get_meta::<LoadedFilter>(1, fo).is_some(),
+            "the filter fits"
+        );
         let s = ctx.env.stats.snapshot();
         assert_eq!(s.index_filter_cache_misses, 0, "never read again");
         let reader_size = std::mem::size_of::<super::TableReader>() as u64;
@@ -1532,7 +1508,10 @@ mod cached_meta_tests {
         let (t, io, fo) = table(&ctx);
         reads(&t, 3, "get");
         t.close();
-        assert!(ctx.cache.get_index(1, io).is_some(), "kept for a reopen");
+        assert!(
+            ctx.cache.get_meta::<Block>(1, io).is_some(),
+            "kept for a reopen"
+        );
         reads(&t, 4, "reopened");
         assert_eq!(ctx.env.stats.snapshot().index_filter_cache_misses, 0);
         t.close();
@@ -1540,7 +1519,7 @@ mod cached_meta_tests {
         t.mark_obsolete();
         drop(t);
         assert!(!path.exists(), "deleted");
-        assert!(ctx.cache.get_index(1, io).is_none());
-        assert!(ctx.cache.get_filter(1, fo).is_none());
+        assert!(ctx.cache.get_meta::<Block>(1, io).is_none());
+        assert!(ctx.cache.get_meta::<LoadedFilter>(1, fo).is_none());
     }
 }
