@@ -40,6 +40,7 @@ fn ctx() -> Arc<TableCtx> {
         cache: BlockCache::new(0),
         dir: std::env::temp_dir().join("scree-scale-probe-no-files"),
         open: scree::table::OpenTables::default(),
+        purge: scree::table::purge::Purger::inline(),
     })
 }
 

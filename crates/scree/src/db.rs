@@ -238,6 +238,10 @@ impl Drop for DbHandle {
         let mut wal = self.inner.wal.lock();
         let _ = self.inner.sync_old_logs();
         let _ = wal.log.sync();
+        drop(wal);
+        // Obsolete tables queued for deletion are deleted before the close returns; any
+        // dropped later (with the last version) are deleted inline.
+        self.inner.tables.purge.close();
     }
 }
 
@@ -357,6 +361,7 @@ impl Db {
                 .holding_index_and_filter(opts.cache_index_and_filter_blocks),
             dir: dir.clone(),
             open: crate::table::OpenTables::new(opts.max_open_files),
+            purge: crate::table::purge::Purger::spawn("scree-purge"),
         });
         let inner = recover(dir, env, opts, tables, stats)?;
         let inner = Arc::new(inner);
@@ -600,10 +605,13 @@ impl Db {
             }
         }
         inner.bg_cv.notify_all();
+        // The tables it made obsolete are deleted when it returns.
+        inner.tables.purge.wait_idle();
         Ok(())
     }
 
-    /// Waits until no flush or compaction is running or due.
+    /// Waits until no flush or compaction is running or due, and the tables they made
+    /// obsolete are deleted.
     pub fn wait_for_compactions(&self) -> Result<()> {
         let inner = self.inner();
         let mut bg = inner.bg.lock();
@@ -615,6 +623,9 @@ impl Db {
                     !sv.imms.is_empty() || k.layout.needs_compaction(&sv.version, &k.opts())
                 });
             if !busy {
+                drop(bg);
+                // The tables those jobs made obsolete are deleted too.
+                inner.tables.purge.wait_idle();
                 return Ok(());
             }
             inner.bg_cv.notify_all();

@@ -641,8 +641,9 @@ impl FaultFs {
         s.gc();
     }
 
-    /// Holds every later `append`/`flush` (Write), `sync` (Sync) or `read_at` (Read) whose path
-    /// contains `path_contains` until the returned gate is opened (other kinds are not held).
+    /// Holds every later `append`/`flush` (Write), `sync` (Sync), `read_at` (Read) or `remove`
+    /// (Remove) whose path contains `path_contains` until the returned gate is opened (other
+    /// kinds are not held).
     /// For tests that need one thread's I/O to wait while another goes on.
     pub fn pause(&self, kind: OpKind, path_contains: &str) -> Gate {
         let g = Gate {
@@ -656,6 +657,12 @@ impl FaultFs {
     }
 
     fn check(&self, kind: OpKind, path: &Path) -> io::Result<bool> {
+        self.hold_at_gate(kind, path);
+        self.sh.state.lock().check(kind, path)
+    }
+
+    /// Waits at the first gate matching the operation, if any.
+    fn hold_at_gate(&self, kind: OpKind, path: &Path) {
         let gate = {
             let gates = self.sh.gates.lock();
             let p = path.to_string_lossy();
@@ -667,7 +674,6 @@ impl FaultFs {
         if let Some(g) = gate {
             g.wait();
         }
-        self.sh.state.lock().check(kind, path)
     }
 }
 
@@ -833,6 +839,7 @@ impl FileSystem for FaultFs {
     }
 
     fn remove(&self, path: &Path) -> io::Result<()> {
+        self.hold_at_gate(OpKind::Remove, path);
         let mut s = self.sh.state.lock();
         s.check(OpKind::Remove, path)?;
         s.live.remove(path).ok_or_else(|| not_found(path))?;

@@ -3,6 +3,7 @@
 //! docs/format.md. Also the shared handle ([`TableFile`]) that owns a table file's lifetime.
 
 pub mod block;
+pub mod purge;
 
 use std::cmp::Ordering;
 use std::collections::VecDeque;
@@ -800,6 +801,8 @@ pub struct TableCtx {
     pub dir: PathBuf,
     /// The open sorted tables, when their number is bounded (`Options::max_open_files`).
     pub open: OpenTables,
+    /// Where obsolete tables are torn down and deleted.
+    pub purge: purge::Purger,
 }
 
 /// The bound on open table files (`Options::max_open_files`; 0: none): sorted-table readers,
@@ -1053,13 +1056,23 @@ pub fn get_in_tables<'a>(
 impl Drop for TableFile {
     fn drop(&mut self) {
         if self.obsolete.load(AtOrd::SeqCst) {
-            if let Some(r) = &*self.reader.read() {
-                r.evict_mapped_blocks(true);
-            }
-            for off in self.cached_meta.get().into_iter().flatten().flatten() {
-                self.ctx.cache.remove(self.meta.file_no, *off);
-            }
-            let _ = self.ctx.env.fs.remove(&self.path());
+            // Torn down on the purge thread, not on whichever writer or reader dropped the
+            // last reference (table/purge.rs).
+            let reader = self.reader.get_mut().take();
+            let aux = self.aux.take();
+            let cached = self.cached_meta.get().copied();
+            let (ctx, file_no, path) = (self.ctx.clone(), self.meta.file_no, self.path());
+            self.ctx.purge.run(Box::new(move || {
+                if let Some(r) = &reader {
+                    r.evict_mapped_blocks(true);
+                }
+                for off in cached.into_iter().flatten().flatten() {
+                    ctx.cache.remove(file_no, off);
+                }
+                drop(reader);
+                drop(aux);
+                let _ = ctx.env.fs.remove(&path);
+            }));
         }
     }
 }
@@ -1135,6 +1148,7 @@ pub(crate) mod test_support {
             cache,
             dir: dir.to_path_buf(),
             open: super::OpenTables::default(),
+            purge: super::purge::Purger::inline(),
         })
     }
 
@@ -1429,6 +1443,7 @@ mod cached_meta_tests {
             cache: BlockCache::new(1 << 20).holding_index_and_filter(true),
             dir: "/db".into(),
             open: super::OpenTables::default(),
+            purge: super::purge::Purger::inline(),
         });
         let (t, io, _) = table(&ctx);
         // Opened (footer, index and filter read) before the readers start.

@@ -1,0 +1,140 @@
+//! Obsolete tables are torn down and deleted on the database's purge thread (table/purge.rs),
+//! never by the writer or reader that happens to drop the last reference to them, and none
+//! is left behind once `compact`, `wait_for_compactions` or the close returns.
+
+mod common;
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use scree::fs::fault::{FaultFs, OpKind};
+use scree::fs::FileSystem;
+use scree::{Db, Keyspace, Layout};
+
+/// Table files (every layout's table and cluster extensions) in `/db`.
+fn table_files(fs: &FaultFs) -> Vec<String> {
+    let mut v: Vec<String> = fs
+        .list(Path::new("/db"))
+        .expect("list")
+        .into_iter()
+        .filter(|n| n.ends_with(".sst") || n.ends_with(".ht") || n.ends_with(".bc"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Writes keys 0..400 twice, with a flush after each round: two overlapping flushed tables
+/// (or root sub-levels) that a full compaction must merge away.
+fn two_overlapping_flushes(db: &Db, ks: &Keyspace) {
+    for round in 0..2u32 {
+        for i in 0..400u32 {
+            ks.put(format!("key{i:05}"), format!("value{i}-{round}"))
+                .expect("put");
+        }
+        db.flush().expect("flush");
+    }
+}
+
+fn open(fs: &FaultFs, layout: Layout) -> (Db, Keyspace) {
+    let mut o = common::small_db();
+    o.fs = Some(fs.as_dyn());
+    let db = Db::open("/db", o).expect("open");
+    let ks = db
+        .keyspace("k", common::small_ks(layout))
+        .expect("keyspace");
+    (db, ks)
+}
+
+/// Found by timing the longest puts of a 50M-key `trie` fill: the writer dropped the last
+/// reference to a superversion a compaction had just replaced, and with it tore down eight
+/// 64 MiB HTables (175–365 ms, the run's longest puts). Here a range iterator holds the tables
+/// a compaction merges away; dropping it must return while their deletion is held by a paused
+/// `remove`, which the purge thread then finishes.
+#[test]
+fn dropping_the_last_reference_to_an_obsolete_table_leaves_its_deletion_to_the_purge_thread() {
+    for layout in Layout::implemented() {
+        if !common::has_scans(layout) {
+            continue;
+        }
+        let fs = FaultFs::new(3);
+        let (db, ks) = open(&fs, layout);
+        two_overlapping_flushes(&db, &ks);
+        db.wait_for_compactions().expect("wait");
+        let mut iter = ks.range::<&[u8], _>(..);
+        let first = iter.next().expect("an entry").expect("no error");
+        assert_eq!(first.0, b"key00000");
+        // Every key again: the full compaction merges it with (and deletes) every table the
+        // iterator holds.
+        two_overlapping_flushes(&db, &ks);
+        db.compact().expect("compact");
+        let with_iter = table_files(&fs);
+        let gate = fs.pause(OpKind::Remove, ".");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            drop(iter);
+            let _ = tx.send(());
+        });
+        let dropped = rx.recv_timeout(Duration::from_secs(10));
+        // Let a held removal go before asserting, so a failure does not hang the test.
+        let t = Instant::now();
+        while gate.waiting() == 0 && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let held = gate.waiting();
+        gate.open();
+        assert!(
+            dropped.is_ok(),
+            "{layout}: dropping the iterator waited for the file's removal"
+        );
+        assert!(held > 0, "{layout}: no removal reached the file system");
+        db.wait_for_compactions().expect("wait");
+        let left = table_files(&fs);
+        assert!(
+            left.len() < with_iter.len() && left.iter().all(|f| with_iter.contains(f)),
+            "{layout}: the iterator's tables are deleted ({with_iter:?} → {left:?})"
+        );
+        // What is live still reads back.
+        for i in 0..400u32 {
+            assert_eq!(
+                ks.get(format!("key{i:05}")).expect("get").as_deref(),
+                Some(format!("value{i}-1").as_bytes()),
+                "{layout}"
+            );
+        }
+    }
+}
+
+/// On every layout, the tables a full compaction merges away are deleted when `compact`
+/// returns, and a reopen finds nothing else to delete.
+#[test]
+fn compact_returns_with_the_merged_away_tables_deleted() {
+    for layout in Layout::implemented() {
+        let fs = FaultFs::new(4);
+        let (db, ks) = open(&fs, layout);
+        two_overlapping_flushes(&db, &ks);
+        db.wait_for_compactions().expect("wait");
+        let before = table_files(&fs);
+        two_overlapping_flushes(&db, &ks);
+        db.compact().expect("compact");
+        let after = table_files(&fs);
+        assert!(
+            before.iter().any(|f| !after.contains(f)),
+            "{layout}: the compaction merged tables away ({before:?} → {after:?})"
+        );
+        drop(ks);
+        drop(db);
+        // The reopen's sweep deletes any table file the manifest does not name: none is left
+        // for it, so the set of files is the same after it.
+        let (db, ks) = open(&fs, layout);
+        assert_eq!(table_files(&fs), after, "{layout}");
+        for i in 0..400u32 {
+            assert_eq!(
+                ks.get(format!("key{i:05}")).expect("get").as_deref(),
+                Some(format!("value{i}-1").as_bytes()),
+                "{layout}"
+            );
+        }
+        drop(db);
+    }
+}
