@@ -365,7 +365,15 @@ impl Db {
         });
         let inner = recover(dir, env, opts, tables, stats)?;
         let inner = Arc::new(inner);
-        let mut workers = Vec::new();
+        // The handle comes first: if a thread cannot be started, dropping it stops the ones
+        // already started, closes the purge thread and releases the lock.
+        let db = Db {
+            h: Arc::new(DbHandle {
+                inner: inner.clone(),
+                workers: Mutex::new(Vec::new()),
+                _lock: lock,
+            }),
+        };
         let general = inner.opts.background_threads;
         for i in 0..general + inner.opts.flush_threads {
             let w = inner.clone();
@@ -379,15 +387,8 @@ impl Db {
                 .name(name)
                 .spawn(move || w.worker(flush_only))
                 .map_err(|e| Error::io("thread", e))?;
-            workers.push(h);
+            db.h.workers.lock().push(h);
         }
-        let db = Db {
-            h: Arc::new(DbHandle {
-                inner: inner.clone(),
-                workers: Mutex::new(workers),
-                _lock: lock,
-            }),
-        };
         // Recovered memtables may already be over budget, and compactions may be due.
         inner.bg_cv.notify_all();
         Ok(db)

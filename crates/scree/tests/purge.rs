@@ -138,3 +138,46 @@ fn compact_returns_with_the_merged_away_tables_deleted() {
         drop(db);
     }
 }
+
+/// Found in review: nothing checked that the close waits for queued deletions (without it a
+/// deletion of this instance could run while another has the directory open). A deletion held
+/// at a paused `remove` keeps the close from returning until the gate opens, and the file is
+/// gone when it has.
+#[test]
+fn the_close_waits_for_queued_deletions() {
+    let fs = FaultFs::new(5);
+    let (db, ks) = open(&fs, Layout::Leveled);
+    two_overlapping_flushes(&db, &ks);
+    db.wait_for_compactions().expect("wait");
+    let held = table_files(&fs);
+    let mut iter = ks.range::<&[u8], _>(..);
+    assert!(iter.next().is_some());
+    two_overlapping_flushes(&db, &ks);
+    db.compact().expect("compact");
+    let gate = fs.pause(OpKind::Remove, ".sst");
+    drop(iter);
+    let t = Instant::now();
+    while gate.waiting() == 0 && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        drop(ks);
+        drop(db);
+        let _ = tx.send(());
+    });
+    let early = rx.recv_timeout(Duration::from_millis(300));
+    let reached = gate.waiting();
+    gate.open();
+    assert!(reached > 0, "no removal reached the file system");
+    assert!(early.is_err(), "the close returned with a deletion queued");
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the close returns once the gate opens");
+    let left = table_files(&fs);
+    for f in &held {
+        assert!(
+            !left.contains(f),
+            "{f} was not deleted by the close: {left:?}"
+        );
+    }
+}

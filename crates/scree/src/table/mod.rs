@@ -860,6 +860,10 @@ impl OpenTables {
 pub trait TableAux: std::any::Any + Send + Sync {
     /// Closes the open file; a use already holding it keeps it until done.
     fn close(&self);
+    /// The table is obsolete and unreferenced, and its teardown is about to be queued on the
+    /// purge thread: give back what budgets it holds now, so tables opened meanwhile are not
+    /// refused for memory about to be freed. Runs on the thread that dropped the table.
+    fn retire(&self) {}
 }
 
 /// A live table file. When it is marked obsolete (no version names it any more) the file is
@@ -1060,6 +1064,9 @@ impl Drop for TableFile {
             // last reference (table/purge.rs).
             let reader = self.reader.get_mut().take();
             let aux = self.aux.take();
+            if let Some(a) = &aux {
+                a.retire();
+            }
             let cached = self.cached_meta.get().copied();
             let (ctx, file_no, path) = (self.ctx.clone(), self.meta.file_no, self.path());
             self.ctx.purge.run(Box::new(move || {

@@ -6,8 +6,9 @@
 //! teardown of its mapping and metadata), the longest puts of the run. The purger hands that
 //! work to one thread of the database (`scree-purge`), as RocksDB's background purge does
 //! (`avoid_unnecessary_blocking_io`). [`Purger::close`] runs what is queued before the
-//! database's close returns, so no deletion outlives it (a later open may reuse the number
-//! of a file a job never installed).
+//! database's close returns, and so before it releases the directory's lock: no deletion of
+//! one instance runs while another has the directory open (a test's simulated crash and
+//! reopen included).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{mpsc, Arc};
@@ -21,9 +22,24 @@ pub type PurgeJob = Box<dyn FnOnce() + Send>;
 /// Runs teardowns of obsolete tables on a thread of its own (see the module comment).
 pub struct Purger {
     tx: Mutex<Option<mpsc::Sender<PurgeJob>>>,
-    /// Jobs handed to the thread and not finished yet.
-    pending: Arc<(Mutex<u64>, Condvar)>,
+    /// Jobs handed to the thread and jobs it finished (or that came back to run inline),
+    /// counted separately so that [`Purger::wait_idle`] waits for the jobs handed over before
+    /// the call, not for a queue that later jobs keep from emptying.
+    counts: Arc<(Mutex<Counts>, Condvar)>,
     thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Default)]
+struct Counts {
+    submitted: u64,
+    done: u64,
+}
+
+/// Counts one job as finished.
+fn finished(counts: &(Mutex<Counts>, Condvar)) {
+    let (m, cv) = counts;
+    m.lock().done += 1;
+    cv.notify_all();
 }
 
 impl Purger {
@@ -32,7 +48,7 @@ impl Purger {
     pub fn inline() -> Purger {
         Purger {
             tx: Mutex::new(None),
-            pending: Arc::new((Mutex::new(0), Condvar::new())),
+            counts: Arc::new((Mutex::new(Counts::default()), Condvar::new())),
             thread: Mutex::new(None),
         }
     }
@@ -41,7 +57,7 @@ impl Purger {
     pub fn spawn(name: &str) -> Purger {
         let p = Purger::inline();
         let (tx, rx) = mpsc::channel::<PurgeJob>();
-        let pending = p.pending.clone();
+        let counts = p.counts.clone();
         let started = std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
@@ -49,10 +65,7 @@ impl Purger {
                     // A panicking teardown (a bug) loses that one deletion, which the next
                     // open's sweep of unreferenced files makes up for; the thread goes on.
                     let _ = std::panic::catch_unwind(AssertUnwindSafe(job));
-                    let (m, cv) = &*pending;
-                    let mut n = m.lock();
-                    *n = n.saturating_sub(1);
-                    cv.notify_all();
+                    finished(&counts);
                 }
             });
         if let Ok(h) = started {
@@ -68,14 +81,11 @@ impl Purger {
             let tx = self.tx.lock();
             match &*tx {
                 Some(tx) => {
-                    *self.pending.0.lock() += 1;
+                    self.counts.0.lock().submitted += 1;
                     match tx.send(job) {
                         Ok(()) => return,
                         Err(back) => {
-                            let (m, cv) = &*self.pending;
-                            let mut n = m.lock();
-                            *n = n.saturating_sub(1);
-                            cv.notify_all();
+                            finished(&self.counts);
                             back.0
                         }
                     }
@@ -88,10 +98,21 @@ impl Purger {
 
     /// Waits until every job handed over before the call has run.
     pub fn wait_idle(&self) {
-        let (m, cv) = &*self.pending;
-        let mut n = m.lock();
-        while *n > 0 {
-            cv.wait(&mut n);
+        self.wait_for(self.handed_over());
+    }
+
+    /// Jobs handed to the thread so far.
+    fn handed_over(&self) -> u64 {
+        self.counts.0.lock().submitted
+    }
+
+    /// Waits until the first `n` jobs handed over have run (they run in that order: one
+    /// thread, one queue).
+    fn wait_for(&self, n: u64) {
+        let (m, cv) = &*self.counts;
+        let mut c = m.lock();
+        while c.done < n {
+            cv.wait(&mut c);
         }
     }
 
@@ -149,6 +170,38 @@ mod tests {
         let ran = ran.lock();
         assert_eq!(ran.len(), 4, "close runs every queued job");
         assert!(ran.iter().all(|n| n.as_deref() == Some("scree-purge-test")));
+    }
+
+    /// Found in review: waiting for an empty queue let jobs handed over after the call (by
+    /// compactions and readers that go on) hold `compact` and `wait_for_compactions` back.
+    #[test]
+    fn waiting_ignores_jobs_handed_over_after_the_wait_began() {
+        let p = Purger::spawn("scree-purge-test");
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        let ran = Arc::new(AtomicU64::new(0));
+        {
+            let ran = ran.clone();
+            p.run(Box::new(move || {
+                ran.fetch_add(1, Ordering::SeqCst);
+            }));
+        }
+        let n = p.handed_over();
+        {
+            let gate = gate.clone();
+            p.run(Box::new(move || {
+                let mut open = gate.0.lock();
+                while !*open {
+                    gate.1.wait(&mut open);
+                }
+            }));
+        }
+        // Returns although the later job is held (with a wait for an empty queue, it hung).
+        p.wait_for(n);
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        *gate.0.lock() = true;
+        gate.1.notify_all();
+        p.wait_idle();
+        p.close();
     }
 
     #[test]

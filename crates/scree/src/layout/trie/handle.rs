@@ -378,14 +378,24 @@ impl TableAux for HHandle {
     fn close(&self) {
         self.open.write().take();
     }
+    fn retire(&self) {
+        self.release_filter_charge();
+    }
+}
+
+impl HHandle {
+    /// Gives the kept filters' bytes back to the in-memory filter budget (once).
+    fn release_filter_charge(&self) {
+        let c = self.charged.swap(0, Ordering::Relaxed);
+        if c > 0 {
+            self.shared.filter_used.fetch_sub(c, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Drop for HHandle {
     fn drop(&mut self) {
-        let c = self.charged.load(Ordering::Relaxed);
-        if c > 0 {
-            self.shared.filter_used.fetch_sub(c, Ordering::Relaxed);
-        }
+        self.release_filter_charge();
     }
 }
 
@@ -533,4 +543,110 @@ pub fn cluster_reader<'a>(
     }
     f.opened();
     Ok(Held::Shared(r))
+}
+
+#[cfg(test)]
+mod retire_tests {
+    use std::sync::Arc;
+
+    use parking_lot::{Condvar, Mutex};
+
+    use super::{adopt, HHandle, Shared};
+    use crate::htable::{placement_hash, HTableBuilder, HTableOptions, HTableReader};
+    use crate::key::{make_ikey, ValueKind};
+    use crate::stats::WriteCause;
+    use crate::table::purge::Purger;
+    use crate::table::{TableCtx, TableFile, TableMeta};
+
+    const HK: [u8; 16] = *b"0123456789abcdef";
+
+    /// Found in review of the purge thread: the filter budget was given back only when the
+    /// handle was dropped, on the purge thread, so tables opened while a teardown waited in the
+    /// queue could be refused their filters (for good) for memory about to be freed. It is
+    /// given back on the thread that drops the obsolete table, before the teardown runs.
+    #[test]
+    fn an_obsolete_tables_filter_charge_is_released_before_its_teardown_runs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = crate::table::test_support::std_ctx(dir.path(), 0);
+        let ctx = Arc::new(TableCtx {
+            env: base.env.clone(),
+            cache: base.cache.clone(),
+            dir: dir.path().to_path_buf(),
+            open: crate::table::OpenTables::default(),
+            purge: Purger::spawn("scree-purge-test"),
+        });
+        let meta = TableMeta {
+            file_no: 7,
+            size: 0,
+            smallest: Vec::new(),
+            largest: Vec::new(),
+            entries: 0,
+            min_seq: 0,
+            max_seq: 0,
+        };
+        let f = TableFile::with_ext(meta, ctx.clone(), "ht");
+        let mut b = HTableBuilder::new(HK, HTableOptions::default());
+        for i in 0..500u32 {
+            let k = format!("key{i:05}").into_bytes();
+            b.add(
+                placement_hash(&HK, &k),
+                make_ikey(&k, u64::from(i) + 1, ValueKind::Put),
+                vec![b'v'; 40],
+            )
+            .expect("add");
+        }
+        let mut w = ctx
+            .env
+            .create(&f.path(), WriteCause::Flush)
+            .expect("create");
+        let (_, filters) = b.finish_with_filters(&mut w).expect("finish");
+        w.sync().expect("sync");
+        drop(w);
+        let reader = HTableReader::open(ctx.env.open(&f.path(), false).expect("open"), false)
+            .expect("reader");
+        let shared = Shared::new(1 << 20);
+        adopt(
+            &f,
+            Arc::new(HHandle::new(reader, Some(filters), shared.clone(), false)),
+            false,
+        );
+        let charged = shared
+            .filter_used
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert!(charged > 0, "the filters are kept and charged");
+        // Hold the purge thread so the table's teardown waits in the queue.
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        {
+            let gate = gate.clone();
+            ctx.purge.run(Box::new(move || {
+                let mut open = gate.0.lock();
+                while !*open {
+                    gate.1.wait(&mut open);
+                }
+            }));
+        }
+        f.mark_obsolete();
+        let path = f.path();
+        drop(f);
+        assert_eq!(
+            shared
+                .filter_used
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0,
+            "the charge is back while the teardown waits"
+        );
+        assert!(path.exists(), "the teardown has not run yet");
+        *gate.0.lock() = true;
+        gate.1.notify_all();
+        ctx.purge.wait_idle();
+        assert!(!path.exists(), "the teardown deleted the file");
+        assert_eq!(
+            shared
+                .filter_used
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0,
+            "the handle's drop gave nothing back twice"
+        );
+        ctx.purge.close();
+    }
 }
