@@ -1145,6 +1145,20 @@ pub(crate) mod test_support {
 
     /// [`std_ctx`] with a given block cache.
     pub(crate) fn std_ctx_with(dir: &std::path::Path, cache: BlockCache) -> Arc<TableCtx> {
+        ctx_with(dir, cache, super::purge::Purger::inline())
+    }
+
+    /// [`std_ctx`] (no block cache) whose obsolete tables are torn down on a purge thread.
+    pub(crate) fn std_ctx_purged(dir: &std::path::Path) -> Arc<TableCtx> {
+        let purge = super::purge::Purger::spawn("scree-purge-test");
+        ctx_with(dir, BlockCache::new(0), purge)
+    }
+
+    fn ctx_with(
+        dir: &std::path::Path,
+        cache: BlockCache,
+        purge: super::purge::Purger,
+    ) -> Arc<TableCtx> {
         Arc::new(TableCtx {
             env: Env {
                 fs: Arc::new(StdFs),
@@ -1155,7 +1169,7 @@ pub(crate) mod test_support {
             cache,
             dir: dir.to_path_buf(),
             open: super::OpenTables::default(),
-            purge: super::purge::Purger::inline(),
+            purge,
         })
     }
 

@@ -134,6 +134,32 @@ impl Drop for Purger {
     }
 }
 
+/// A purge job held until released, to keep the purge thread busy in tests.
+#[cfg(test)]
+#[derive(Clone, Default)]
+pub(crate) struct HeldJob(Arc<(Mutex<bool>, Condvar)>);
+
+#[cfg(test)]
+impl HeldJob {
+    /// A job that waits until [`HeldJob::release`], then runs `then`.
+    pub(crate) fn job(&self, then: impl FnOnce() + Send + 'static) -> PurgeJob {
+        let gate = self.0.clone();
+        Box::new(move || {
+            let mut open = gate.0.lock();
+            while !*open {
+                gate.1.wait(&mut open);
+            }
+            drop(open);
+            then();
+        })
+    }
+    /// Lets the held job go on.
+    pub(crate) fn release(&self) {
+        *self.0 .0.lock() = true;
+        self.0 .1.notify_all();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,14 +169,10 @@ mod tests {
     fn jobs_run_on_the_purge_thread_and_close_runs_the_rest() {
         let p = Purger::spawn("scree-purge-test");
         let ran = Arc::new(Mutex::new(Vec::new()));
-        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        let held = HeldJob::default();
         {
-            let (ran, gate) = (ran.clone(), gate.clone());
-            p.run(Box::new(move || {
-                let mut open = gate.0.lock();
-                while !*open {
-                    gate.1.wait(&mut open);
-                }
+            let ran = ran.clone();
+            p.run(held.job(move || {
                 ran.lock()
                     .push(std::thread::current().name().map(String::from));
             }));
@@ -164,8 +186,7 @@ mod tests {
         }
         // The caller is not held by the job waiting at the gate.
         assert!(ran.lock().is_empty());
-        *gate.0.lock() = true;
-        gate.1.notify_all();
+        held.release();
         p.close();
         let ran = ran.lock();
         assert_eq!(ran.len(), 4, "close runs every queued job");
@@ -177,7 +198,7 @@ mod tests {
     #[test]
     fn waiting_ignores_jobs_handed_over_after_the_wait_began() {
         let p = Purger::spawn("scree-purge-test");
-        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        let held = HeldJob::default();
         let ran = Arc::new(AtomicU64::new(0));
         {
             let ran = ran.clone();
@@ -186,20 +207,11 @@ mod tests {
             }));
         }
         let n = p.handed_over();
-        {
-            let gate = gate.clone();
-            p.run(Box::new(move || {
-                let mut open = gate.0.lock();
-                while !*open {
-                    gate.1.wait(&mut open);
-                }
-            }));
-        }
+        p.run(held.job(|| {}));
         // Returns although the later job is held (with a wait for an empty queue, it hung).
         p.wait_for(n);
         assert_eq!(ran.load(Ordering::SeqCst), 1);
-        *gate.0.lock() = true;
-        gate.1.notify_all();
+        held.release();
         p.wait_idle();
         p.close();
     }

@@ -547,16 +547,15 @@ pub fn cluster_reader<'a>(
 
 #[cfg(test)]
 mod retire_tests {
+    use std::sync::atomic::Ordering;
     use std::sync::Arc;
-
-    use parking_lot::{Condvar, Mutex};
 
     use super::{adopt, HHandle, Shared};
     use crate::htable::{placement_hash, HTableBuilder, HTableOptions, HTableReader};
     use crate::key::{make_ikey, ValueKind};
     use crate::stats::WriteCause;
-    use crate::table::purge::Purger;
-    use crate::table::{TableCtx, TableFile, TableMeta};
+    use crate::table::purge::HeldJob;
+    use crate::table::{TableFile, TableMeta};
 
     const HK: [u8; 16] = *b"0123456789abcdef";
 
@@ -567,14 +566,7 @@ mod retire_tests {
     #[test]
     fn an_obsolete_tables_filter_charge_is_released_before_its_teardown_runs() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let base = crate::table::test_support::std_ctx(dir.path(), 0);
-        let ctx = Arc::new(TableCtx {
-            env: base.env.clone(),
-            cache: base.cache.clone(),
-            dir: dir.path().to_path_buf(),
-            open: crate::table::OpenTables::default(),
-            purge: Purger::spawn("scree-purge-test"),
-        });
+        let ctx = crate::table::test_support::std_ctx_purged(dir.path());
         let meta = TableMeta {
             file_no: 7,
             size: 0,
@@ -610,40 +602,25 @@ mod retire_tests {
             Arc::new(HHandle::new(reader, Some(filters), shared.clone(), false)),
             false,
         );
-        let charged = shared
-            .filter_used
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let charged = shared.filter_used.load(Ordering::Relaxed);
         assert!(charged > 0, "the filters are kept and charged");
         // Hold the purge thread so the table's teardown waits in the queue.
-        let gate = Arc::new((Mutex::new(false), Condvar::new()));
-        {
-            let gate = gate.clone();
-            ctx.purge.run(Box::new(move || {
-                let mut open = gate.0.lock();
-                while !*open {
-                    gate.1.wait(&mut open);
-                }
-            }));
-        }
+        let held = HeldJob::default();
+        ctx.purge.run(held.job(|| {}));
         f.mark_obsolete();
         let path = f.path();
         drop(f);
         assert_eq!(
-            shared
-                .filter_used
-                .load(std::sync::atomic::Ordering::Relaxed),
+            shared.filter_used.load(Ordering::Relaxed),
             0,
             "the charge is back while the teardown waits"
         );
         assert!(path.exists(), "the teardown has not run yet");
-        *gate.0.lock() = true;
-        gate.1.notify_all();
+        held.release();
         ctx.purge.wait_idle();
         assert!(!path.exists(), "the teardown deleted the file");
         assert_eq!(
-            shared
-                .filter_used
-                .load(std::sync::atomic::Ordering::Relaxed),
+            shared.filter_used.load(Ordering::Relaxed),
             0,
             "the handle's drop gave nothing back twice"
         );
