@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use scree::fs::fault::{FaultFs, OpKind};
 use scree::fs::FileSystem;
@@ -77,11 +77,7 @@ fn dropping_the_last_reference_to_an_obsolete_table_leaves_its_deletion_to_the_p
         });
         let dropped = rx.recv_timeout(Duration::from_secs(10));
         // Let a held removal go before asserting, so a failure does not hang the test.
-        let t = Instant::now();
-        while gate.waiting() == 0 && t.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let held = gate.waiting();
+        let held = gate.wait_until_held(Duration::from_secs(10));
         gate.open();
         assert!(
             dropped.is_ok(),
@@ -156,10 +152,7 @@ fn the_close_waits_for_queued_deletions() {
     db.compact().expect("compact");
     let gate = fs.pause(OpKind::Remove, ".sst");
     drop(iter);
-    let t = Instant::now();
-    while gate.waiting() == 0 && t.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    gate.wait_until_held(Duration::from_secs(10));
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         drop(ks);

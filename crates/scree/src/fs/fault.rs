@@ -340,6 +340,14 @@ impl Gate {
     pub fn waiting(&self) -> u64 {
         self.waiting.load(Ordering::SeqCst)
     }
+    /// Waits up to `limit` for an operation to be held; the number held then (0: none came).
+    pub fn wait_until_held(&self, limit: std::time::Duration) -> u64 {
+        let start = std::time::Instant::now();
+        while self.waiting() == 0 && start.elapsed() < limit {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        self.waiting()
+    }
     fn wait(&self) {
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let (m, cv) = &*self.open;

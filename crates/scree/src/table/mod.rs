@@ -1483,10 +1483,7 @@ mod cached_meta_tests {
                 std::thread::spawn(move || get(&t, &key(i * 50)))
             })
             .collect();
-        let start = std::time::Instant::now();
-        while gate.waiting() == 0 && start.elapsed() < std::time::Duration::from_secs(120) {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        gate.wait_until_held(std::time::Duration::from_secs(120));
         // Give the other readers time to reach the read too, were they to read.
         std::thread::sleep(std::time::Duration::from_millis(200));
         let held = gate.waiting();
