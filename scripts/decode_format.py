@@ -19,7 +19,11 @@ sorted table (*.sst), HTable (*.ht) and BloomCluster (*.bc) and checks:
     home bucket, rank and migration records: every item is where a lookup looks for it; the
     container's hash prefix and bucket shift; BloomCluster packing and columns;
   * WAL: record types per log, the `synced` field, batch decoding, sequence ranges, and the
-    end of each log: clean, zero tail, torn tail or corruption, with the stale-sector rules.
+    end of each log: clean, zero tail, torn tail or corruption, with the stale-sector rules;
+    seals (type 4, the log's last record) and the chain of WALs from the manifest's first
+    sealed WAL (tag 7): where the replayed history ends, and the corruption of a chain that
+    ends before a WAL holding a completed sync (type 3). Entries of WALs after the end of the
+    history are not replayed.
 It prints a one-line summary per file, then per keyspace, then `OK` or the problems found.
 `--dump-keys [FILE]` prints (or writes to FILE) the live keys after replay (newest version
 wins, tombstones hide older ones; trie versions ordered by container depth and order key),
@@ -369,10 +373,13 @@ class Checker:
         # (ks_id, user key) -> list of (rank tuple, kind, value, source)
         self.versions = {}
         self.features_used = set()
+        self.found = []  # the problems as (file, offset, message)
+        self.history_end = None  # (WAL, offset, why): where the WAL chain ends before the newest WAL
 
     def problem(self, fname, offset, msg):
         where = f"{fname}" + (f" @{offset}" if offset is not None else "")
         self.problems.append(f"{where}: {msg}")
+        self.found.append((fname, offset, msg))
 
     def say(self, line):
         if not self.quiet:
@@ -477,6 +484,7 @@ class Checker:
             "last_seq": None,
             "hash_key": None,
             "features": None,
+            "sealed_from": None,  # tag 7, first sealed WAL; None: no WAL is sealed
             "ks": {},
             "edits": len(recs),
         }
@@ -550,9 +558,14 @@ class Checker:
                 pos = pos2
             elif tag == 6:
                 v, pos = varint(p, pos, n)
-                if v & ~0b111:
+                if v & ~0b1111:
                     raise Bad(pos, f"unknown feature bits {v:#x}")
                 st["features"] = v
+            elif tag == 7:
+                v, pos = varint(p, pos, n)
+                if v > MAX_FILE_NO:
+                    raise Bad(pos, "first sealed WAL beyond 2^63-1")
+                st["sealed_from"] = v  # the last value in the manifest holds
             else:
                 raise Bad(pos - 1, f"unknown edit tag {tag}")
         return tags
@@ -697,21 +710,41 @@ class Checker:
     # -----------------------------------------------------------------------------------------
     # WAL
 
-    def decode_wal(self, name, fno, newest, st):
+    def decode_wal(self, name, fno, st):
+        """Decodes one WAL. Its entries are not replayed here: they are returned (with what the
+        WAL chain needs: its end, its seal, whether it holds a type-3 record) for wal_chain."""
         data = self.read(name)
-        recs, end, endpos = self.read_log(name, data, {1, 2, 3}, True)
+        allowed = {1, 2, 3, 4}
+        recs, end, endpos = self.read_log(name, data, allowed, True)
         if end.startswith("bad record"):
             self.problem(name, endpos, end)
-        elif end.startswith("torn tail") and not newest:
-            self.problem(name, endpos, f"{end} in a WAL that is not the newest")
-        counts = {1: 0, 2: 0, 3: 0}
+        counts = {1: 0, 2: 0, 3: 0, 4: 0}
         entries = 0
         seen3 = False
         last_synced = 0
         prev_end_seq = None
+        seal = None  # (offset, next file number or None when the payload is bad)
+        after_seal = False
+        versions = []  # (ks, key, rank, kind, value), replayed by wal_chain
         for off, ty, p in recs:
             counts[ty] += 1
-            self.features_used.add({1: None, 2: 0, 3: 2}[ty])
+            self.features_used.add({1: None, 2: 0, 3: 2, 4: 3}[ty])
+            if seal is not None:
+                # the seal is the log's last record: a valid record after it is corruption
+                if not after_seal:
+                    self.problem(name, off, f"valid record (type {ty}) after the seal at {seal[0]}")
+                    after_seal = True
+                continue  # the history of this WAL ends at its seal
+            if ty == 4:
+                try:
+                    nxt, q = varint(p, 0, len(p), "next")
+                    if q != len(p):
+                        raise Bad(q, f"{len(p) - q} bytes after the seal's varint")
+                except Bad as e:
+                    self.problem(name, off, f"WAL seal: {e.msg} (payload offset {e.offset})")
+                    nxt = None
+                seal = (off, nxt)
+                continue
             try:
                 pos = 0
                 if ty == 3:
@@ -741,10 +774,77 @@ class Checker:
                     continue
                 if fno < ks["log"]:
                     continue  # already in tables
-                self.add_version(ksid, key, (2, seq + i, 0, 0), is_put, val, name)
+                versions.append((ksid, key, (2, seq + i, 0, 0), is_put, val))
+        torn = end.startswith("torn tail")
+        # "WAL seals": a WAL ends with its seal when the seal is its last valid record; bytes
+        # after it that hold no record (a zero tail, a torn tail with no valid record after it)
+        # are ignored. A valid record anywhere after the seal is corruption.
+        ends_with_seal = seal is not None and recs[-1][0] == seal[0] and not end.startswith("bad record")
+        if ends_with_seal and torn:
+            later = first_valid_record(data, endpos + 1, allowed)
+            if later is not None:
+                self.problem(name, later, f"valid record after the seal at {seal[0]} ({end} at {endpos})")
+                ends_with_seal = False
         self.say(f"{name}: WAL, {len(recs)} records (type1 {counts[1]}, type2 {counts[2]}, "
-                 f"type3 {counts[3]}), {entries} entries, {len(data)} bytes, {end} at {endpos}")
-        return recs
+                 f"type3 {counts[3]}, type4 {counts[4]}), {entries} entries, {len(data)} bytes, {end} at {endpos}"
+                 + (f", sealed at {seal[0]} naming {seal[1]}" if seal is not None else ""))
+        return dict(name=name, fno=fno, end=end, endpos=endpos, torn=torn, seal=seal,
+                    ends_with_seal=ends_with_seal, has3=counts[3] > 0, versions=versions)
+
+    def wal_chain(self, wals, st):
+        """format.md, "WAL seals": which WALs recovery replays, and how far. `wals` are
+        decode_wal's results in file-number order. Replays the entries of the WALs the history
+        reaches."""
+        if not wals:
+            return
+        newest = wals[-1]["fno"]
+        # A WAL no keyspace's log number needs is never replayed; the chain starts at the oldest
+        # WAL a keyspace needs (its entries are skipped per keyspace log number all the same).
+        min_log = min((k["log"] for k in st["ks"].values()), default=0)
+        sealed_from = st["sealed_from"]
+        replayed = [w for w in wals if w["fno"] >= min_log]
+        for w in wals:
+            if w["fno"] < min_log and w["fno"] != newest and w["torn"]:
+                self.problem(w["name"], w["endpos"], f"{w['end']} in a WAL that is not the newest")
+        history = replayed
+        for i, w in enumerate(replayed[:-1]):
+            nxt = replayed[i + 1]
+            if sealed_from is None or w["fno"] < sealed_from:
+                # written whole and synced before any newer WAL held writes: go on whatever its
+                # end; a torn tail in it is corruption; its seal, if any, is not checked
+                if w["torn"]:
+                    self.problem(w["name"], w["endpos"], f"{w['end']} in a WAL that is not the newest "
+                                                         f"(below the first sealed WAL {sealed_from})")
+                continue
+            if w["ends_with_seal"] and w["seal"][1] == nxt["fno"]:
+                continue
+            if w["ends_with_seal"] and w["seal"][1] is None:
+                why = f"its seal at {w['seal'][0]} does not decode"
+            elif w["ends_with_seal"]:
+                why = f"its seal names {w['seal'][1]}, not the next WAL {nxt['name']}"
+            elif w["seal"] is not None:
+                why = f"its seal at {w['seal'][0]} is not its last record"
+            else:
+                why = f"no seal ({w['end']} at {w['endpos']})"
+            later = replayed[i + 1:]
+            history = replayed[:i + 1]
+            self.history_end = (w["name"], w["endpos"], why)
+            self.notes.append(f"{w['name']}: the WAL history ends here: {why}; recovery removes the "
+                              f"later WALs {', '.join(x['name'] for x in later)} and does not replay them")
+            synced = [x["name"] for x in later if x["has3"]]
+            if synced:
+                # a completed sync of a later WAL synced every retired WAL first: corruption
+                self.problem(w["name"], w["endpos"],
+                             f"the WAL history ends here ({why}), but the later WAL {synced[0]} holds a type-3 "
+                             f"record (a completed sync): the end of this WAL was durable and is missing")
+            break
+        last = replayed[-1] if replayed else None
+        if last is not None and last["seal"] is not None and history[-1] is last:
+            self.notes.append(f"{last['name']}: the newest WAL ends with a seal naming {last['seal'][1]}, "
+                              f"which is not there")
+        for w in history:
+            for ks, key, rank, kind, val in w["versions"]:
+                self.add_version(ks, key, rank, kind, val, w["name"])
 
     def decode_batch(self, p, pos, ty):
         n = len(p)
@@ -1397,6 +1497,17 @@ def single_flip_explains(msg, want_raw):
     return None
 
 
+def first_valid_record(data, start, allowed):
+    """The offset of the first valid record (header, length, type and checksum) starting at or
+    after `start`, or None."""
+    n = len(data)
+    for q in range(start, n - 8):
+        crc, ln, ty = struct.unpack_from("<IIB", data, q)
+        if ln <= (1 << 30) and q + 9 + ln <= n and ty in allowed and masked_crc(data[q + 8:q + 9 + ln]) == crc:
+            return q
+    return None
+
+
 def judge_wal_gap(data, p, allowed, valid_at):
     """format.md, "Stale sectors": a bad WAL record at `p` followed by valid records.
     Returns ("corruption" | "torn", reason)."""
@@ -1508,7 +1619,8 @@ def main():
         s = c.decode_manifest(m)
         ntab = sum(len(k["tables"]) for k in s["ks"].values())
         c.say(f"{m}: manifest, {s['edits']} edits, next file {s['next_file']}, last seq {s['last_seq']}, "
-              f"features {s['features']}, {len(s['ks'])} keyspaces, {ntab} live tables"
+              f"features {s['features']}, first sealed WAL {s['sealed_from']}, {len(s['ks'])} keyspaces, "
+              f"{ntab} live tables"
               + (" (named by CURRENT)" if m == cur else ""))
         if m == cur:
             st = s
@@ -1522,10 +1634,12 @@ def main():
             live[fno] = (kid, t)
     # WALs
     wals = sorted((fileno_of(x), x) for x in names if x.endswith(".log") and fileno_of(x) is not None)
-    for i, (fno, x) in enumerate(wals):
+    infos = []
+    for fno, x in wals:
         if fno >= st["next_file"]:
             c.problem(x, None, f"WAL number not below next file number {st['next_file']}")
-        c.decode_wal(x, fno, i == len(wals) - 1, st)
+        infos.append(c.decode_wal(x, fno, st))
+    c.wal_chain(infos, st)
     # tables
     hts = {}
     seen = set()
@@ -1564,6 +1678,8 @@ def main():
             c.decode_bc(x, hts, rec)
     # feature bits
     feats = st["features"] or 0
+    if st["sealed_from"] is not None:
+        c.features_used.add(3)  # bit 3 also covers manifest tag 7
     for bit in sorted(b for b in c.features_used if b is not None):
         if not feats >> bit & 1:
             c.problem(cur, None, f"files use feature bit {bit}, the manifest's features {feats} lack it")

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Cross-checks format.md's WAL recovery rules (torn tail, zero tail, stale sectors, corruption)
-against the engine: damages one WAL of a copy of a database at random (a flipped bit, a zeroed
-512-byte sector, zeros up to a sector boundary, zeroed or random bytes, a truncation), then
-compares the verdict of `scree check -v` with that of scripts/decode_format.py, which
-implements the rules from the document alone. Prints every disagreement and a tally.
+"""Cross-checks format.md's WAL recovery rules (torn tail, zero tail, stale sectors, corruption,
+and the chain of sealed WALs) against the engine: damages one WAL of a copy of a database at
+random (a flipped bit, a zeroed 512-byte sector, zeros up to a sector boundary, zeroed or random
+bytes, a truncation), then compares the verdict of `scree check -v` with that of
+scripts/decode_format.py, which implements the rules from the document alone. Prints every
+disagreement and a tally. Verdicts: clean, torn (a torn tail in the newest WAL), ends (the WAL
+history ends in a sealed WAL that is not the newest: "WAL seals" in format.md), corruption.
 
 Run:  python3 scripts/wal_damage_crosscheck.py DB_DIR TRIALS [SEED] [--scree target/release/scree]
 (DB_DIR is only read; e.g. a database left by `format_fixture`, whose WALs hold type-2 and
@@ -32,18 +34,28 @@ def scree_verdict(scree, db, name):
             off = int(m.group(1)) if m else None
             if line.startswith("problem"):
                 return "corruption", off, line
+            if "the history ends" in line:
+                return "ends", off, line
             if "torn tail" in line:
                 return "torn", off, line
     return "clean", None, ""
 
 
-def decoder_verdict(chk, name, data, newest):
-    _, end, endpos = chk.read_log(name, data, {1, 2, 3}, True)
-    if end in ("clean end", "zero tail"):
-        return "clean", None, end
-    if end.startswith("torn tail"):
-        return ("torn" if newest else "corruption"), endpos, end
-    return "corruption", endpos, end
+def decoder_verdict(db, st, base, name, newest):
+    """The decoder's verdict on the damaged WAL `name` (already written to `db`), the other WALs
+    being as decoded in `base` (file number, name, decode_wal result)."""
+    chk = D.Checker(db, True)
+    infos = [chk.decode_wal(x, fno, st) if x == name else info for fno, x, info in base]
+    chk.wal_chain(infos, st)
+    mine = [(off, msg) for f, off, msg in chk.found if f == name]
+    if mine:
+        return "corruption", mine[0][0], mine[0][1]
+    if chk.history_end is not None and chk.history_end[0] == name:
+        return "ends", chk.history_end[1], chk.history_end[2]
+    info = next(i for i in infos if i["name"] == name)
+    if info["torn"] and newest:
+        return "torn", info["endpos"], info["end"]
+    return "clean", None, info["end"]
 
 
 def damage(rng, data):
@@ -88,6 +100,15 @@ def main():
             return 1
         orig = {p: open(p, "rb").read() for p in logs}
         chk = D.Checker(db, True)
+        cur = open(os.path.join(db, "CURRENT"), "rb").read().split(b" ")[0].decode()
+        st = chk.decode_manifest(cur)
+        base = []
+        for p in logs:
+            x = os.path.basename(p)
+            base.append((D.fileno_of(x), x, chk.decode_wal(x, D.fileno_of(x), st)))
+        if chk.problems:
+            print("the undamaged database has problems:", *chk.problems, sep="\n  ")
+            return 1
         tally = {}
         bad = 0
         for t in range(a.trials):
@@ -97,7 +118,7 @@ def main():
             with open(p, "wb") as f:
                 f.write(data)
             s = scree_verdict(a.scree, db, name)
-            m = decoder_verdict(chk, name, bytes(data), p == logs[-1])
+            m = decoder_verdict(db, st, base, name, p == logs[-1])
             tally[(kind, s[0])] = tally.get((kind, s[0]), 0) + 1
             if (s[0], s[1]) != (m[0], m[1]):
                 bad += 1

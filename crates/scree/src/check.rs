@@ -34,6 +34,7 @@ use crate::memtable::Lookup;
 use crate::options::Layout as LayoutKind;
 use crate::stats::{IoStats, ReadKind};
 use crate::table::{TableCtx, TableFile, TableMeta};
+use crate::wal_chain;
 
 /// One thing wrong with a database, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,8 +202,11 @@ pub fn check_dir_with(dir: &Path, fs: Arc<dyn FileSystem>, opts: CheckOptions) -
         }
         None
     };
+    // WALs from this number on are sealed when retired (`wal_chain`); none without a manifest
+    // that says so.
+    let mut sealed_from = u64::MAX;
     if let Some(n) = manifest_no {
-        check_manifest(dir, &env, &tables, n, &mut rep, &mut versions);
+        sealed_from = check_manifest(dir, &env, &tables, n, &mut rep, &mut versions);
     }
 
     // Every file the manifest names.
@@ -259,14 +263,12 @@ pub fn check_dir_with(dir: &Path, fs: Arc<dyn FileSystem>, opts: CheckOptions) -
     let live: Vec<u64> = logs.iter().copied().filter(|&n| n >= min_log).collect();
     let known: Option<Vec<u32>> = manifest_no.map(|_| versions.iter().map(|k| k.id).collect());
     for (i, &n) in live.iter().enumerate() {
-        check_wal(
-            dir,
-            &env,
-            n,
-            i + 1 == live.len(),
-            known.as_deref(),
-            &mut rep,
-        );
+        let later = live.get(i + 1..).unwrap_or_default();
+        let chain = WalChain { sealed_from, later };
+        if check_wal(dir, &env, n, chain, known.as_deref(), &mut rep) {
+            // Recovery drops the later logs (the note says why).
+            break;
+        }
     }
     for name in &names {
         let Some((num, ext)) = name.split_once('.') else {
@@ -291,6 +293,7 @@ pub fn check_dir_with(dir: &Path, fs: Arc<dyn FileSystem>, opts: CheckOptions) -
     Ok(rep)
 }
 
+/// Checks manifest `n`; returns its first sealed WAL (`u64::MAX`: none).
 fn check_manifest(
     dir: &Path,
     env: &Env,
@@ -298,13 +301,13 @@ fn check_manifest(
     n: u64,
     rep: &mut Report,
     versions: &mut Vec<KsView>,
-) {
+) -> u64 {
     let path = manifest::manifest_path(dir, n);
     let data = match env.read_all(&path) {
         Ok(d) => d,
         Err(e) => {
             rep.error(&path, e);
-            return;
+            return u64::MAX;
         }
     };
     rep.files += 1;
@@ -337,9 +340,14 @@ fn check_manifest(
         )),
         LogEnd::Corrupt { offset, detail } => rep.problem(&path, offset, detail),
     }
+    let sealed_from = edits
+        .iter()
+        .rev()
+        .find_map(|(_, e)| e.sealed_logs_from)
+        .unwrap_or(u64::MAX);
     if !rep.problems.is_empty() {
         // Replaying a manifest with a hole would report consequences, not causes.
-        return;
+        return sealed_from;
     }
     let hash_key = edits.iter().find_map(|(_, e)| e.hash_key);
     if hash_key.is_none() && edits.iter().any(|(_, e)| !e.new_keyspaces.is_empty()) {
@@ -348,7 +356,7 @@ fn check_manifest(
             0,
             "manifest defines keyspaces but records no placement-hash key",
         );
-        return;
+        return sealed_from;
     }
     let hash_key = hash_key.unwrap_or_default();
     let mut ks: HashMap<u32, KsView> = HashMap::new();
@@ -405,6 +413,7 @@ fn check_manifest(
     let mut all: Vec<KsView> = ks.into_values().collect();
     all.sort_by_key(|k| k.id);
     versions.extend(all);
+    sealed_from
 }
 
 fn check_file(env: &Env, f: &Arc<TableFile>, rep: &mut Report) {
@@ -597,26 +606,36 @@ fn check_htable(env: &Env, path: &Path, meta: &TableMeta, rep: &mut Report) -> R
     Ok(())
 }
 
+/// Where a WAL stands in the chain recovery replays.
+#[derive(Clone, Copy)]
+struct WalChain<'a> {
+    /// The manifest's first sealed WAL.
+    sealed_from: u64,
+    /// The WALs recovery would replay after this one.
+    later: &'a [u64],
+}
+
+/// Checks WAL `n`; returns whether recovery's history ends in it (the later WALs would be
+/// dropped).
 fn check_wal(
     dir: &Path,
     env: &Env,
     n: u64,
-    newest: bool,
+    chain: WalChain<'_>,
     keyspaces: Option<&[u32]>,
     rep: &mut Report,
-) {
+) -> bool {
     let path = dir.join(format!("{n:06}.log"));
     let data = match env.read_all(&path) {
         Ok(d) => d,
         Err(e) => {
             rep.error(&path, e);
-            return;
+            return false;
         }
     };
     rep.files += 1;
-    let (records, end) = log::read_wal_records(&data);
-    let mut offset = 0u64;
-    for (ty, r) in records {
+    let file = wal_chain::read(&data);
+    for &(ty, r, offset) in &file.batches {
         rep.records += 1;
         match batch::decode(ty, r) {
             Ok((_, entries)) => {
@@ -637,18 +656,47 @@ fn check_wal(
                 format!("WAL batch: {d}"),
             ),
         }
-        offset += (log::HEADER + r.len()) as u64;
     }
-    match end {
-        LogEnd::Clean => {}
-        LogEnd::TornTail { offset } if newest => rep.notes.push(format!(
-            "{}: torn tail at offset {offset} (unacknowledged or unsynced writes, dropped by recovery)",
-            path.display()
-        )),
-        LogEnd::TornTail { offset } => {
-            rep.problem(&path, offset, "torn record in a WAL that is not the newest")
+    let newest = chain.later.is_empty();
+    match wal_chain::judge(n, &file, chain.later.first().copied(), chain.sealed_from) {
+        Ok(wal_chain::Next::Continue) => false,
+        Ok(wal_chain::Next::EndsAt { offset, .. }) if newest => {
+            rep.notes.push(format!(
+                "{}: torn tail at offset {offset} (unacknowledged or unsynced writes, dropped by recovery)",
+                path.display()
+            ));
+            false
         }
-        LogEnd::Corrupt { offset, detail } => rep.problem(&path, offset, detail),
+        Ok(wal_chain::Next::EndsAt { offset, why }) => {
+            // As recovery judges it: a later WAL recording a completed sync means this one
+            // was durable whole.
+            let synced = chain.later.iter().copied().find(|&m| {
+                env.read_all(&dir.join(format!("{m:06}.log")))
+                    .is_ok_and(|d| wal_chain::read(&d).synced)
+            });
+            match synced {
+                Some(m) => rep.problem(
+                    &path,
+                    offset,
+                    format!(
+                        "{why}; but WAL {m:06} records a completed sync, which syncs every \
+                         older WAL first: durable writes are missing"
+                    ),
+                ),
+                None => rep.notes.push(format!(
+                    "{}: the history ends at offset {offset}: {why} (a power loss before the \
+                     retired WAL was synced); recovery drops the later WALs {:?}, which hold \
+                     only writes acknowledged without a sync",
+                    path.display(),
+                    chain.later
+                )),
+            }
+            true
+        }
+        Err((offset, detail)) => {
+            rep.problem(&path, offset, detail);
+            false
+        }
     }
 }
 

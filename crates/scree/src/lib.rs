@@ -27,6 +27,7 @@ pub mod manifest;
 pub mod memtable;
 pub mod options;
 pub mod table;
+mod wal_chain;
 
 pub use batch::{WriteBatch, WriteOptions};
 pub use db::{Db, Keyspace, Snapshot};

@@ -5,7 +5,8 @@
 //! payload: 1 ([`FULL`]) for manifest edits and old WAL batches, 2 ([`COMPACT_BATCH`]) for WAL
 //! batches written before the log's first completed sync, 3 ([`SYNCED_BATCH`]) for WAL batches
 //! written after it (they carry how far the last completed sync reached, so recovery can tell
-//! bytes a crash tore from bytes a sync had made durable). See docs/format.md.
+//! bytes a crash tore from bytes a sync had made durable), 4 ([`SEAL`]) for the last record of a
+//! retired WAL, naming the next one (`wal_chain`). See docs/format.md.
 
 use std::path::Path;
 
@@ -25,8 +26,11 @@ pub const COMPACT_BATCH: u8 = 2;
 /// `varint synced ‖` a type-2 payload, where `synced` is the log length the last completed
 /// sync covered when the record was appended.
 pub const SYNCED_BATCH: u8 = 3;
+/// Record type 4: the seal of a retired WAL, its last record: `varint next`, the file number
+/// of the WAL started after it (see `wal_chain`).
+pub const SEAL: u8 = 4;
 /// Record types a WAL may hold.
-const WAL_TYPES: &[u8] = &[FULL, COMPACT_BATCH, SYNCED_BATCH];
+const WAL_TYPES: &[u8] = &[FULL, COMPACT_BATCH, SYNCED_BATCH, SEAL];
 /// Alignment of the sectors and pages a crash can leave stale (zeros where appends had not
 /// reached them yet) while later ones reached the disk.
 const TEAR_ALIGN: usize = 512;
@@ -59,6 +63,13 @@ impl LogWriter {
             COMPACT_BATCH
         };
         self.add_record_parts(ty, head.as_bytes(), entries)
+    }
+    /// Appends the seal of a retired log: the WAL numbered `next` follows it, and this log
+    /// takes no more records.
+    pub fn seal(&mut self, next: u64) -> Result<()> {
+        let mut payload = Vec::with_capacity(10);
+        crate::coding::put_varint(&mut payload, next);
+        self.add_record_parts(SEAL, &[], &payload)
     }
     /// Appends one record of type [`FULL`] (buffered).
     pub fn add_record(&mut self, payload: &[u8]) -> Result<()> {
@@ -307,8 +318,8 @@ pub fn read_records(data: &[u8]) -> (Vec<&[u8]>, LogEnd) {
 }
 
 /// Splits a whole WAL file into its records, each as (type, payload), and says how it ended.
-/// [`FULL`], [`COMPACT_BATCH`] and [`SYNCED_BATCH`] records are valid; any other type is a bad
-/// record.
+/// [`FULL`], [`COMPACT_BATCH`], [`SYNCED_BATCH`] and [`SEAL`] records are valid; any other type
+/// is a bad record.
 pub fn read_wal_records(data: &[u8]) -> (Vec<(u8, &[u8])>, LogEnd) {
     read_typed(data, WAL_TYPES)
 }
@@ -442,7 +453,7 @@ mod tests {
     fn an_unknown_type_in_a_wal_is_a_bad_record() {
         let recs: [(u8, &[u8]); 3] = [
             (COMPACT_BATCH, b"one"),
-            (4, b"two"),
+            (5, b"two"),
             (COMPACT_BATCH, b"three"),
         ];
         let data = encode_typed(&recs);

@@ -581,6 +581,10 @@ fn find_record(fs: &FaultFs, key: &[u8]) -> Option<(PathBuf, usize)> {
         let (recs, _) = scree::log::read_wal_records(&data);
         let mut pos = 0usize;
         for (ty, payload) in recs {
+            if ty == scree::log::SEAL {
+                // The seal of a retired WAL holds no batch.
+                break;
+            }
             let (_, entries) = scree::batch::decode_public(ty, payload).ok()?;
             if entries.iter().any(|e| e.2 == key) {
                 return Some((wal, pos + scree::log::HEADER));

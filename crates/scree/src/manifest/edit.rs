@@ -77,6 +77,10 @@ pub struct Edit {
     /// Format features the database's files use (bit set, [`FEATURE_COMPACT_WAL`], …): a
     /// build that does not know a bit refuses to open the database. Written in every snapshot.
     pub features: Option<u64>,
+    /// First WAL file number of the sealed regime: every WAL numbered at least this ends with a
+    /// seal record naming the next WAL once it is retired (docs/format.md, "WAL seals"). Older
+    /// WALs were synced whole before a newer one held writes. Written in every snapshot.
+    pub sealed_logs_from: Option<u64>,
     /// Keyspaces created.
     pub new_keyspaces: Vec<KeyspaceDef>,
     /// Per-keyspace changes.
@@ -89,6 +93,7 @@ const T_HASH_KEY: u8 = 3;
 const T_NEW_KS: u8 = 4;
 const T_KS_EDIT: u8 = 5;
 const T_FEATURES: u8 = 6;
+const T_SEALED_FROM: u8 = 7;
 
 /// Feature bit: WAL records of type 2 (compact batches, docs/format.md). Builds before it
 /// stop at the manifest's unknown tag 6 instead of cutting the WAL at its first type-2 record.
@@ -99,8 +104,13 @@ pub const FEATURE_IKEY_BLOCKS: u64 = 2;
 /// sync covered, docs/format.md). Builds without it would read such a record as unknown and
 /// cut the WAL there; they refuse the database instead.
 pub const FEATURE_SYNCED_WAL: u64 = 4;
+/// Feature bit: WAL seal records (type 4) and the manifest's first sealed WAL (tag 7). Builds
+/// without it would read a seal as an unknown record, and a retired WAL that lost its seal as
+/// whole, replaying the next WAL after a hole; they refuse the database instead.
+pub const FEATURE_SEALED_WAL: u64 = 8;
 /// Every feature bit this build reads.
-pub const KNOWN_FEATURES: u64 = FEATURE_COMPACT_WAL | FEATURE_IKEY_BLOCKS | FEATURE_SYNCED_WAL;
+pub const KNOWN_FEATURES: u64 =
+    FEATURE_COMPACT_WAL | FEATURE_IKEY_BLOCKS | FEATURE_SYNCED_WAL | FEATURE_SEALED_WAL;
 
 const K_LOG: u8 = 1;
 const K_ADD: u8 = 3;
@@ -126,6 +136,10 @@ impl Edit {
         if let Some(f) = self.features {
             out.push(T_FEATURES);
             put_varint(&mut out, f);
+        }
+        if let Some(n) = self.sealed_logs_from {
+            out.push(T_SEALED_FROM);
+            put_varint(&mut out, n);
         }
         for d in &self.new_keyspaces {
             out.push(T_NEW_KS);
@@ -170,6 +184,9 @@ impl Edit {
                     e.new_keyspaces.push(KeyspaceDef { id, name, layout });
                 }
                 Some(T_FEATURES) => e.features = Some(r.varint().ok_or_else(|| bad("features"))?),
+                Some(T_SEALED_FROM) => {
+                    e.sealed_logs_from = Some(r.varint().ok_or_else(|| bad("first sealed WAL"))?)
+                }
                 Some(T_KS_EDIT) => {
                     let body = r.slice().ok_or_else(|| bad("keyspace edit"))?;
                     let k = KsEdit::decode(body).map_err(|(o, d)| (at + o, d))?;
@@ -285,6 +302,7 @@ mod tests {
             last_seq: Some(77),
             hash_key: Some([7; 16]),
             features: Some(KNOWN_FEATURES),
+            sealed_logs_from: Some(12),
             new_keyspaces: vec![KeyspaceDef {
                 id: 1,
                 name: "users".into(),
