@@ -20,10 +20,11 @@ sorted table (*.sst), HTable (*.ht) and BloomCluster (*.bc) and checks:
     container's hash prefix and bucket shift; BloomCluster packing and columns;
   * WAL: record types per log, the `synced` field, batch decoding, sequence ranges, and the
     end of each log: clean, zero tail, torn tail or corruption, with the stale-sector rules;
-    seals (type 4, the log's last record) and the chain of WALs from the manifest's first
+    seals (type 4, the log's last record: a record read right after it is corruption, a zero or
+    torn tail after it is ignored in every WAL) and the chain of WALs from the manifest's first
     sealed WAL (tag 7): where the replayed history ends, and the corruption of a chain that
     ends before a WAL holding a completed sync (type 3). Entries of WALs after the end of the
-    history are not replayed.
+    history are not replayed; WALs below every keyspace's log number are not read (notes only).
 It prints a one-line summary per file, then per keyspace, then `OK` or the problems found.
 `--dump-keys [FILE]` prints (or writes to FILE) the live keys after replay (newest version
 wins, tombstones hide older ones; trie versions ordered by container depth and order key),
@@ -375,9 +376,13 @@ class Checker:
         self.features_used = set()
         self.found = []  # the problems as (file, offset, message)
         self.history_end = None  # (WAL, offset, why): where the WAL chain ends before the newest WAL
+        self.muted = False  # while decoding a WAL nothing reads: its problems are only notes
 
     def problem(self, fname, offset, msg):
         where = f"{fname}" + (f" @{offset}" if offset is not None else "")
+        if self.muted:
+            self.notes.append(f"{where}: {msg} (in a WAL that is not read)")
+            return
         self.problems.append(f"{where}: {msg}")
         self.found.append((fname, offset, msg))
 
@@ -712,12 +717,23 @@ class Checker:
 
     def decode_wal(self, name, fno, st):
         """Decodes one WAL. Its entries are not replayed here: they are returned (with what the
-        WAL chain needs: its end, its seal, whether it holds a type-3 record) for wal_chain."""
+        WAL chain needs: its end, its seal, whether it holds a type-3 record) for wal_chain.
+        format.md, "WAL seals": a WAL below every keyspace's log number is neither replayed nor
+        read (the next open removes it), so what is wrong in it is only a note."""
+        unread = bool(st["ks"]) and fno < min(k["log"] for k in st["ks"].values())
+        was_muted = self.muted
+        self.muted = was_muted or unread
+        try:
+            info = self._decode_wal(name, fno, st, unread)
+        finally:
+            self.muted = was_muted
+        info["unread"] = unread
+        return info
+
+    def _decode_wal(self, name, fno, st, unread):
         data = self.read(name)
         allowed = {1, 2, 3, 4}
         recs, end, endpos = self.read_log(name, data, allowed, True)
-        if end.startswith("bad record"):
-            self.problem(name, endpos, end)
         counts = {1: 0, 2: 0, 3: 0, 4: 0}
         entries = 0
         seen3 = False
@@ -728,14 +744,18 @@ class Checker:
         versions = []  # (ks, key, rank, kind, value), replayed by wal_chain
         for off, ty, p in recs:
             counts[ty] += 1
-            self.features_used.add({1: None, 2: 0, 3: 2, 4: 3}[ty])
+            if not unread:
+                self.features_used.add({1: None, 2: 0, 3: 2, 4: 3}[ty])
             if seal is not None:
-                # the seal is the log's last record: a valid record after it is corruption
+                # the seal is the log's last record: a record read right after it is corruption,
+                # reported at that record's offset (format.md's type-4 row)
                 if not after_seal:
                     self.problem(name, off, f"valid record (type {ty}) after the seal at {seal[0]}")
                     after_seal = True
                 continue  # the history of this WAL ends at its seal
             if ty == 4:
+                # `next: varint` and nothing else; a bad payload is corruption at the seal
+                # record's offset. `next` is checked only against the WAL that follows (wal_chain).
                 try:
                     nxt, q = varint(p, 0, len(p), "next")
                     if q != len(p):
@@ -775,44 +795,46 @@ class Checker:
                 if fno < ks["log"]:
                     continue  # already in tables
                 versions.append((ksid, key, (2, seq + i, 0, 0), is_put, val))
+        # the end of the log, after its records' problems (in file order)
+        if end.startswith("bad record"):
+            self.problem(name, endpos, end)
         torn = end.startswith("torn tail")
-        # "WAL seals": a WAL ends with its seal when the seal is its last valid record; bytes
-        # after it that hold no record (a zero tail, a torn tail with no valid record after it)
-        # are ignored. A valid record anywhere after the seal is corruption.
+        # "WAL seals": the log is read by the rules above first. In every WAL (of either group,
+        # and the newest too), bytes after a seal that end the log as a zero tail or a torn tail
+        # (a stale-sector gap included, whatever valid-looking records lie behind it) are
+        # ignored and never cut; a record read right after the seal is corruption (above).
         ends_with_seal = seal is not None and recs[-1][0] == seal[0] and not end.startswith("bad record")
-        if ends_with_seal and torn:
-            later = first_valid_record(data, endpos + 1, allowed)
-            if later is not None:
-                self.problem(name, later, f"valid record after the seal at {seal[0]} ({end} at {endpos})")
-                ends_with_seal = False
+        tail_after_seal = ends_with_seal and torn  # ignored: neither a torn tail nor corruption
         self.say(f"{name}: WAL, {len(recs)} records (type1 {counts[1]}, type2 {counts[2]}, "
                  f"type3 {counts[3]}, type4 {counts[4]}), {entries} entries, {len(data)} bytes, {end} at {endpos}"
                  + (f", sealed at {seal[0]} naming {seal[1]}" if seal is not None else ""))
         return dict(name=name, fno=fno, end=end, endpos=endpos, torn=torn, seal=seal,
-                    ends_with_seal=ends_with_seal, has3=counts[3] > 0, versions=versions)
+                    ends_with_seal=ends_with_seal, tail_after_seal=tail_after_seal,
+                    has3=counts[3] > 0, versions=versions)
 
     def wal_chain(self, wals, st):
         """format.md, "WAL seals": which WALs recovery replays, and how far. `wals` are
         decode_wal's results in file-number order. Replays the entries of the WALs the history
         reaches."""
-        if not wals:
-            return
-        newest = wals[-1]["fno"]
-        # A WAL no keyspace's log number needs is never replayed; the chain starts at the oldest
-        # WAL a keyspace needs (its entries are skipped per keyspace log number all the same).
-        min_log = min((k["log"] for k in st["ks"].values()), default=0)
-        sealed_from = st["sealed_from"]
-        replayed = [w for w in wals if w["fno"] >= min_log]
+        # A WAL below every keyspace's log number is neither replayed nor read (decode_wal only
+        # noted its problems); the chain starts at the oldest WAL a keyspace needs (its entries
+        # are skipped per keyspace log number all the same).
         for w in wals:
-            if w["fno"] < min_log and w["fno"] != newest and w["torn"]:
-                self.problem(w["name"], w["endpos"], f"{w['end']} in a WAL that is not the newest")
+            if w["unread"]:
+                self.notes.append(f"{w['name']}: below every keyspace's log number: not read, "
+                                  f"removed at the next open")
+        replayed = [w for w in wals if not w["unread"]]
+        if not replayed:
+            return
+        sealed_from = st["sealed_from"]
         history = replayed
         for i, w in enumerate(replayed[:-1]):
             nxt = replayed[i + 1]
             if sealed_from is None or w["fno"] < sealed_from:
                 # written whole and synced before any newer WAL held writes: go on whatever its
-                # end; a torn tail in it is corruption; its seal, if any, is not checked
-                if w["torn"]:
+                # end; a torn tail in it is corruption unless it comes after its seal (then it
+                # is ignored); its seal, if any, is not checked
+                if w["torn"] and not w["tail_after_seal"]:
                     self.problem(w["name"], w["endpos"], f"{w['end']} in a WAL that is not the newest "
                                                          f"(below the first sealed WAL {sealed_from})")
                 continue
@@ -839,7 +861,7 @@ class Checker:
                              f"record (a completed sync): the end of this WAL was durable and is missing")
             break
         last = replayed[-1] if replayed else None
-        if last is not None and last["seal"] is not None and history[-1] is last:
+        if last["ends_with_seal"] and history[-1] is last:
             self.notes.append(f"{last['name']}: the newest WAL ends with a seal naming {last['seal'][1]}, "
                               f"which is not there")
         for w in history:
@@ -1494,17 +1516,6 @@ def single_flip_explains(msg, want_raw):
             if diffs[b] == target:
                 return k, b
         diffs = [t[d & 0xFF] ^ (d >> 8) for d in diffs]
-    return None
-
-
-def first_valid_record(data, start, allowed):
-    """The offset of the first valid record (header, length, type and checksum) starting at or
-    after `start`, or None."""
-    n = len(data)
-    for q in range(start, n - 8):
-        crc, ln, ty = struct.unpack_from("<IIB", data, q)
-        if ln <= (1 << 30) and q + 9 + ln <= n and ty in allowed and masked_crc(data[q + 8:q + 9 + ln]) == crc:
-            return q
     return None
 
 
