@@ -23,8 +23,10 @@ sorted table (*.sst), HTable (*.ht) and BloomCluster (*.bc) and checks:
     seals (type 4, the log's last record: a record read right after it is corruption, a zero or
     torn tail after it is ignored in every WAL) and the chain of WALs from the manifest's first
     sealed WAL (tag 7): where the replayed history ends, and the corruption of a chain that
-    ends before a WAL holding a completed sync (type 3). Entries of WALs after the end of the
-    history are not replayed; WALs below every keyspace's log number are not read (notes only).
+    ends before a WAL holding a completed sync (a type-3 record among those the later WAL
+    yields before its first bad record). WALs after the end of the history are not replayed
+    and nothing else in them is checked or reported (what the decoder finds there is only a
+    note); WALs below every keyspace's log number are not read (notes only).
 It prints a one-line summary per file, then per keyspace, then `OK` or the problems found.
 `--dump-keys [FILE]` prints (or writes to FILE) the live keys after replay (newest version
 wins, tombstones hide older ones; trie versions ordered by container depth and order key),
@@ -377,11 +379,16 @@ class Checker:
         self.found = []  # the problems as (file, offset, message)
         self.history_end = None  # (WAL, offset, why): where the WAL chain ends before the newest WAL
         self.muted = False  # while decoding a WAL nothing reads: its problems are only notes
+        self.deferred = None  # while decoding a WAL: its problems, held until wal_chain knows
+                              # whether the WAL is in the history (reported) or after it (notes)
 
     def problem(self, fname, offset, msg):
         where = f"{fname}" + (f" @{offset}" if offset is not None else "")
         if self.muted:
             self.notes.append(f"{where}: {msg} (in a WAL that is not read)")
+            return
+        if self.deferred is not None:
+            self.deferred.append((fname, offset, msg))
             return
         self.problems.append(f"{where}: {msg}")
         self.found.append((fname, offset, msg))
@@ -719,14 +726,21 @@ class Checker:
         """Decodes one WAL. Its entries are not replayed here: they are returned (with what the
         WAL chain needs: its end, its seal, whether it holds a type-3 record) for wal_chain.
         format.md, "WAL seals": a WAL below every keyspace's log number is neither replayed nor
-        read (the next open removes it), so what is wrong in it is only a note."""
+        read (the next open removes it), so what is wrong in it is only a note. The problems of
+        a read WAL are returned in the result ("problems"), not reported: wal_chain reports them
+        for the WALs the history reaches, and only notes them for the WALs after its end
+        ("nothing else in the later WALs is checked or reported")."""
         unread = bool(st["ks"]) and fno < min(k["log"] for k in st["ks"].values())
-        was_muted = self.muted
+        was_muted, was_deferred = self.muted, self.deferred
         self.muted = was_muted or unread
+        self.deferred = []
         try:
+            if fno >= st["next_file"]:
+                self.problem(name, None, f"WAL number not below next file number {st['next_file']}")
             info = self._decode_wal(name, fno, st, unread)
+            info["problems"] = self.deferred
         finally:
-            self.muted = was_muted
+            self.muted, self.deferred = was_muted, was_deferred
         info["unread"] = unread
         return info
 
@@ -741,11 +755,16 @@ class Checker:
         prev_end_seq = None
         seal = None  # (offset, next file number or None when the payload is bad)
         after_seal = False
+        yielded3 = 0  # type-3 records the log yields: before its first bad record, a record
+                      # read right after the seal being one
+        features = set()  # feature bits its records use (counted by wal_chain if it is read)
         versions = []  # (ks, key, rank, kind, value), replayed by wal_chain
         for off, ty, p in recs:
             counts[ty] += 1
+            if seal is None and ty == 3:
+                yielded3 += 1
             if not unread:
-                self.features_used.add({1: None, 2: 0, 3: 2, 4: 3}[ty])
+                features.add({1: None, 2: 0, 3: 2, 4: 3}[ty])
             if seal is not None:
                 # the seal is the log's last record: a record read right after it is corruption,
                 # reported at that record's offset (format.md's type-4 row)
@@ -810,12 +829,15 @@ class Checker:
                  + (f", sealed at {seal[0]} naming {seal[1]}" if seal is not None else ""))
         return dict(name=name, fno=fno, end=end, endpos=endpos, torn=torn, seal=seal,
                     ends_with_seal=ends_with_seal, tail_after_seal=tail_after_seal,
-                    has3=counts[3] > 0, versions=versions)
+                    has3=yielded3 > 0, features=features, versions=versions)
 
     def wal_chain(self, wals, st):
         """format.md, "WAL seals": which WALs recovery replays, and how far. `wals` are
-        decode_wal's results in file-number order. Replays the entries of the WALs the history
-        reaches."""
+        decode_wal's results in file-number order. Reports the problems decode_wal found in the
+        WALs the history reaches and replays their entries; of the WALs after the end of the
+        history only the type-3 records they yield (before their first bad record) count, for
+        the corruption of a chain that ends before a completed sync; nothing else in them is
+        checked or reported (what the decoder found there becomes a note)."""
         # A WAL below every keyspace's log number is neither replayed nor read (decode_wal only
         # noted its problems); the chain starts at the oldest WAL a keyspace needs (its entries
         # are skipped per keyspace log number all the same).
@@ -827,17 +849,12 @@ class Checker:
         if not replayed:
             return
         sealed_from = st["sealed_from"]
-        history = replayed
+        # 1. where the history ends (nothing reported yet)
+        end_at = None  # (index in replayed, why)
         for i, w in enumerate(replayed[:-1]):
             nxt = replayed[i + 1]
             if sealed_from is None or w["fno"] < sealed_from:
-                # written whole and synced before any newer WAL held writes: go on whatever its
-                # end; a torn tail in it is corruption unless it comes after its seal (then it
-                # is ignored); its seal, if any, is not checked
-                if w["torn"] and not w["tail_after_seal"]:
-                    self.problem(w["name"], w["endpos"], f"{w['end']} in a WAL that is not the newest "
-                                                         f"(below the first sealed WAL {sealed_from})")
-                continue
+                continue  # goes on to the next WAL whatever its end (its torn tail: below)
             if w["ends_with_seal"] and w["seal"][1] == nxt["fno"]:
                 continue
             if w["ends_with_seal"] and w["seal"][1] is None:
@@ -848,19 +865,44 @@ class Checker:
                 why = f"its seal at {w['seal'][0]} is not its last record"
             else:
                 why = f"no seal ({w['end']} at {w['endpos']})"
-            later = replayed[i + 1:]
-            history = replayed[:i + 1]
+            end_at = (i, why)
+            break
+        history = replayed if end_at is None else replayed[:end_at[0] + 1]
+        later = [] if end_at is None else replayed[end_at[0] + 1:]
+        # 2. the WALs the history reaches: their problems (in file order), the chain's
+        for w in history:
+            for fname, off, msg in w["problems"]:
+                self.problem(fname, off, msg)
+            self.features_used |= w["features"]
+            if (sealed_from is None or w["fno"] < sealed_from) and w is not replayed[-1]:
+                # written whole and synced before any newer WAL held writes: a torn tail in it
+                # is corruption unless it comes after its seal (then it is ignored); its seal,
+                # if any, is not checked
+                if w["torn"] and not w["tail_after_seal"]:
+                    self.problem(w["name"], w["endpos"], f"{w['end']} in a WAL that is not the newest "
+                                                         f"(below the first sealed WAL {sealed_from})")
+        if end_at is not None:
+            w, why = history[-1], end_at[1]
             self.history_end = (w["name"], w["endpos"], why)
             self.notes.append(f"{w['name']}: the WAL history ends here: {why}; recovery removes the "
                               f"later WALs {', '.join(x['name'] for x in later)} and does not replay them")
+            # 3. the later WALs: only the type-3 records each yields before its first bad record
+            # count; what else the decoder found in them is not reported
             synced = [x["name"] for x in later if x["has3"]]
             if synced:
                 # a completed sync of a later WAL synced every retired WAL first: corruption
                 self.problem(w["name"], w["endpos"],
                              f"the WAL history ends here ({why}), but the later WAL {synced[0]} holds a type-3 "
                              f"record (a completed sync): the end of this WAL was durable and is missing")
-            break
-        last = replayed[-1] if replayed else None
+            for x in later:
+                if x["problems"]:
+                    fname, off, msg = x["problems"][0]
+                    more = len(x["problems"]) - 1
+                    at = f" @{off}" if off is not None else ""
+                    self.notes.append(f"{x['name']}: after the end of the WAL history, not checked; the decoder "
+                                      f"would have reported{at}: {msg}"
+                                      + (f" (and {more} more)" if more else ""))
+        last = replayed[-1]
         if last["ends_with_seal"] and history[-1] is last:
             self.notes.append(f"{last['name']}: the newest WAL ends with a seal naming {last['seal'][1]}, "
                               f"which is not there")
@@ -1647,8 +1689,6 @@ def main():
     wals = sorted((fileno_of(x), x) for x in names if x.endswith(".log") and fileno_of(x) is not None)
     infos = []
     for fno, x in wals:
-        if fno >= st["next_file"]:
-            c.problem(x, None, f"WAL number not below next file number {st['next_file']}")
         infos.append(c.decode_wal(x, fno, st))
     c.wal_chain(infos, st)
     # tables

@@ -5,7 +5,8 @@ random (a flipped bit, a zeroed 512-byte sector, zeros up to a sector boundary, 
 bytes, a truncation), then compares the verdict of `scree check -v` with that of
 scripts/decode_format.py, which implements the rules from the document alone. Prints every
 disagreement and a tally. Verdicts: clean (including a zero or torn tail after a seal, which is
-ignored, and a WAL below every keyspace's log number, which is not read), torn (a torn tail in
+ignored, a WAL below every keyspace's log number, which is not read, and a WAL after the end of
+the history, of which nothing is reported), torn (a torn tail in
 the newest WAL, not after a seal), ends (the WAL history ends in a sealed WAL that is not the
 newest: "WAL seals" in format.md), corruption.
 
@@ -56,8 +57,10 @@ def decoder_verdict(db, st, base, name, newest):
         return "ends", chk.history_end[1], chk.history_end[2]
     info = next(i for i in infos if i["name"] == name)
     # a torn tail right after a seal is ignored, never cut, in every WAL; a WAL below every
-    # keyspace's log number is not read at all ("WAL seals" in format.md)
-    if info["torn"] and newest and not info["tail_after_seal"] and not info["unread"]:
+    # keyspace's log number is not read at all, and nothing is reported of a WAL after the end
+    # of the history ("WAL seals" in format.md)
+    after_end = chk.history_end is not None and info["fno"] > D.fileno_of(chk.history_end[0])
+    if info["torn"] and newest and not info["tail_after_seal"] and not info["unread"] and not after_end:
         return "torn", info["endpos"], info["end"]
     return "clean", None, info["end"]
 
@@ -110,6 +113,8 @@ def main():
         for p in logs:
             x = os.path.basename(p)
             base.append((D.fileno_of(x), x, chk.decode_wal(x, D.fileno_of(x), st)))
+        # decode_wal holds a WAL's problems until wal_chain knows whether the history reaches it
+        chk.wal_chain([info for _, _, info in base], st)
         if chk.problems:
             print("the undamaged database has problems:", *chk.problems, sep="\n  ")
             return 1

@@ -209,6 +209,12 @@ pub(crate) struct DbInner {
     log_sync: Mutex<()>,
     /// A WAL was created since the directory was last synced: its entry is not durable yet.
     wal_dir_unsynced: AtomicBool,
+    /// Held across the check of `wal_dir_unsynced` and the directory sync, so that no caller
+    /// returns while another's sync covering its WAL is still running (found in review).
+    wal_dir_sync: Mutex<()>,
+    /// A retired WAL failed to sync: no later sync may succeed in its place (a retried
+    /// `fdatasync` can report success for pages the failed one dropped).
+    wal_sync_failed: AtomicBool,
     /// The first WAL of this open (`Edit::sealed_logs_from`): every older WAL was synced whole
     /// by the recovery; this one and later ones are sealed when retired (`wal_chain`).
     sealed_from: u64,
@@ -1310,17 +1316,19 @@ impl DbInner {
     /// obsolete, without a hole in the history).
     fn sync_old_logs(&self) -> Result<()> {
         let _one = self.log_sync.lock();
-        let mut old = std::mem::take(&mut *self.old_logs.lock());
-        for i in 0..old.len() {
+        if self.wal_sync_failed.load(Ordering::SeqCst) {
+            // A writer that waited here while another thread's sync failed must not retry
+            // it and acknowledge a synced write on top (found in review, 2026-11-25).
+            self.check_bg_error()?;
+            return Err(Error::BackgroundError(
+                "sync of a retired WAL failed earlier".into(),
+            ));
+        }
+        let old = std::mem::take(&mut *self.old_logs.lock());
+        for mut log in old {
             // A retired log takes no more records: only its appended bytes are written.
-            let r = old.get_mut(i).map_or(Ok(()), LogWriter::finish);
-            if let Err(e) = r {
-                // The unsynced ones go back, for the close's last attempt.
-                let mut back = self.old_logs.lock();
-                let later = std::mem::take(&mut *back);
-                back.extend(old.drain(i..));
-                back.extend(later);
-                drop(back);
+            if let Err(e) = log.finish() {
+                self.wal_sync_failed.store(true, Ordering::SeqCst);
                 self.set_bg_error("sync of a retired WAL", &e);
                 return Err(e);
             }
@@ -1332,6 +1340,7 @@ impl DbInner {
     /// time. Called before every manifest edit too: an edit can make older logs obsolete
     /// (`log_number`), and the next log must then be found after a power loss.
     fn sync_wal_dir(&self) -> Result<()> {
+        let _one = self.wal_dir_sync.lock();
         if self.wal_dir_unsynced.swap(false, Ordering::SeqCst) {
             if let Err(e) = self.env.sync_dir(&self.dir) {
                 self.wal_dir_unsynced.store(true, Ordering::SeqCst);
@@ -1485,7 +1494,14 @@ impl DbInner {
             ..Default::default()
         };
         if flushed.is_some() {
+            // The flush synced the retired WALs when it started; a rotation since then
+            // retired another, unsynced, which the log numbers recorded here can move past.
+            // A power loss could then lose its tail while the manifest says it is not needed
+            // below tables holding older writes: recovery would end the history there and
+            // refuse to open ("already holds later writes"). Found in review, 2026-11-25. The
+            // log numbers are read first: every WAL below them was retired before this sync.
             e.keyspaces.extend(self.advanced_log_numbers(ks.id));
+            self.sync_old_logs()?;
         }
         self.log_edit(&mut m, &e)?;
         for k in &e.keyspaces {
@@ -2065,6 +2081,8 @@ fn recover(
         old_logs: Mutex::new(Vec::new()),
         log_sync: Mutex::new(()),
         wal_dir_unsynced: AtomicBool::new(false),
+        wal_dir_sync: Mutex::new(()),
+        wal_sync_failed: AtomicBool::new(false),
         sealed_from: wal_no,
         live_logs: Mutex::new(live_logs.clone()),
         manifest: Mutex::new(manifest),

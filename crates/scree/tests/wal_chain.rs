@@ -329,3 +329,200 @@ fn a_wal_left_by_a_failed_removal_does_not_end_the_history() {
     assert_eq!(a.get(b"last").expect("get"), Some(b"1".to_vec()));
     assert_eq!(b.get(b"b").expect("get"), Some(b"1".to_vec()));
 }
+
+/// Found in review (2026-11-25). Two keyspaces: B's flush synced the retired WAL W1 when it
+/// started; while it wrote its table, A filled W2 (unsynced) and rotated to W3, and B's empty
+/// memtable moved to W3. B's install then recorded B at W3 and A at W2 with W2 unsynced: a
+/// power loss that took W2's bytes (allowed: acknowledged without a sync) left recovery ending
+/// the history at W2 below B's table, and it refused to open in every mode. A flush's install
+/// now syncs the WALs retired meanwhile first.
+#[test]
+fn a_flush_installs_only_after_the_wals_retired_while_it_ran_are_synced() {
+    let fs = FaultFs::new(11);
+    let db = Db::open(DIR, opts(&fs)).expect("open");
+    let a = db
+        .keyspace("a", common::small_ks(Layout::Leveled))
+        .expect("a");
+    let b = db
+        .keyspace("b", common::small_ks(Layout::Leveled))
+        .expect("b");
+    let w1 = wals(&fs)[0].clone();
+    let sst = fs.pause(OpKind::Write, ".sst");
+    for i in 0..5 {
+        b.put(key("b", i), vec![1u8; 4000]).expect("put b");
+    }
+    let flusher = {
+        let db = db.clone();
+        std::thread::spawn(move || db.flush())
+    };
+    assert!(
+        sst.wait_until_held(Duration::from_secs(20)) > 0,
+        "B's flush held"
+    );
+    let w2 = wals(&fs)[1].clone();
+    // Every sync of W2 is held: A's flush, and B's install if it waits for W2.
+    let w2_name = w2
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("name")
+        .to_string();
+    let w2_sync = fs.pause(OpKind::Sync, &w2_name);
+    fill_until_wals(&fs, &a, 3, "a");
+    sst.open();
+    // With the bug, B's install went through here and removed W1.
+    let t = std::time::Instant::now();
+    while fs.files().contains(&w1) && t.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    fs.freeze();
+    w2_sync.open();
+    let _ = flusher.join();
+    drop((a, b, db));
+    fs.crash(scree::fs::fault::CrashMode::Drop);
+    let rep = check(&fs);
+    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+    let db = Db::open(DIR, opts(&fs)).expect("reopen after a power loss");
+    let b = db
+        .keyspace("b", common::small_ks(Layout::Leveled))
+        .expect("b");
+    assert_eq!(present(&b, "b"), [true; 5]);
+}
+
+/// A file system that holds the first directory sync after `arm` until `release`.
+struct DirGate {
+    inner: FaultFs,
+    armed: std::sync::atomic::AtomicBool,
+    held: std::sync::atomic::AtomicU64,
+    open: std::sync::Mutex<bool>,
+    cv: std::sync::Condvar,
+}
+
+impl DirGate {
+    fn release(&self) {
+        *self.open.lock().expect("lock") = true;
+        self.cv.notify_all();
+    }
+}
+
+struct DirGated(std::sync::Arc<DirGate>);
+
+impl scree::fs::FileSystem for DirGated {
+    fn create(&self, path: &Path) -> std::io::Result<Box<dyn scree::fs::WritableFile>> {
+        self.0.inner.create(path)
+    }
+    fn create_log(&self, path: &Path) -> std::io::Result<Box<dyn scree::fs::WritableFile>> {
+        self.0.inner.create_log(path)
+    }
+    fn open(
+        &self,
+        path: &Path,
+        direct: bool,
+    ) -> std::io::Result<std::sync::Arc<dyn scree::fs::ReadableFile>> {
+        self.0.inner.open(path, direct)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.0.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> std::io::Result<()> {
+        self.0.inner.remove(path)
+    }
+    fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        self.0.inner.list(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        self.0.inner.create_dir_all(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering;
+        if self.0.armed.swap(false, Ordering::SeqCst) {
+            self.0.held.fetch_add(1, Ordering::SeqCst);
+            let mut g = self.0.open.lock().expect("lock");
+            while !*g {
+                g = self.0.cv.wait(g).expect("wait");
+            }
+        }
+        self.0.inner.sync_dir(dir)
+    }
+    fn sync_file(&self, path: &Path) -> std::io::Result<()> {
+        self.0.inner.sync_file(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.0.inner.exists(path)
+    }
+    fn file_size(&self, path: &Path) -> std::io::Result<u64> {
+        self.0.inner.file_size(path)
+    }
+    fn lock(&self, path: &Path) -> std::io::Result<Box<dyn scree::fs::FileLock>> {
+        self.0.inner.lock(path)
+    }
+}
+
+/// Found in review (2026-11-25): the flag saying a new WAL's directory entry was not durable was
+/// cleared before the directory sync ran, so a synced write made meanwhile (its WAL's entry
+/// still not durable) was acknowledged, and a power loss before that sync completed lost it
+/// silently. A synced write now waits for a directory sync that another thread has started.
+#[test]
+fn a_synced_write_waits_for_the_directory_sync_another_thread_started() {
+    use std::sync::atomic::Ordering;
+    let fs = FaultFs::new(12);
+    let gate = std::sync::Arc::new(DirGate {
+        inner: fs.clone(),
+        armed: std::sync::atomic::AtomicBool::new(false),
+        held: std::sync::atomic::AtomicU64::new(0),
+        open: std::sync::Mutex::new(false),
+        cv: std::sync::Condvar::new(),
+    });
+    let mut o = common::small_db();
+    o.fs = Some(std::sync::Arc::new(DirGated(gate.clone())));
+    let (db, k) = open(o).expect("open");
+    let w1 = wals(&fs)[0].clone();
+    // The first flush is held at the retired W1's sync, before its directory sync.
+    let w1_name = w1
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("name")
+        .to_string();
+    let w1_sync = fs.pause(OpKind::Sync, &w1_name);
+    fill_until_wals(&fs, &k, 2, "k");
+    assert!(w1_sync.wait_until_held(Duration::from_secs(20)) > 0);
+    // A keyspace creation's manifest edit starts the directory sync, which is held.
+    gate.armed.store(true, Ordering::SeqCst);
+    let creator = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            db.keyspace("new", common::small_ks(Layout::Leveled))
+                .map(|_| ())
+        })
+    };
+    let t = std::time::Instant::now();
+    while gate.held.load(Ordering::SeqCst) == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no directory sync held"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    w1_sync.open();
+    let (tx, rx) = mpsc::channel();
+    let writer = {
+        let k = k.clone();
+        std::thread::spawn(move || {
+            let r = k.put_opt("synced", b"yes", &WriteOptions { sync: true });
+            let _ = tx.send(());
+            r
+        })
+    };
+    let acked_early = rx.recv_timeout(Duration::from_millis(500)).is_ok();
+    gate.release();
+    creator.join().expect("creator").expect("keyspace");
+    writer.join().expect("writer").expect("synced put");
+    assert!(
+        !acked_early,
+        "a synced write was acknowledged while its WAL's directory entry was not durable"
+    );
+    fs.freeze();
+    drop((k, db));
+    fs.crash(scree::fs::fault::CrashMode::Drop);
+    let (_db, k) = open(opts(&fs)).expect("reopen");
+    assert_eq!(k.get("synced").expect("get"), Some(b"yes".to_vec()));
+}
