@@ -262,10 +262,38 @@ pub fn check_dir_with(dir: &Path, fs: Arc<dyn FileSystem>, opts: CheckOptions) -
     logs.sort_unstable();
     let live: Vec<u64> = logs.iter().copied().filter(|&n| n >= min_log).collect();
     let known: Option<Vec<u32>> = manifest_no.map(|_| versions.iter().map(|k| k.id).collect());
+    // The largest sequence number replayed so far, as recovery counts it.
+    let mut replayed_max = 0u64;
     for (i, &n) in live.iter().enumerate() {
         let later = live.get(i + 1..).unwrap_or_default();
         let chain = WalChain { sealed_from, later };
-        if check_wal(dir, &env, n, chain, known.as_deref(), &mut rep) {
+        let ends = check_wal(
+            dir,
+            &env,
+            n,
+            chain,
+            known.as_deref(),
+            &mut replayed_max,
+            &mut rep,
+        );
+        if let Some(offset) = ends {
+            // Recovery cuts the history here, and refuses to open if a keyspace flushed past
+            // this WAL holds later writes in a table: no point in time is consistent.
+            for k in versions.iter().filter(|k| k.log_number > n) {
+                let files = k.version.files();
+                if let Some(f) = files.iter().find(|f| f.meta.max_seq > replayed_max) {
+                    rep.problem(
+                        dir.join(format!("{n:06}.log")),
+                        offset,
+                        format!(
+                            "recovery would end the WAL history here, but keyspace {:?} \
+                             already holds later writes (table {:06}, sequence {} > {}): \
+                             no consistent point in time",
+                            k.name, f.meta.file_no, f.meta.max_seq, replayed_max
+                        ),
+                    );
+                }
+            }
             // Recovery drops the later logs (the note says why).
             break;
         }
@@ -615,22 +643,24 @@ struct WalChain<'a> {
     later: &'a [u64],
 }
 
-/// Checks WAL `n`; returns whether recovery's history ends in it (the later WALs would be
-/// dropped).
+/// Checks WAL `n`, raising `replayed_max` to the largest sequence number it replays; returns
+/// the offset where recovery's history ends in it, if it does (the later WALs would be
+/// dropped; for the newest WAL, a torn tail).
 fn check_wal(
     dir: &Path,
     env: &Env,
     n: u64,
     chain: WalChain<'_>,
     keyspaces: Option<&[u32]>,
+    replayed_max: &mut u64,
     rep: &mut Report,
-) -> bool {
+) -> Option<u64> {
     let path = dir.join(format!("{n:06}.log"));
     let data = match env.read_all(&path) {
         Ok(d) => d,
         Err(e) => {
             rep.error(&path, e);
-            return false;
+            return None;
         }
     };
     rep.files += 1;
@@ -638,7 +668,10 @@ fn check_wal(
     for &(ty, r, offset) in &file.batches {
         rep.records += 1;
         match batch::decode(ty, r) {
-            Ok((_, entries)) => {
+            Ok((seq, entries)) => {
+                if let Some(last) = (entries.len() as u64).checked_sub(1) {
+                    *replayed_max = (*replayed_max).max(seq.saturating_add(last));
+                }
                 rep.entries += entries.len() as u64;
                 let unknown =
                     keyspaces.and_then(|known| entries.iter().find(|e| !known.contains(&e.ks)));
@@ -659,13 +692,13 @@ fn check_wal(
     }
     let newest = chain.later.is_empty();
     match wal_chain::judge(n, &file, chain.later.first().copied(), chain.sealed_from) {
-        Ok(wal_chain::Next::Continue) => false,
+        Ok(wal_chain::Next::Continue) => None,
         Ok(wal_chain::Next::EndsAt { offset, .. }) if newest => {
             rep.notes.push(format!(
                 "{}: torn tail at offset {offset} (unacknowledged or unsynced writes, dropped by recovery)",
                 path.display()
             ));
-            false
+            Some(offset)
         }
         Ok(wal_chain::Next::EndsAt { offset, why }) => {
             // As recovery judges it: a later WAL recording a completed sync means this one
@@ -691,11 +724,11 @@ fn check_wal(
                     chain.later
                 )),
             }
-            true
+            Some(offset)
         }
         Err((offset, detail)) => {
             rep.problem(&path, offset, detail);
-            false
+            None
         }
     }
 }
