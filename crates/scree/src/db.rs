@@ -2197,9 +2197,8 @@ mod wal_tests {
 
     use super::*;
     use crate::batch::{encode_fixed, BatchEntry};
-    use crate::coding::{crc2, put_u32};
     use crate::fs::fault::{CrashMode, FaultFs};
-    use crate::log::LogEnd;
+    use crate::log::{frame, LogEnd};
 
     /// (keyspace index, key) → value; `None` for a deleted key.
     type Model = BTreeMap<(usize, Vec<u8>), Option<Vec<u8>>>;
@@ -2230,15 +2229,6 @@ mod wal_tests {
             .filter(|p| p.extension().is_some_and(|e| e == "log"))
             .filter(|p| fs.file_bytes(p).is_some_and(|d| !d.is_empty()))
             .collect()
-    }
-
-    fn frame(ty: u8, payload: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        put_u32(&mut out, crc2(&[ty], payload));
-        put_u32(&mut out, payload.len() as u32);
-        out.push(ty);
-        out.extend_from_slice(payload);
-        out
     }
 
     #[test]

@@ -366,6 +366,17 @@ fn read_typed<'a>(data: &'a [u8], types: &[u8]) -> (Vec<(u8, &'a [u8])>, LogEnd)
     (out, LogEnd::Clean)
 }
 
+/// One record as a log holds it (tests build logs by hand with it).
+#[cfg(test)]
+pub(crate) fn frame(ty: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + payload.len());
+    crate::coding::put_u32(&mut out, crate::coding::crc2(&[ty], payload));
+    crate::coding::put_u32(&mut out, payload.len() as u32);
+    out.push(ty);
+    out.extend_from_slice(payload);
+    out
+}
+
 /// Turns a [`LogEnd::Corrupt`] into an error naming the file.
 pub fn corrupt_error(path: &Path, end: &LogEnd) -> Option<Error> {
     match end {
@@ -380,7 +391,6 @@ pub fn corrupt_error(path: &Path, end: &LogEnd) -> Option<Error> {
 #[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
-    use crate::coding::{crc2, put_u32};
 
     fn encode(records: &[&[u8]]) -> Vec<u8> {
         let typed: Vec<(u8, &[u8])> = records.iter().map(|r| (FULL, *r)).collect();
@@ -406,14 +416,7 @@ mod tests {
     }
 
     fn encode_typed(records: &[(u8, &[u8])]) -> Vec<u8> {
-        let mut out = Vec::new();
-        for (ty, r) in records {
-            put_u32(&mut out, crc2(&[*ty], r));
-            put_u32(&mut out, r.len() as u32);
-            out.push(*ty);
-            out.extend_from_slice(r);
-        }
-        out
+        records.iter().flat_map(|(ty, r)| frame(*ty, r)).collect()
     }
 
     #[test]

@@ -144,16 +144,8 @@ pub(crate) fn judge(
 #[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
-    use crate::coding::{crc2, put_u32, put_varint};
-
-    fn frame(ty: u8, payload: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        put_u32(&mut out, crc2(&[ty], payload));
-        put_u32(&mut out, payload.len() as u32);
-        out.push(ty);
-        out.extend_from_slice(payload);
-        out
-    }
+    use crate::coding::put_varint;
+    use crate::log::frame;
 
     fn seal(next: u64) -> Vec<u8> {
         let mut p = Vec::new();

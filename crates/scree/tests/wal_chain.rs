@@ -28,6 +28,18 @@ fn open(o: Options) -> scree::Result<(Db, Keyspace)> {
     Ok((db, ks))
 }
 
+/// A database on `fs` with leveled keyspaces `a` and `b`.
+fn two_keyspaces(fs: &FaultFs) -> (Db, Keyspace, Keyspace) {
+    let db = Db::open(DIR, opts(fs)).expect("open");
+    let a = db
+        .keyspace("a", common::small_ks(Layout::Leveled))
+        .expect("a");
+    let b = db
+        .keyspace("b", common::small_ks(Layout::Leveled))
+        .expect("b");
+    (db, a, b)
+}
+
 /// The WAL files, oldest first.
 fn wals(fs: &FaultFs) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = fs
@@ -289,13 +301,7 @@ fn rewrite_sealed_from(fs: &FaultFs, sealed: bool) {
 fn a_wal_left_by_a_failed_removal_does_not_end_the_history() {
     let fs = FaultFs::new(6);
     {
-        let db = Db::open(DIR, opts(&fs)).expect("open");
-        let a = db
-            .keyspace("a", common::small_ks(Layout::Leveled))
-            .expect("a");
-        let b = db
-            .keyspace("b", common::small_ks(Layout::Leveled))
-            .expect("b");
+        let (db, a, b) = two_keyspaces(&fs);
         b.put(b"b", b"1").expect("put");
         db.flush().expect("flush");
         // The first WAL removal fails; later ones succeed.
@@ -339,13 +345,7 @@ fn a_wal_left_by_a_failed_removal_does_not_end_the_history() {
 #[test]
 fn a_flush_installs_only_after_the_wals_retired_while_it_ran_are_synced() {
     let fs = FaultFs::new(11);
-    let db = Db::open(DIR, opts(&fs)).expect("open");
-    let a = db
-        .keyspace("a", common::small_ks(Layout::Leveled))
-        .expect("a");
-    let b = db
-        .keyspace("b", common::small_ks(Layout::Leveled))
-        .expect("b");
+    let (db, a, b) = two_keyspaces(&fs);
     let w1 = wals(&fs)[0].clone();
     let sst = fs.pause(OpKind::Write, ".sst");
     for i in 0..5 {
@@ -534,13 +534,7 @@ fn a_synced_write_waits_for_the_directory_sync_another_thread_started() {
 fn check_reports_a_table_ahead_of_the_end_of_the_history() {
     let fs = FaultFs::new(13);
     {
-        let db = Db::open(DIR, opts(&fs)).expect("open");
-        let a = db
-            .keyspace("a", common::small_ks(Layout::Leveled))
-            .expect("a");
-        let b = db
-            .keyspace("b", common::small_ks(Layout::Leveled))
-            .expect("b");
+        let (db, a, b) = two_keyspaces(&fs);
         a.put(b"a0", b"1").expect("put");
         // B fills past its buffer: it alone rotates the WAL and is flushed, while A's write
         // stays in the first WAL.
