@@ -24,9 +24,12 @@ sorted table (*.sst), HTable (*.ht) and BloomCluster (*.bc) and checks:
     torn tail after it is ignored in every WAL) and the chain of WALs from the manifest's first
     sealed WAL (tag 7): where the replayed history ends, and the corruption of a chain that
     ends before a WAL holding a completed sync (a type-3 record among those the later WAL
-    yields before its first bad record). WALs after the end of the history are not replayed
-    and nothing else in them is checked or reported (what the decoder finds there is only a
-    note); WALs below every keyspace's log number are not read (notes only).
+    yields before its first bad record), and of a history that ends (at a missing seal, or at a
+    torn tail of the newest WAL) below a keyspace that already holds later writes (its log
+    number is above the WAL the history ends in, and a table of it has a max_seq above the
+    largest sequence number replayed up to there). WALs after the end of the history are not
+    replayed and nothing else in them is checked or reported (what the decoder finds there is
+    only a note); WALs below every keyspace's log number are not read (notes only).
 It prints a one-line summary per file, then per keyspace, then `OK` or the problems found.
 `--dump-keys [FILE]` prints (or writes to FILE) the live keys after replay (newest version
 wins, tombstones hide older ones; trie versions ordered by container depth and order key),
@@ -757,6 +760,8 @@ class Checker:
         after_seal = False
         yielded3 = 0  # type-3 records the log yields: before its first bad record, a record
                       # read right after the seal being one
+        max_seq = None  # the largest sequence number of its replayed records' entries, of any
+                        # keyspace, those skipped as already flushed included (for wal_chain)
         features = set()  # feature bits its records use (counted by wal_chain if it is read)
         versions = []  # (ks, key, rank, kind, value), replayed by wal_chain
         for off, ty, p in recs:
@@ -801,6 +806,8 @@ class Checker:
                 self.problem(name, off + 9 + e.offset, f"WAL batch: {e.msg}")
                 continue
             seq, ents = batch
+            if ents:
+                max_seq = max(max_seq or 0, seq + len(ents) - 1)
             if prev_end_seq is not None and seq <= prev_end_seq:
                 self.problem(name, off, f"batch seq {seq} not after the previous batch's last {prev_end_seq}")
             if ents:
@@ -829,7 +836,7 @@ class Checker:
                  + (f", sealed at {seal[0]} naming {seal[1]}" if seal is not None else ""))
         return dict(name=name, fno=fno, end=end, endpos=endpos, torn=torn, seal=seal,
                     ends_with_seal=ends_with_seal, tail_after_seal=tail_after_seal,
-                    has3=yielded3 > 0, features=features, versions=versions)
+                    has3=yielded3 > 0, features=features, versions=versions, max_seq=max_seq)
 
     def wal_chain(self, wals, st):
         """format.md, "WAL seals": which WALs recovery replays, and how far. `wals` are
@@ -903,6 +910,39 @@ class Checker:
                                       f"would have reported{at}: {msg}"
                                       + (f" (and {more} more)" if more else ""))
         last = replayed[-1]
+        # 4. wherever the history ends (at a missing seal; at a torn tail of the newest WAL, not
+        # one after its seal, which is ignored; a point-in-time cut is not this decoder's mode),
+        # no keyspace whose log number is above the WAL it ends in may hold a table whose max_seq
+        # exceeds the largest sequence number replayed up to there (every entry of the records
+        # replayed, of any keyspace, those skipped as already flushed included): that table
+        # holds writes from after the end ("WAL seals" in format.md). A missing seal: the WAL
+        # ends (clean, zero tail or torn tail) without one, or its seal names a WAL that is not
+        # there. A WAL whose own end is corruption (a bad record followed by valid ones, a seal
+        # that does not decode, a record after the seal) ends the history only at a
+        # point-in-time cut: recovery refuses it in the default mode, before any end.
+        ended = None  # the WAL the history ends in
+        if end_at is not None:
+            e = history[-1]
+            if ((e["seal"] is None and not e["end"].startswith("bad record"))
+                    or (e["ends_with_seal"] and e["seal"][1] is not None)):
+                ended = e
+        elif last["torn"] and not last["tail_after_seal"]:
+            ended = last
+        if ended is not None:
+            seqs = [x["max_seq"] for x in history if x["max_seq"] is not None]
+            upto = max(seqs) if seqs else 0  # nothing replayed: none (0)
+            for kid, ks in sorted(st["ks"].items()):
+                if ks["log"] <= ended["fno"]:
+                    continue
+                ahead = sorted(((t["max_seq"], fno) for fno, t in ks["tables"].items() if t["max_seq"] > upto),
+                               reverse=True)
+                if ahead:
+                    self.problem(ended["name"], ended["endpos"],
+                                 f"the WAL history ends here, but keyspace {kid} {ks['name']!r} (log number "
+                                 f"{ks['log']}) already holds later writes: table {ahead[0][1]:06d} has max_seq "
+                                 f"{ahead[0][0]} > {upto}, the largest sequence number replayed up to there"
+                                 + (f" ({len(ahead)} such tables)" if len(ahead) > 1 else "")
+                                 + ": no consistent point in time")
         if last["ends_with_seal"] and history[-1] is last:
             self.notes.append(f"{last['name']}: the newest WAL ends with a seal naming {last['seal'][1]}, "
                               f"which is not there")
