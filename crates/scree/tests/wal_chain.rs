@@ -40,6 +40,15 @@ fn two_keyspaces(fs: &FaultFs) -> (Db, Keyspace, Keyspace) {
     (db, a, b)
 }
 
+/// Holds every sync of the file at `path` until the gate opens.
+fn hold_syncs_of(fs: &FaultFs, path: &Path) -> scree::fs::fault::Gate {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("file name");
+    fs.pause(OpKind::Sync, name)
+}
+
 /// The WAL files, oldest first.
 fn wals(fs: &FaultFs) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = fs
@@ -361,12 +370,7 @@ fn a_flush_installs_only_after_the_wals_retired_while_it_ran_are_synced() {
     );
     let w2 = wals(&fs)[1].clone();
     // Every sync of W2 is held: A's flush, and B's install if it waits for W2.
-    let w2_name = w2
-        .file_name()
-        .and_then(|n| n.to_str())
-        .expect("name")
-        .to_string();
-    let w2_sync = fs.pause(OpKind::Sync, &w2_name);
+    let w2_sync = hold_syncs_of(&fs, &w2);
     fill_until_wals(&fs, &a, 3, "a");
     sst.open();
     // With the bug, B's install went through here and removed W1.
@@ -477,12 +481,7 @@ fn a_synced_write_waits_for_the_directory_sync_another_thread_started() {
     let (db, k) = open(o).expect("open");
     let w1 = wals(&fs)[0].clone();
     // The first flush is held at the retired W1's sync, before its directory sync.
-    let w1_name = w1
-        .file_name()
-        .and_then(|n| n.to_str())
-        .expect("name")
-        .to_string();
-    let w1_sync = fs.pause(OpKind::Sync, &w1_name);
+    let w1_sync = hold_syncs_of(&fs, &w1);
     fill_until_wals(&fs, &k, 2, "k");
     assert!(w1_sync.wait_until_held(Duration::from_secs(20)) > 0);
     // A keyspace creation's manifest edit starts the directory sync, which is held.
