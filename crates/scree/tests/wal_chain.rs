@@ -334,13 +334,7 @@ fn a_wal_left_by_a_failed_removal_does_not_end_the_history() {
     }
     let rep = check(&fs);
     assert!(rep.problems.is_empty(), "{:?}", rep.problems);
-    let db = Db::open(DIR, opts(&fs)).expect("reopen");
-    let a = db
-        .keyspace("a", common::small_ks(Layout::Leveled))
-        .expect("a");
-    let b = db
-        .keyspace("b", common::small_ks(Layout::Leveled))
-        .expect("b");
+    let (_db, a, b) = two_keyspaces(&fs);
     assert_eq!(a.get(b"last").expect("get"), Some(b"1".to_vec()));
     assert_eq!(b.get(b"b").expect("get"), Some(b"1".to_vec()));
 }
