@@ -1,5 +1,7 @@
 //! The `scree` command-line tool. Subcommands: `bench` (db_bench/YCSB-style workloads on every
-//! Scree layout and, with the `peers` feature, on RocksDB and LevelDB).
+//! Scree layout and, with the `peers` feature, on RocksDB and LevelDB), `stress` (the torture
+//! driver), `check` (offline verification) and the inspection commands `get`, `put`, `delete`,
+//! `scan`, `stats` and `dump`.
 
 use std::process::ExitCode;
 
@@ -7,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod check_cmd;
+mod inspect;
 mod peers;
 mod stress;
 
@@ -30,6 +33,19 @@ enum Command {
     /// Offline check of a database directory: CURRENT, manifest, every table block, WALs and
     /// layout invariants. Exits non-zero on any problem.
     Check(check_cmd::CheckArgs),
+    /// Print the value of a key (read-only open). Exits 1 when the key has no value.
+    Get(inspect::GetArgs),
+    /// Store a value (opens the database as an application would).
+    Put(inspect::PutArgs),
+    /// Delete a key (opens the database as an application would).
+    Delete(inspect::DeleteArgs),
+    /// Print a keyspace's entries in key order, `key ==> value` (read-only open; sorted layouts).
+    Scan(inspect::ScanArgs),
+    /// Print each keyspace's levels, tables and memtable bytes (read-only open).
+    Stats(inspect::StatsArgs),
+    /// Print every live file of each keyspace: level, guard or container, size, entries, key
+    /// and sequence ranges (read-only open).
+    Dump(inspect::DumpArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +53,12 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Stress(args) => exit_with("stress", stress::run(args)),
         Command::Check(args) => exit_with("check", check_cmd::run(args)),
+        Command::Get(args) => exit_with("get", inspect::get(args)),
+        Command::Put(args) => exit_with("put", inspect::put(args)),
+        Command::Delete(args) => exit_with("delete", inspect::delete(args)),
+        Command::Scan(args) => exit_with("scan", inspect::scan(args)),
+        Command::Stats(args) => exit_with("stats", inspect::stats(args)),
+        Command::Dump(args) => exit_with("dump", inspect::dump(args)),
         Command::Bench(args) => match bench::run(args) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => {
@@ -51,7 +73,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Exit code of `stress` and `check`: 0 = OK, 1 = problems found, 2 = could not run.
+/// Exit code of every command but `bench`: 0 = OK, 1 = problems found (`check`, `stress`) or
+/// key not found (`get`), 2 = could not run (the error is printed).
 fn exit_with(name: &str, r: anyhow::Result<bool>) -> ExitCode {
     match r {
         Ok(true) => ExitCode::SUCCESS,

@@ -338,6 +338,14 @@ impl Db {
         opts.validate()?;
         let dir = path.as_ref().to_path_buf();
         let fs = opts.fs.clone().unwrap_or_else(|| Arc::new(StdFs));
+        if opts.read_only && !fs.exists(&dir.join(manifest::CURRENT)) {
+            // A read-only open creates nothing, whatever `create_if_missing` says.
+            return Err(Error::InvalidArgument(format!(
+                "{} holds no database (no {}): a read-only open does not create one",
+                dir.display(),
+                manifest::CURRENT
+            )));
+        }
         if !fs.exists(&dir) {
             if !opts.create_if_missing {
                 return Err(Error::InvalidArgument(format!(
@@ -390,8 +398,18 @@ impl Db {
                 _lock: lock,
             }),
         };
-        let general = inner.opts.background_threads;
-        for i in 0..general + inner.opts.flush_threads {
+        // A read-only database runs no flush or compaction.
+        let general = if inner.opts.read_only {
+            0
+        } else {
+            inner.opts.background_threads
+        };
+        let flush_only_threads = if inner.opts.read_only {
+            0
+        } else {
+            inner.opts.flush_threads
+        };
+        for i in 0..general + flush_only_threads {
             let w = inner.clone();
             let flush_only = i >= general;
             let name = if flush_only {
@@ -445,6 +463,7 @@ impl Db {
                 core,
             });
         }
+        inner.check_writable("creating a keyspace")?;
         let policy = layout::new_layout(opts.layout)?;
         policy.configure(&opts);
         // A manifest may hold the largest id (crafted, or 2^32 keyspaces): no id is reused.
@@ -499,6 +518,30 @@ impl Db {
         })
     }
 
+    /// Opens the existing keyspace `name` with the options it has now: its layout's defaults
+    /// after a reopen, until `Db::keyspace` names it with the application's options. For
+    /// tools that do not know how a keyspace was created; `InvalidArgument` if there is none
+    /// of that name.
+    pub fn existing_keyspace(&self, name: &str) -> Result<Keyspace> {
+        let core = self
+            .inner()
+            .keyspaces
+            .read()
+            .values()
+            .find(|k| k.name == name)
+            .cloned();
+        match core {
+            Some(core) => Ok(Keyspace {
+                h: self.h.clone(),
+                core,
+            }),
+            None => Err(Error::InvalidArgument(format!(
+                "no keyspace named {name:?} (the database has {:?})",
+                self.keyspace_names()
+            ))),
+        }
+    }
+
     /// Names of the keyspaces in the database.
     pub fn keyspace_names(&self) -> Vec<String> {
         let mut v: Vec<String> = self
@@ -549,6 +592,7 @@ impl Db {
     /// Freezes every non-empty memtable and waits until all are flushed.
     pub fn flush(&self) -> Result<()> {
         let inner = self.inner();
+        inner.check_writable("flush")?;
         {
             let mut wal = inner.wal.lock();
             inner.check_bg_error()?;
@@ -580,6 +624,7 @@ impl Db {
     /// for `trie`). Data written meanwhile is compacted only where a job merges it with
     /// older data, so writes that go on do not keep the call from returning.
     pub fn compact(&self) -> Result<()> {
+        self.inner().check_writable("compact")?;
         self.flush()?;
         let inner = self.inner();
         let all: Vec<Arc<KsCore>> = inner.keyspaces.read().values().cloned().collect();
@@ -628,9 +673,12 @@ impl Db {
     }
 
     /// Waits until no flush or compaction is running or due, and the tables they made
-    /// obsolete are deleted.
+    /// obsolete are deleted. Returns at once on a database opened read-only, where none runs.
     pub fn wait_for_compactions(&self) -> Result<()> {
         let inner = self.inner();
+        if inner.opts.read_only {
+            return Ok(());
+        }
         let mut bg = inner.bg.lock();
         loop {
             inner.check_bg_error()?;
@@ -735,6 +783,31 @@ impl Keyspace {
     /// Stores `value` under `key`.
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         self.put_opt(key, value, &WriteOptions::default())
+    }
+
+    /// Every live file of the keyspace, level by level in its layout's order, with where the
+    /// layout keeps it (`ldb manifest_dump`'s view; `scree dump` prints it).
+    pub fn tables(&self) -> Vec<crate::stats::TableInfo> {
+        self.core
+            .sv()
+            .version
+            .table_places()
+            .into_iter()
+            .map(|p| {
+                let m = &p.file.meta;
+                crate::stats::TableInfo {
+                    file: format!("{:06}.{}", m.file_no, p.file.ext),
+                    level: p.level,
+                    place: p.place,
+                    size: m.size,
+                    entries: m.entries,
+                    smallest_key: m.smallest_user().to_vec(),
+                    largest_key: m.largest_user().to_vec(),
+                    min_seq: m.min_seq,
+                    max_seq: m.max_seq,
+                }
+            })
+            .collect()
     }
 
     /// Stores `value` under `key` with write options.
@@ -891,6 +964,17 @@ impl Snapshot {
 }
 
 impl DbInner {
+    /// `Error::ReadOnly` naming `op` if the database was opened read-only.
+    fn check_writable(&self, op: &'static str) -> Result<()> {
+        if self.opts.read_only {
+            return Err(Error::ReadOnly {
+                path: self.dir.clone(),
+                op,
+            });
+        }
+        Ok(())
+    }
+
     fn check_bg_error(&self) -> Result<()> {
         match &*self.bg_error.lock() {
             Some(e) => Err(Error::BackgroundError(e.clone())),
@@ -944,6 +1028,7 @@ impl DbInner {
         user_bytes: u64,
         sync: bool,
     ) -> Result<()> {
+        self.check_writable("write")?;
         let me = Pending {
             rep,
             count,
@@ -2023,34 +2108,55 @@ fn recover(
             // The log ends here. Cut it durably to its valid prefix (and drop any later log)
             // before a newer WAL exists: otherwise the next recovery would find a torn record
             // in a log that is no longer the newest, or replay discarded records.
-            truncate_log(&env, &dir, n, &data, offset, later)?;
+            // (A read-only open leaves the files as they are: it only stops replaying here.)
+            if !opts.read_only {
+                truncate_log(&env, &dir, n, &data, offset, later)?;
+            }
             break 'logs;
         }
     }
     // The replayed logs may hold writes that reached only the page cache before a process
     // crash: make them durable before a new WAL can hold synced writes, or a later power loss
     // could keep those and lose these (a hole in the history).
-    for &n in &live_logs {
-        env.sync_file(&wal_path(&dir, n))?;
+    if !opts.read_only {
+        for &n in &live_logs {
+            env.sync_file(&wal_path(&dir, n))?;
+        }
     }
+    let flush_recovered = !opts.read_only && needed_logs.len() > 1;
     live_logs.retain(|n| needed_logs.contains(n));
     let hash_key = hash_key.unwrap_or_else(rand::random);
     // New WAL and a fresh manifest holding the whole recovered state.
     let wal_no = next_file;
     let manifest_no = next_file + 1;
     next_file += 2;
-    let wal_w = env.create_log(&wal_path(&dir, wal_no), WriteCause::Wal)?;
+    let wal_w = if opts.read_only {
+        env.refusing_writer(&wal_path(&dir, wal_no), WriteCause::Wal)
+    } else {
+        env.create_log(&wal_path(&dir, wal_no), WriteCause::Wal)?
+    };
     live_logs.push(wal_no);
     for ks in cores.values() {
         let mut g = ks.sv.write();
-        if g.mem.is_empty() {
+        // When the writes to replay span several WALs, what they gave a keyspace is flushed by
+        // the background threads (LevelDB and RocksDB flush at every open). Left in the
+        // memtable, it kept every replayed WAL alive, and an application that opened, wrote
+        // a little and closed again piled up one more WAL per open, each replayed by every
+        // later open (found in session 22 with `scree put`). One WAL's worth stays in the
+        // memtable, as any unflushed memtable does; a read-only open runs no flush.
+        let recovered = !g.mem.is_empty() && flush_recovered;
+        if g.mem.is_empty() || recovered {
             *g = Arc::new(SuperVersion {
                 mem: Arc::new(Memtable::for_layout(
                     &ks.kind,
                     wal_no,
                     ks.opts().write_buffer_bytes,
                 )),
-                imms: Vec::new(),
+                imms: if recovered {
+                    vec![g.mem.clone()]
+                } else {
+                    Vec::new()
+                },
                 version: g.version.clone(),
             });
         }
@@ -2116,6 +2222,12 @@ fn recover(
             ks.sv().version.snapshot(&mut k);
             snap.keyspaces.push(k);
         }
+    }
+    if opts.read_only {
+        // Nothing below runs: no manifest is written and no file removed.
+        let number = old_manifest.unwrap_or_default();
+        let manifest = ManifestWriter::refusing(&env, &dir, number);
+        return Ok(inner_partial(manifest, LogWriter::new(wal_w)));
     }
     let manifest = ManifestWriter::create(&env, &dir, manifest_no, &snap)?;
     let inner = inner_partial(manifest, LogWriter::new(wal_w));

@@ -40,6 +40,15 @@ pub enum Error {
     /// A previous write or sync failed; the database refuses writes until reopened.
     #[error("database is read-only after a background error: {0}")]
     BackgroundError(String),
+    /// The database was opened with `Options::read_only`: it takes no writes, flushes,
+    /// compactions or new keyspaces. The text names the refused operation.
+    #[error("database at {path} is open read-only: {op} refused")]
+    ReadOnly {
+        /// The database directory.
+        path: PathBuf,
+        /// The operation refused.
+        op: &'static str,
+    },
     /// The database is shutting down.
     #[error("database is closed")]
     Closed,
@@ -90,6 +99,10 @@ impl Error {
             Error::Unsupported(s) => Error::Unsupported(s.clone()),
             Error::Locked(p) => Error::Locked(p.clone()),
             Error::BackgroundError(s) => Error::BackgroundError(s.clone()),
+            Error::ReadOnly { path, op } => Error::ReadOnly {
+                path: path.clone(),
+                op,
+            },
             Error::Closed => Error::Closed,
         }
     }

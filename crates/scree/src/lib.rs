@@ -35,4 +35,4 @@ pub use iterator::{Key, RangeIter, Value};
 pub use options::{
     KeyspaceOptions, Layout, LeveledOptions, Options, WalRecovery, MAX_KEY_BYTES, MAX_VALUE_BYTES,
 };
-pub use stats::{BytesWritten, KeyspaceStats, LevelReads, LevelStats, LevelWrites};
+pub use stats::{BytesWritten, KeyspaceStats, LevelReads, LevelStats, LevelWrites, TableInfo};

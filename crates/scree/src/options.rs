@@ -87,6 +87,15 @@ pub struct Options {
     /// that is missing, or a directory without a database (no `CURRENT`), is
     /// `Error::InvalidArgument`.
     pub create_if_missing: bool,
+    /// Open without changing anything on disk (RocksDB's `OpenForReadOnly`), for inspection
+    /// and for copies that must stay as they are. The WALs are replayed into memtables but
+    /// neither cut nor synced, no new WAL or manifest is written, no file is removed and no
+    /// flush or compaction runs. Writes, `flush`, `compact` and creating a keyspace return
+    /// `Error::ReadOnly`. The directory lock is still taken, so a read-only open cannot run
+    /// beside a writer (a missing `LOCK` file is created, the one file it may create); a path
+    /// without a database is `Error::InvalidArgument` whatever `create_if_missing` says.
+    /// Default false.
+    pub read_only: bool,
     /// Probe the last level in parallel with the upper levels on point lookups (layouts with a
     /// distinct last level). Default false: it pays only for cold reads (see docs).
     pub parallel_search: bool,
@@ -111,6 +120,7 @@ impl fmt::Debug for Options {
             .field("max_manifest_bytes", &self.max_manifest_bytes)
             .field("max_immutable_memtables", &self.max_immutable_memtables)
             .field("wal_recovery", &self.wal_recovery)
+            .field("read_only", &self.read_only)
             .field("parallel_search", &self.parallel_search)
             .finish()
     }
@@ -131,6 +141,7 @@ impl Default for Options {
             max_immutable_memtables: 2,
             wal_recovery: WalRecovery::default(),
             create_if_missing: true,
+            read_only: false,
             parallel_search: false,
             fs: None,
         }

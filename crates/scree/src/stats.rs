@@ -235,6 +235,32 @@ impl BytesWritten {
     }
 }
 
+/// One live file of a keyspace and where its layout keeps it (`Keyspace::tables`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TableInfo {
+    /// File name in the database directory (`000123.sst`; `.ht` HTables and `.bc`
+    /// BloomClusters of `trie`).
+    pub file: String,
+    /// Level (for `trie`, the depth of the container).
+    pub level: u32,
+    /// Where in the level, in the layout's words: `sentinel` or `guard "<key>"` (fragmented
+    /// levels ≥ 1), `container <id>` (trie), empty otherwise.
+    pub place: String,
+    /// File size in bytes.
+    pub size: u64,
+    /// Entries (versions and tombstones) in it.
+    pub entries: u64,
+    /// Smallest user key (empty for a BloomCluster, which holds no entries).
+    pub smallest_key: Vec<u8>,
+    /// Largest user key.
+    pub largest_key: Vec<u8>,
+    /// Smallest sequence number inside.
+    pub min_seq: u64,
+    /// Largest sequence number of the writes inside (for `trie`, the order the manifest
+    /// keeps its tables in, which is at least that).
+    pub max_seq: u64,
+}
+
 /// One level (or sub-level group) of a keyspace's layout.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LevelStats {

@@ -821,3 +821,39 @@ fn a_flush_behind_several_frozen_memtables_keeps_their_wals_replayable() {
         db.check_invariants().expect("invariants");
     }
 }
+
+/// An application that opens, writes a little and closes, again and again, kept every WAL:
+/// the writes never filled a memtable, so nothing was flushed and each open added one more WAL
+/// that every later open replayed (found in session 22, with `scree put`). Recovery now
+/// flushes what it replayed when it spans several WALs.
+#[test]
+fn reopening_after_small_writes_keeps_at_most_two_wals() {
+    for layout in Layout::implemented() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for round in 0..12u32 {
+            let db = Db::open(dir.path(), common::small_db()).expect("open");
+            let ks = db
+                .keyspace("ks", common::small_ks(layout))
+                .expect("keyspace");
+            for i in 0..=round {
+                assert_eq!(
+                    ks.get(key(i)).expect("get").as_deref(),
+                    (i < round).then_some(format!("round {i}").as_bytes()),
+                    "{layout}: key {i} before round {round}'s put"
+                );
+            }
+            ks.put(key(round), format!("round {round}")).expect("put");
+            db.wait_for_compactions().expect("wait");
+            drop(ks);
+            drop(db);
+            let wals = std::fs::read_dir(dir.path())
+                .expect("read_dir")
+                .filter(|e| {
+                    e.as_ref()
+                        .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".log"))
+                })
+                .count();
+            assert!(wals <= 2, "{layout}: {wals} WALs after {} opens", round + 1);
+        }
+    }
+}

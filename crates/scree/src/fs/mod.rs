@@ -153,6 +153,18 @@ impl Env {
         })
     }
 
+    /// A writer that refuses every append, standing in for the WAL and the manifest of a
+    /// database opened read-only: a write that got past the `Error::ReadOnly` checks fails
+    /// here instead of creating a file. Syncs succeed, as nothing was appended.
+    pub fn refusing_writer(&self, path: &Path, cause: WriteCause) -> CountedWriter {
+        CountedWriter {
+            inner: Box::new(RefusingFile),
+            path: path.to_path_buf(),
+            cause,
+            stats: self.stats.clone(),
+        }
+    }
+
     /// Opens a file for counted reads.
     pub fn open(&self, path: &Path, direct: bool) -> Result<CountedReader> {
         let inner = self.fs.open(path, direct).map_err(|e| Error::io(path, e))?;
@@ -199,6 +211,27 @@ impl Env {
     /// Lists a directory.
     pub fn list(&self, dir: &Path) -> Result<Vec<String>> {
         self.fs.list(dir).map_err(|e| Error::io(dir, e))
+    }
+}
+
+/// See [`Env::refusing_writer`].
+struct RefusingFile;
+
+impl WritableFile for RefusingFile {
+    fn append(&mut self, _data: &[u8]) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "the database is open read-only",
+        ))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn len(&self) -> u64 {
+        0
     }
 }
 

@@ -102,6 +102,16 @@ pub enum Pressure {
     Stop,
 }
 
+/// Where a live file sits in a version: see [`LayoutVersion::table_places`].
+pub struct TablePlace {
+    /// Level (for `trie`, the depth of its container).
+    pub level: u32,
+    /// Where in the level, in the layout's words (empty when the level says it all).
+    pub place: String,
+    /// The file.
+    pub file: Arc<TableFile>,
+}
+
 /// One immutable state of a keyspace's layout.
 pub trait LayoutVersion: Send + Sync {
     /// Newest version of `user_key` visible at `seq`.
@@ -116,6 +126,9 @@ pub trait LayoutVersion: Send + Sync {
     fn files(&self) -> Vec<Arc<TableFile>>;
     /// Shape, for `stats()`.
     fn level_stats(&self) -> Vec<LevelStats>;
+    /// Every live file with the level and the place in it that hold it, in the layout's
+    /// order (for `Keyspace::tables`).
+    fn table_places(&self) -> Vec<TablePlace>;
     /// Parallel search: whether this version has a distinct last level that a lookup may probe
     /// concurrently with the levels above it ([`LayoutVersion::get_upper`] then
     /// [`LayoutVersion::get_last`]). Default: no distinct last level.

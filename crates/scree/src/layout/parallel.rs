@@ -230,6 +230,9 @@ mod tests {
         fn level_stats(&self) -> Vec<crate::stats::LevelStats> {
             Vec::new()
         }
+        fn table_places(&self) -> Vec<crate::layout::TablePlace> {
+            Vec::new()
+        }
         fn has_distinct_last_level(&self) -> bool {
             true
         }

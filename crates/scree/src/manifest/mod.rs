@@ -119,6 +119,19 @@ pub struct ManifestWriter {
 pub const MAX_EDITS_PER_LARGE_MANIFEST: u64 = 1000;
 
 impl ManifestWriter {
+    /// The manifest of a database opened read-only: manifest `number` stays as it is, and an
+    /// edit logged through this writer fails (`Env::refusing_writer`).
+    pub fn refusing(env: &Env, dir: &Path, number: u64) -> Self {
+        ManifestWriter {
+            number,
+            log: LogWriter::new(
+                env.refusing_writer(&manifest_path(dir, number), WriteCause::Metadata),
+            ),
+            snapshot_len: 0,
+            edits: 0,
+        }
+    }
+
     /// Creates manifest `number` holding `snapshot`, synced, and points CURRENT at it.
     pub fn create(env: &Env, dir: &Path, number: u64, snapshot: &Edit) -> Result<Self> {
         let w = env.create(&manifest_path(dir, number), WriteCause::Metadata)?;

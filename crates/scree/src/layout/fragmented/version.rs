@@ -13,7 +13,7 @@ use super::iter::{LevelIter, SeekPool};
 use crate::coding::{put_slice, put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::iter::InternalIter;
-use crate::layout::{check_edit_tables, LayoutVersion};
+use crate::layout::{check_edit_tables, LayoutVersion, TablePlace};
 use crate::manifest::edit::{AddedTable, KsEdit, LayoutRecord, FORMAT_SORTED};
 use crate::memtable::Lookup;
 use crate::stats::LevelStats;
@@ -755,6 +755,34 @@ impl LayoutVersion for FragmentedVersion {
             .chain(self.levels.iter().skip(1).flat_map(|l| l.all_tables()))
             .cloned()
             .collect()
+    }
+
+    fn table_places(&self) -> Vec<TablePlace> {
+        let mut out: Vec<TablePlace> = self
+            .l0
+            .iter()
+            .map(|f| TablePlace {
+                level: 0,
+                place: String::new(),
+                file: f.clone(),
+            })
+            .collect();
+        for (j, lvl) in self.levels.iter().enumerate().skip(1) {
+            for g in &lvl.guards {
+                let place = match &g.key {
+                    None => "sentinel".to_string(),
+                    Some(k) => format!("guard \"{}\"", k.escape_ascii()),
+                };
+                for t in &g.tables {
+                    out.push(TablePlace {
+                        level: j as u32,
+                        place: place.clone(),
+                        file: t.clone(),
+                    });
+                }
+            }
+        }
+        out
     }
 
     fn level_stats(&self) -> Vec<LevelStats> {

@@ -15,6 +15,7 @@ use crate::iter::{InternalIter, MergingIter};
 use crate::key::cmp_ikey;
 use crate::layout::{
     check_edit_tables, Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure,
+    TablePlace,
 };
 use crate::manifest::edit::{AddedTable, KsEdit, FORMAT_SORTED};
 use crate::memtable::{Lookup, Memtable};
@@ -182,6 +183,20 @@ impl LayoutVersion for LeveledVersion {
 
     fn files(&self) -> Vec<Arc<TableFile>> {
         self.levels.iter().flatten().cloned().collect()
+    }
+
+    fn table_places(&self) -> Vec<TablePlace> {
+        let mut out = Vec::new();
+        for (l, files) in self.levels.iter().enumerate() {
+            for f in files {
+                out.push(TablePlace {
+                    level: l as u32,
+                    place: String::new(),
+                    file: f.clone(),
+                });
+            }
+        }
+        out
     }
 
     fn level_stats(&self) -> Vec<LevelStats> {

@@ -22,7 +22,7 @@ use crate::htable::{
 };
 use crate::iter::InternalIter;
 use crate::key::ValueKind;
-use crate::layout::{check_edit_tables, LayoutVersion};
+use crate::layout::{check_edit_tables, LayoutVersion, TablePlace};
 use crate::manifest::edit::{AddedTable, KsEdit, LayoutRecord};
 use crate::memtable::Lookup;
 use crate::stats::{LevelReads, LevelStats, ReadKind};
@@ -665,6 +665,29 @@ impl LayoutVersion for TrieVersion {
             out.extend(c.pile.iter().cloned());
             if let Some(cl) = &c.cluster {
                 out.push(cl.file.clone());
+            }
+        }
+        out
+    }
+
+    fn table_places(&self) -> Vec<TablePlace> {
+        let mut cs: Vec<&Arc<Container>> = self.containers.values().collect();
+        cs.sort_by_key(|c| (c.depth, c.id));
+        let mut out = Vec::new();
+        for c in cs {
+            for t in &c.pile {
+                out.push(TablePlace {
+                    level: c.depth,
+                    place: format!("container {}", c.id),
+                    file: t.clone(),
+                });
+            }
+            if let Some(cl) = &c.cluster {
+                out.push(TablePlace {
+                    level: c.depth,
+                    place: format!("container {}, BloomCluster", c.id),
+                    file: cl.file.clone(),
+                });
             }
         }
         out

@@ -1,0 +1,359 @@
+//! The inspection commands: `get`, `scan`, `stats` and `dump` open a database read-only
+//! (`Options::read_only`: nothing on disk changes); `put` and `delete` open it as an
+//! application would. Keys and values are taken and printed as text with non-printable bytes
+//! escaped (`\xNN`, as Rust's `escape_ascii`), or as hex with `--hex`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use scree::{Db, Keyspace, KeyspaceOptions, Layout, Options, WriteOptions};
+
+/// A key and its value.
+type Entry = (Vec<u8>, Vec<u8>);
+
+/// How keys and values are read from the command line and printed.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct Encoding {
+    /// Keys and values are hex, on input and output (`6b6579` for `key`).
+    #[arg(long)]
+    pub hex: bool,
+}
+
+impl Encoding {
+    fn parse(self, what: &str, s: &str) -> anyhow::Result<Vec<u8>> {
+        if !self.hex {
+            return Ok(s.as_bytes().to_vec());
+        }
+        let bytes = s.as_bytes();
+        if !bytes.len().is_multiple_of(2) {
+            bail!("{what} {s:?} is not hex: odd number of digits");
+        }
+        bytes
+            .chunks(2)
+            .map(|pair| {
+                std::str::from_utf8(pair)
+                    .ok()
+                    .and_then(|p| u8::from_str_radix(p, 16).ok())
+                    .with_context(|| format!("{what} {s:?} is not hex"))
+            })
+            .collect()
+    }
+
+    fn show(self, b: &[u8]) -> String {
+        if self.hex {
+            b.iter().map(|x| format!("{x:02x}")).collect()
+        } else {
+            b.escape_ascii().to_string()
+        }
+    }
+}
+
+/// The database and keyspace a command works on.
+#[derive(clap::Args, Debug)]
+pub struct Target {
+    /// The database directory.
+    pub dir: PathBuf,
+    /// The keyspace.
+    pub keyspace: String,
+}
+
+/// Arguments of `scree get`.
+#[derive(clap::Args, Debug)]
+pub struct GetArgs {
+    #[command(flatten)]
+    target: Target,
+    /// The key.
+    key: String,
+    #[command(flatten)]
+    enc: Encoding,
+}
+
+/// Arguments of `scree put`.
+#[derive(clap::Args, Debug)]
+pub struct PutArgs {
+    #[command(flatten)]
+    target: Target,
+    /// The key.
+    key: String,
+    /// The value.
+    value: String,
+    /// Create the keyspace with this layout if it does not exist (and the database, if the
+    /// directory holds none). Without it, a missing keyspace or database is an error.
+    #[arg(long)]
+    create: Option<Layout>,
+    /// Sync the WAL before returning (the write survives a power loss).
+    #[arg(long)]
+    sync: bool,
+    #[command(flatten)]
+    enc: Encoding,
+}
+
+/// Arguments of `scree delete`.
+#[derive(clap::Args, Debug)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    target: Target,
+    /// The key.
+    key: String,
+    /// Sync the WAL before returning.
+    #[arg(long)]
+    sync: bool,
+    #[command(flatten)]
+    enc: Encoding,
+}
+
+/// Arguments of `scree scan`.
+#[derive(clap::Args, Debug)]
+pub struct ScanArgs {
+    #[command(flatten)]
+    target: Target,
+    /// First key (inclusive).
+    #[arg(long)]
+    from: Option<String>,
+    /// End key (exclusive).
+    #[arg(long)]
+    to: Option<String>,
+    /// Only keys starting with this (with --from/--to: both apply).
+    #[arg(long)]
+    prefix: Option<String>,
+    /// Largest key first.
+    #[arg(long)]
+    reverse: bool,
+    /// Print at most this many entries.
+    #[arg(long)]
+    limit: Option<u64>,
+    /// Print keys only.
+    #[arg(long)]
+    keys_only: bool,
+    #[command(flatten)]
+    enc: Encoding,
+}
+
+/// Arguments of `scree stats`.
+#[derive(clap::Args, Debug)]
+pub struct StatsArgs {
+    /// The database directory.
+    dir: PathBuf,
+    /// Print `Db::stats()` as JSON (every field; the I/O counters cover only the open).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `scree dump`.
+#[derive(clap::Args, Debug)]
+pub struct DumpArgs {
+    /// The database directory.
+    dir: PathBuf,
+    /// Only this keyspace.
+    #[arg(long)]
+    keyspace: Option<String>,
+    /// Print JSON: one object per keyspace with its layout and tables.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    enc: Encoding,
+}
+
+fn open_read_only(dir: &Path) -> anyhow::Result<Db> {
+    let opts = Options {
+        read_only: true,
+        ..Options::default()
+    };
+    Db::open(dir, opts).with_context(|| format!("cannot open {} read-only", dir.display()))
+}
+
+fn open_keyspace(db: &Db, name: &str) -> anyhow::Result<Keyspace> {
+    Ok(db.existing_keyspace(name)?)
+}
+
+/// `scree get`: prints the value; `Ok(false)` (exit 1) when the key has none.
+pub fn get(args: GetArgs) -> anyhow::Result<bool> {
+    let key = args.enc.parse("key", &args.key)?;
+    let db = open_read_only(&args.target.dir)?;
+    let ks = open_keyspace(&db, &args.target.keyspace)?;
+    match ks.get(&key)? {
+        Some(v) => {
+            println!("{}", args.enc.show(&v));
+            Ok(true)
+        }
+        None => {
+            eprintln!("not found: {}", args.enc.show(&key));
+            Ok(false)
+        }
+    }
+}
+
+/// `scree put`.
+pub fn put(args: PutArgs) -> anyhow::Result<bool> {
+    let key = args.enc.parse("key", &args.key)?;
+    let value = args.enc.parse("value", &args.value)?;
+    let opts = Options {
+        create_if_missing: args.create.is_some(),
+        ..Options::default()
+    };
+    let db = Db::open(&args.target.dir, opts)?;
+    let ks = match args.create {
+        Some(layout) => db.keyspace(&args.target.keyspace, KeyspaceOptions::new(layout))?,
+        None => open_keyspace(&db, &args.target.keyspace)?,
+    };
+    ks.put_opt(&key, &value, &WriteOptions { sync: args.sync })?;
+    Ok(true)
+}
+
+/// `scree delete`.
+pub fn delete(args: DeleteArgs) -> anyhow::Result<bool> {
+    let key = args.enc.parse("key", &args.key)?;
+    let opts = Options {
+        create_if_missing: false,
+        ..Options::default()
+    };
+    let db = Db::open(&args.target.dir, opts)?;
+    let ks = open_keyspace(&db, &args.target.keyspace)?;
+    ks.delete_opt(&key, &WriteOptions { sync: args.sync })?;
+    Ok(true)
+}
+
+/// `scree scan`: one `key ==> value` line per entry, in key order.
+pub fn scan(args: ScanArgs) -> anyhow::Result<bool> {
+    let enc = args.enc;
+    let from = args
+        .from
+        .as_deref()
+        .map(|s| enc.parse("--from", s))
+        .transpose()?;
+    let to = args
+        .to
+        .as_deref()
+        .map(|s| enc.parse("--to", s))
+        .transpose()?;
+    let prefix = args
+        .prefix
+        .as_deref()
+        .map(|s| enc.parse("--prefix", s))
+        .transpose()?;
+    let db = open_read_only(&args.target.dir)?;
+    let ks = open_keyspace(&db, &args.target.keyspace)?;
+    let iter = match (&prefix, &from, &to) {
+        (Some(p), None, None) => ks.prefix(p),
+        _ => {
+            use std::ops::Bound;
+            let lo = from.clone().map_or(Bound::Unbounded, Bound::Included);
+            let hi = to.clone().map_or(Bound::Unbounded, Bound::Excluded);
+            ks.range::<Vec<u8>, _>((lo, hi))
+        }
+    };
+    let iter: Box<dyn Iterator<Item = scree::Result<Entry>>> = if args.reverse {
+        Box::new(iter.rev())
+    } else {
+        Box::new(iter)
+    };
+    let limit = args.limit.unwrap_or(u64::MAX);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut shown = 0u64;
+    for item in iter {
+        if shown >= limit {
+            break;
+        }
+        let (k, v) = item?;
+        if prefix.as_ref().is_some_and(|p| !k.starts_with(p)) {
+            continue;
+        }
+        if args.keys_only {
+            writeln!(out, "{}", enc.show(&k))?;
+        } else {
+            writeln!(out, "{} ==> {}", enc.show(&k), enc.show(&v))?;
+        }
+        shown += 1;
+    }
+    out.flush()?;
+    Ok(true)
+}
+
+/// `scree stats`: each keyspace's levels and memtable, or the whole `Stats` as JSON.
+pub fn stats(args: StatsArgs) -> anyhow::Result<bool> {
+    let db = open_read_only(&args.dir)?;
+    let s = db.stats();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(true);
+    }
+    for ks in &s.keyspaces {
+        let tables: u64 = ks.levels.iter().map(|l| l.tables).sum();
+        let bytes: u64 = ks.levels.iter().map(|l| l.bytes).sum();
+        println!(
+            "keyspace {:?} ({}): {tables} tables, {bytes} bytes; {} bytes in memtables (replayed from the WAL)",
+            ks.name, ks.layout, ks.memtable_bytes
+        );
+        for l in &ks.levels {
+            println!(
+                "  level {}: {} tables, {} bytes{}{}",
+                l.level,
+                l.tables,
+                l.bytes,
+                if l.detail.is_empty() { "" } else { "; " },
+                l.detail
+            );
+        }
+    }
+    println!("last sequence number: {}", db.snapshot().sequence());
+    Ok(true)
+}
+
+/// `scree dump`: every keyspace's live files, level by level, with key and sequence ranges.
+pub fn dump(args: DumpArgs) -> anyhow::Result<bool> {
+    let db = open_read_only(&args.dir)?;
+    let names = match &args.keyspace {
+        Some(k) => vec![k.clone()],
+        None => db.keyspace_names(),
+    };
+    let enc = args.enc;
+    let mut json = Vec::new();
+    for name in names {
+        let ks = open_keyspace(&db, &name)?;
+        let tables = ks.tables();
+        if args.json {
+            json.push(serde_json::json!({
+                "keyspace": name,
+                "layout": ks.layout().name(),
+                "tables": tables.iter().map(|t| serde_json::json!({
+                    "file": t.file,
+                    "level": t.level,
+                    "place": t.place,
+                    "size": t.size,
+                    "entries": t.entries,
+                    "smallest_key": enc.show(&t.smallest_key),
+                    "largest_key": enc.show(&t.largest_key),
+                    "min_seq": t.min_seq,
+                    "max_seq": t.max_seq,
+                })).collect::<Vec<_>>(),
+            }));
+            continue;
+        }
+        println!(
+            "keyspace {name:?} ({}): {} files",
+            ks.layout(),
+            tables.len()
+        );
+        for t in &tables {
+            println!(
+                "  level {}{}{}: {} {} bytes, {} entries, keys [{} .. {}], seq {}..{}",
+                t.level,
+                if t.place.is_empty() { "" } else { ", " },
+                t.place,
+                t.file,
+                t.size,
+                t.entries,
+                enc.show(&t.smallest_key),
+                enc.show(&t.largest_key),
+                t.min_seq,
+                t.max_seq
+            );
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    }
+    Ok(true)
+}

@@ -1,0 +1,217 @@
+//! The inspection commands end to end, through the built `scree` binary: what `put`, `delete`,
+//! `get` and `scan` print and exit with, `dump` and `stats` against the library's own view, and
+//! that the read-only commands leave every file as it was.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use scree::{Db, KeyspaceOptions, Layout, Options};
+
+fn scree(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_scree"))
+        .args(args)
+        .output()
+        .expect("run scree")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| {
+            let e = e.expect("entry");
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).expect("read"))
+        })
+        .collect()
+}
+
+#[test]
+fn put_get_scan_and_delete_through_the_command_line() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    let d = dir.to_str().expect("utf-8 path");
+    // Without --create, a missing database is an error (exit 2) and nothing is created.
+    let o = scree(&["put", d, "users", "alice", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!dir.exists());
+    let o = scree(&["put", d, "users", "alice", "1", "--create", "leveled"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for i in 1..=5 {
+        let v = format!("value {i}");
+        let o = scree(&["put", d, "users", &format!("user{i}"), &v]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    // Non-UTF-8 bytes through --hex: key ff00, value 00 01 fe.
+    let o = scree(&["put", d, "users", "ff00", "0001fe", "--hex", "--sync"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    let o = scree(&["get", d, "users", "user3"]);
+    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "value 3\n".into()));
+    let o = scree(&["get", d, "users", "ff00", "--hex"]);
+    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "0001fe\n".into()));
+    // Without --hex the same value prints escaped.
+    let o = scree(&["scan", d, "users", "--from", "\u{7f}"]);
+    assert_eq!(stdout(&o), "\\xff\\x00 ==> \\x00\\x01\\xfe\n");
+    let o = scree(&["get", d, "users", "bob"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o), "not found: bob\n");
+
+    let o = scree(&["scan", d, "users", "--limit", "3"]);
+    assert_eq!(
+        stdout(&o),
+        "alice ==> 1\nuser1 ==> value 1\nuser2 ==> value 2\n"
+    );
+    let o = scree(&[
+        "scan",
+        d,
+        "users",
+        "--prefix",
+        "user",
+        "--reverse",
+        "--keys-only",
+    ]);
+    assert_eq!(stdout(&o), "user5\nuser4\nuser3\nuser2\nuser1\n");
+    let o = scree(&["scan", d, "users", "--from", "user2", "--to", "user4"]);
+    assert_eq!(stdout(&o), "user2 ==> value 2\nuser3 ==> value 3\n");
+
+    let o = scree(&["delete", d, "users", "user3"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = scree(&["get", d, "users", "user3"]);
+    assert_eq!(o.status.code(), Some(1));
+    let o = scree(&["scan", d, "users", "--prefix", "user", "--keys-only"]);
+    assert_eq!(stdout(&o), "user1\nuser2\nuser4\nuser5\n");
+
+    // The library reads the same.
+    let db = Db::open(&dir, Options::default()).expect("open");
+    let ks = db.existing_keyspace("users").expect("keyspace");
+    assert_eq!(ks.get(b"user2").expect("get"), Some(b"value 2".to_vec()));
+    assert_eq!(ks.get(b"user3").expect("get"), None);
+    assert_eq!(
+        ks.get([0xff, 0x00]).expect("get"),
+        Some(vec![0x00, 0x01, 0xfe])
+    );
+}
+
+#[test]
+fn errors_name_what_is_wrong_and_exit_2() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path().to_str().expect("utf-8 path");
+    let o = scree(&["put", d, "t", "k", "v", "--create", "trie"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = scree(&["get", d, "nope", "k"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("no keyspace named \"nope\" (the database has [\"t\"])"),
+        "{}",
+        stderr(&o)
+    );
+    let o = scree(&["get", d, "t", "abc", "--hex"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not hex"), "{}", stderr(&o));
+    // A trie keyspace is hash-ordered: scans say so.
+    let o = scree(&["scan", d, "t"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("hash-ordered"), "{}", stderr(&o));
+    let o = scree(&["get", d, "t", "k"]);
+    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "v\n".into()));
+    // A database another process holds is refused, not read beside it.
+    let db = Db::open(tmp.path(), Options::default()).expect("open");
+    let o = scree(&["get", d, "t", "k"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("locked"), "{}", stderr(&o));
+    drop(db);
+}
+
+#[test]
+fn dump_and_stats_list_what_the_library_sees_and_change_no_file() {
+    for layout in [Layout::Leveled, Layout::Fragmented, Layout::Trie] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let d = tmp.path().to_str().expect("utf-8 path");
+        let n = 3000u64;
+        let tables = {
+            let mut o = KeyspaceOptions::new(layout);
+            o.write_buffer_bytes = 64 << 10;
+            o.trie.pile_size = 2;
+            o.trie.last_level_depth = 2;
+            o.fragmented.l0_compaction_trigger = 2;
+            o.fragmented.top_level_bits = 6;
+            o.fragmented.bit_decrement = 1;
+            o.fragmented.max_levels = 4;
+            let db = Db::open(tmp.path(), Options::default()).expect("open");
+            let ks = db.keyspace("ks", o).expect("keyspace");
+            for i in 0..n {
+                ks.put(format!("key{i:06}"), [b'v'; 100]).expect("put");
+            }
+            db.flush().expect("flush");
+            db.wait_for_compactions().expect("wait");
+            ks.tables()
+        };
+        assert!(tables.len() > 2, "{layout}: {} tables", tables.len());
+        let before = files(tmp.path());
+
+        let o = scree(&["dump", d, "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
+        let ks = &v[0];
+        assert_eq!(ks["keyspace"], "ks");
+        assert_eq!(ks["layout"], layout.name());
+        let listed = ks["tables"].as_array().expect("tables");
+        assert_eq!(listed.len(), tables.len(), "{layout}");
+        for (j, t) in listed.iter().zip(&tables) {
+            assert_eq!(j["file"], t.file.as_str());
+            assert_eq!(j["level"], t.level);
+            assert_eq!(j["place"], t.place.as_str());
+            assert_eq!(j["entries"], t.entries);
+            assert!(
+                before.contains_key(&t.file),
+                "{layout}: {} not on disk",
+                t.file
+            );
+        }
+        // Every key is in exactly one table (nothing was overwritten), BloomClusters hold none.
+        let entries: u64 = tables.iter().map(|t| t.entries).sum();
+        assert_eq!(entries, n, "{layout}");
+        if layout == Layout::Fragmented {
+            assert!(
+                tables.iter().any(|t| t.place.starts_with("guard \"")),
+                "{layout}: no table in a guard: {tables:?}"
+            );
+        }
+        if layout == Layout::Trie {
+            assert!(tables.iter().all(|t| t.place.starts_with("container ")));
+        }
+        let o = scree(&["dump", d]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(stdout(&o).starts_with(&format!(
+            "keyspace \"ks\" ({layout}): {} files\n",
+            tables.len()
+        )));
+
+        let o = scree(&["stats", d, "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let s: scree::Stats = serde_json::from_str(&stdout(&o)).expect("stats json");
+        let ks_stats = s.keyspaces.first().expect("one keyspace");
+        let level_tables: u64 = ks_stats.levels.iter().map(|l| l.tables).sum();
+        let data_tables = tables.iter().filter(|t| !t.file.ends_with(".bc")).count() as u64;
+        assert_eq!(level_tables, data_tables, "{layout}");
+        assert_eq!(ks_stats.memtable_bytes, 0, "{layout}: all flushed");
+        let o = scree(&["stats", d]);
+        assert!(stdout(&o).starts_with(&format!("keyspace \"ks\" ({layout}): ")));
+        let o = scree(&["get", d, "ks", "key000042"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+        assert!(
+            files(tmp.path()) == before,
+            "{layout}: a read-only command changed a file"
+        );
+    }
+}
