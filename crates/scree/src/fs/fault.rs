@@ -12,6 +12,25 @@
 //!   synced length and then treating the unsynced bytes as [`CrashMode`] says (dropped, a random
 //!   prefix kept, zero-filled, or garbage).
 //!
+//! Directory entries: by default a crash loses *all* of a directory's namespace changes since
+//! its last [`FileSystem::sync_dir`] together, as if the directory were written back in one
+//! piece. [`FaultFs::with_dir_entries_out_of_order`] (or
+//! [`FaultFs::set_dir_entries_out_of_order`]) models file systems that write directory-entry
+//! changes back independently and out of order before the directory's fsync: each unsynced
+//! namespace change then survives a crash on its own with probability 1/2, drawn from the
+//! fs's seeded generator (deterministic; [`FaultFs::reseed`] sets it). A change is one
+//! operation: a `create` (the name now points at the new file), a `remove` (the name is gone),
+//! or a `rename`, which is atomic (both the source removed and the target pointing at the
+//! file, or neither). The surviving changes are applied in their original order on top of the
+//! durable namespace, so every name ends in one of the states it had since the last sync (the
+//! state the last surviving change touching it left, or its durable one). A surviving rename
+//! whose source's `create` did not survive still puts the file at the target; one whose source
+//! was renamed there by a change that did not survive leaves the file under both names (like a
+//! hard link). A `sync_dir` makes durable the part of each change that is in that directory
+//! (the other half of a rename across directories stays pending). Only changes made while the
+//! setting is on are recorded; [`FaultFs::dir_changes_at_last_crash`] lists what the last crash
+//! kept and lost.
+//!
 //! Faults: [`FaultFs::inject`] makes the Nth operation of a kind (or of any kind) fail with `EIO`
 //! or `ENOSPC`, once or persistently, optionally as a short write (half the bytes land, then the
 //! error). [`FaultFs::freeze_at_op`] makes the fs "lose power" just before operation N: that
@@ -174,6 +193,16 @@ impl CrashMode {
     ];
 }
 
+/// One namespace change not yet covered by a directory sync (out-of-order mode only).
+#[derive(Clone)]
+struct DirChange {
+    /// For reports: `create /d/a`, `rename /d/a -> /d/b`, `remove /d/a`.
+    what: String,
+    /// What the change did to each name, applied in order when it survives: the inode the name
+    /// points at afterwards, or `None` when the name is gone.
+    names: Vec<(PathBuf, Option<u64>)>,
+}
+
 /// Counters of what the fault layer did (for the figures in docs/reliability.md).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FaultStats {
@@ -223,6 +252,12 @@ struct State {
     /// Operation log, when tracing.
     trace: Option<Vec<String>>,
     rng: u64,
+    /// Whether unsynced namespace changes survive a crash independently (see the module docs).
+    dir_out_of_order: bool,
+    /// The unsynced namespace changes, oldest first (recorded only when `dir_out_of_order`).
+    pending: Vec<DirChange>,
+    /// What the last crash did with each pending change: (description, survived).
+    last_crash_dir: Vec<(String, bool)>,
 }
 
 impl State {
@@ -310,13 +345,58 @@ impl State {
     }
 
     fn gc(&mut self) {
+        let pending = self
+            .pending
+            .iter()
+            .flat_map(|c| c.names.iter().filter_map(|(_, i)| *i));
         let used: HashSet<u64> = self
             .live
             .values()
             .chain(self.durable.values())
             .copied()
+            .chain(pending)
             .collect();
         self.inodes.retain(|k, _| used.contains(k));
+    }
+
+    /// Records a namespace change for an out-of-order crash (nothing in the default mode).
+    fn record(&mut self, what: String, names: Vec<(PathBuf, Option<u64>)>) {
+        if self.dir_out_of_order {
+            self.pending.push(DirChange { what, names });
+        }
+    }
+
+    /// Forgets the pending changes of the names `made_durable` selects: they are durable now.
+    fn settle(&mut self, made_durable: impl Fn(&Path) -> bool) {
+        for c in &mut self.pending {
+            c.names.retain(|(p, _)| !made_durable(p));
+        }
+        self.pending.retain(|c| !c.names.is_empty());
+    }
+
+    /// The namespace a crash leaves: the durable one, plus (out of order) each pending change
+    /// that survives a coin flip, applied in order.
+    fn surviving_namespace(&mut self) -> BTreeMap<PathBuf, u64> {
+        let mut ns = self.durable.clone();
+        let pending = std::mem::take(&mut self.pending);
+        self.last_crash_dir.clear();
+        for c in pending {
+            let keep = self.rand() & 1 == 1;
+            if keep {
+                for (p, ino) in &c.names {
+                    match ino {
+                        Some(i) => ns.insert(p.clone(), *i),
+                        None => ns.remove(p),
+                    };
+                }
+            }
+            if let Some(t) = self.trace.as_mut() {
+                let verdict = if keep { "kept" } else { "lost" };
+                t.push(format!("crash: {verdict} {}", c.what));
+            }
+            self.last_crash_dir.push((c.what, keep));
+        }
+        ns
     }
 }
 
@@ -411,7 +491,8 @@ impl FaultFs {
     }
 
     /// A deep copy of the whole state (live and durable), sharing nothing with `self`.
-    /// Faults, freeze point and locks are not copied.
+    /// Faults, freeze point and locks are not copied; the out-of-order directory setting and
+    /// the pending namespace changes are.
     pub fn deep_clone(&self) -> FaultFs {
         let s = self.sh.state.lock();
         let mut inodes = HashMap::new();
@@ -434,6 +515,8 @@ impl FaultFs {
             durable: s.durable.clone(),
             dirs: s.dirs.clone(),
             rng: s.rng,
+            dir_out_of_order: s.dir_out_of_order,
+            pending: s.pending.clone(),
             ..Default::default()
         };
         FaultFs {
@@ -444,6 +527,51 @@ impl FaultFs {
                 epoch: AtomicU64::new(0),
             }),
         }
+    }
+
+    /// This file system with out-of-order directory-entry write-back on (see the module docs).
+    pub fn with_dir_entries_out_of_order(self) -> Self {
+        self.set_dir_entries_out_of_order(true);
+        self
+    }
+
+    /// Turns out-of-order directory-entry write-back on or off (see the module docs). Only
+    /// namespace changes made while it is on can survive a crash without a directory sync;
+    /// turning it off forgets the recorded ones (a crash then loses them all, the default).
+    pub fn set_dir_entries_out_of_order(&self, on: bool) {
+        let mut s = self.sh.state.lock();
+        s.dir_out_of_order = on;
+        if !on {
+            s.pending.clear();
+            s.gc();
+        }
+    }
+
+    /// Whether out-of-order directory-entry write-back is on.
+    pub fn dir_entries_out_of_order(&self) -> bool {
+        self.sh.state.lock().dir_out_of_order
+    }
+
+    /// Restarts the generator behind every random choice of a crash as [`FaultFs::new`] with
+    /// `seed` would (for loops that crash deep copies of one image and want each crash to
+    /// draw differently).
+    pub fn reseed(&self, seed: u64) {
+        self.sh.state.lock().rng = seed ^ 0x9E37_79B9_7F4A_7C15;
+    }
+
+    /// The namespace changes not yet covered by a directory sync, oldest first, as
+    /// `create /d/a`, `rename /d/a -> /d/b` or `remove /d/a` (recorded only in the
+    /// out-of-order mode).
+    pub fn pending_dir_changes(&self) -> Vec<String> {
+        let s = self.sh.state.lock();
+        s.pending.iter().map(|c| c.what.clone()).collect()
+    }
+
+    /// What the last [`FaultFs::crash`] did with each pending namespace change, oldest first:
+    /// (description as in [`FaultFs::pending_dir_changes`], whether it survived). Empty
+    /// outside the out-of-order mode.
+    pub fn dir_changes_at_last_crash(&self) -> Vec<(String, bool)> {
+        self.sh.state.lock().last_crash_dir.clone()
     }
 
     /// Adds a fault rule (counting starts now).
@@ -521,7 +649,8 @@ impl FaultFs {
         self.sh.epoch.store(s.epoch, Ordering::SeqCst);
     }
 
-    /// Simulates a power loss: the durable state becomes the live state (see the module docs).
+    /// Simulates a power loss: the durable state becomes the live state (see the module docs;
+    /// out of order, each unsynced namespace change survives or not first).
     /// Open handles become dead: their operations fail. Fault rules and the freeze point are
     /// cleared; the operation counter keeps counting. Held locks stay held until their guards
     /// are dropped.
@@ -531,7 +660,7 @@ impl FaultFs {
         }
         let mut s = self.sh.state.lock();
         let mut inodes = HashMap::new();
-        let durable = s.durable.clone();
+        let durable = s.surviving_namespace();
         for ino in durable.values() {
             if inodes.contains_key(ino) {
                 continue;
@@ -589,7 +718,8 @@ impl FaultFs {
             );
         }
         s.inodes = inodes;
-        s.live = durable;
+        s.live = durable.clone();
+        s.durable = durable;
         s.rules.clear();
         s.freeze_at = None;
         s.frozen = false;
@@ -638,6 +768,7 @@ impl FaultFs {
         }
         s.live.insert(path.to_path_buf(), ino);
         s.durable.insert(path.to_path_buf(), ino);
+        s.settle(|p| p == path);
         s.gc();
     }
 
@@ -646,6 +777,7 @@ impl FaultFs {
         let mut s = self.sh.state.lock();
         s.live.remove(path);
         s.durable.remove(path);
+        s.settle(|p| p == path);
         s.gc();
     }
 
@@ -812,6 +944,10 @@ impl FileSystem for FaultFs {
         let (ino, r) = s.new_inode();
         s.live.insert(path.to_path_buf(), ino);
         s.created.insert(path.to_path_buf());
+        s.record(
+            format!("create {}", path.display()),
+            vec![(path.to_path_buf(), Some(ino))],
+        );
         s.gc();
         Ok(Box::new(FaultWritable {
             fs: self.clone(),
@@ -842,6 +978,10 @@ impl FileSystem for FaultFs {
         s.check(OpKind::Rename, to)?;
         let ino = s.live.remove(from).ok_or_else(|| not_found(from))?;
         s.live.insert(to.to_path_buf(), ino);
+        s.record(
+            format!("rename {} -> {}", from.display(), to.display()),
+            vec![(from.to_path_buf(), None), (to.to_path_buf(), Some(ino))],
+        );
         s.gc();
         Ok(())
     }
@@ -851,6 +991,10 @@ impl FileSystem for FaultFs {
         let mut s = self.sh.state.lock();
         s.check(OpKind::Remove, path)?;
         s.live.remove(path).ok_or_else(|| not_found(path))?;
+        s.record(
+            format!("remove {}", path.display()),
+            vec![(path.to_path_buf(), None)],
+        );
         s.gc();
         Ok(())
     }
@@ -903,6 +1047,7 @@ impl FileSystem for FaultFs {
             .map(|(p, i)| (p.clone(), *i))
             .collect();
         s.durable.extend(entries);
+        s.settle(|p| p.parent() == Some(dir));
         s.gc();
         Ok(())
     }
@@ -1048,6 +1193,147 @@ mod tests {
         fs.crash(CrashMode::Drop);
         assert!(!fs.exists(&p("/d/a")));
         fs.create(&p("/d/a")).expect("works after the crash");
+    }
+
+    /// A durable file `/d/name` holding `data`.
+    fn durable_file(fs: &FaultFs, name: &str, data: &[u8]) {
+        let mut w = fs.create(&p(name)).expect("create");
+        w.append(data).expect("append");
+        w.sync().expect("sync");
+        fs.sync_dir(&p("/d")).expect("sync dir");
+    }
+
+    #[test]
+    fn out_of_order_creates_survive_independently_and_deterministically() {
+        // (a survived, b survived) for each seed.
+        let run = |seed: u64| {
+            let fs = FaultFs::new(seed).with_dir_entries_out_of_order();
+            fs.create_dir_all(&p("/d")).expect("mkdir");
+            for name in ["/d/a", "/d/b"] {
+                let mut w = fs.create(&p(name)).expect("create");
+                w.append(name.as_bytes()).expect("append");
+                w.sync().expect("sync");
+            }
+            assert_eq!(fs.pending_dir_changes(), ["create /d/a", "create /d/b"]);
+            fs.crash(CrashMode::Drop);
+            let got = (fs.exists(&p("/d/a")), fs.exists(&p("/d/b")));
+            // A surviving entry points at the file's synced bytes.
+            for (name, there) in [("/d/a", got.0), ("/d/b", got.1)] {
+                let want = there.then(|| name.as_bytes().to_vec());
+                assert_eq!(fs.file_bytes(&p(name)), want, "seed {seed}");
+            }
+            assert_eq!(
+                fs.dir_changes_at_last_crash(),
+                [
+                    ("create /d/a".to_string(), got.0),
+                    ("create /d/b".to_string(), got.1)
+                ]
+            );
+            assert!(fs.pending_dir_changes().is_empty());
+            got
+        };
+        let mut seen = BTreeSet::new();
+        for seed in 0..64 {
+            let got = run(seed);
+            assert_eq!(run(seed), got, "seed {seed} is not deterministic");
+            seen.insert(got);
+        }
+        // A create that survives, one that does not, and every combination of the two.
+        assert_eq!(seen.len(), 4, "{seen:?}");
+    }
+
+    #[test]
+    fn out_of_order_renames_are_atomic_and_removes_all_or_nothing() {
+        let mut seen = BTreeSet::new();
+        for seed in 0..64 {
+            let fs = FaultFs::new(seed);
+            fs.set_dir_entries_out_of_order(true);
+            assert!(fs.dir_entries_out_of_order());
+            fs.create_dir_all(&p("/d")).expect("mkdir");
+            durable_file(&fs, "/d/CURRENT", b"v1");
+            durable_file(&fs, "/d/x", b"x");
+            durable_file(&fs, "/d/r", b"r");
+            // The CURRENT pattern: temp file, sync, rename over the old one.
+            let mut w = fs.create(&p("/d/tmp")).expect("create");
+            w.append(b"v2").expect("append");
+            w.sync().expect("sync");
+            fs.rename(&p("/d/tmp"), &p("/d/CURRENT")).expect("rename");
+            fs.rename(&p("/d/x"), &p("/d/y")).expect("rename");
+            fs.remove(&p("/d/r")).expect("remove");
+            // Created and removed before any sync: it can come back.
+            let mut w = fs.create(&p("/d/gone")).expect("create");
+            w.append(b"g").expect("append");
+            w.sync().expect("sync");
+            fs.remove(&p("/d/gone")).expect("remove");
+            fs.crash(CrashMode::Drop);
+            let bytes = |n: &str| fs.file_bytes(&p(n));
+            let renamed = bytes("/d/CURRENT") == Some(b"v2".to_vec());
+            if renamed {
+                assert_eq!(bytes("/d/tmp"), None, "seed {seed}");
+            } else {
+                assert_eq!(bytes("/d/CURRENT").as_deref(), Some(&b"v1"[..]));
+                // The temp file's create may have survived without the rename.
+                assert!(matches!(bytes("/d/tmp").as_deref(), None | Some(b"v2")));
+            }
+            // A rename is never half done: the file is under exactly one of its names.
+            let moved = match (bytes("/d/x"), bytes("/d/y")) {
+                (Some(a), None) if a == b"x" => false,
+                (None, Some(b)) if b == b"x" => true,
+                other => panic!("seed {seed}: rename half applied: {other:?}"),
+            };
+            let removed = match bytes("/d/r") {
+                None => true,
+                Some(r) if r == b"r" => false,
+                Some(r) => panic!("seed {seed}: {r:?}"),
+            };
+            let back = match bytes("/d/gone") {
+                None => false,
+                Some(g) if g == b"g" => true,
+                Some(g) => panic!("seed {seed}: {g:?}"),
+            };
+            seen.insert((renamed, moved, removed, back));
+            // The survivors are durable now: a second crash keeps exactly them.
+            let files = fs.files();
+            fs.crash(CrashMode::Drop);
+            assert_eq!(fs.files(), files);
+        }
+        for i in 0..4 {
+            let values: BTreeSet<bool> = seen.iter().map(|t| [t.0, t.1, t.2, t.3][i]).collect();
+            assert_eq!(
+                values.len(),
+                2,
+                "change {i} always or never survived: {seen:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn out_of_order_changes_a_dir_sync_covered_all_survive() {
+        for seed in 0..16 {
+            let fs = FaultFs::new(seed).with_dir_entries_out_of_order();
+            fs.create_dir_all(&p("/d")).expect("mkdir");
+            fs.create_dir_all(&p("/e")).expect("mkdir");
+            durable_file(&fs, "/d/a", b"a");
+            fs.create(&p("/d/b")).expect("create");
+            fs.rename(&p("/d/a"), &p("/d/c")).expect("rename");
+            fs.create(&p("/e/f")).expect("create");
+            fs.sync_dir(&p("/d")).expect("sync dir");
+            // Only the change in the other directory is still pending.
+            assert_eq!(fs.pending_dir_changes(), ["create /e/f"]);
+            let copy = fs.deep_clone();
+            assert!(copy.dir_entries_out_of_order());
+            assert_eq!(copy.pending_dir_changes(), ["create /e/f"]);
+            fs.crash(CrashMode::Drop);
+            assert!(fs.exists(&p("/d/b")) && fs.exists(&p("/d/c")) && !fs.exists(&p("/d/a")));
+        }
+        // Off again: nothing is recorded and a crash loses every unsynced change.
+        let fs = FaultFs::new(3).with_dir_entries_out_of_order();
+        fs.set_dir_entries_out_of_order(false);
+        fs.create_dir_all(&p("/d")).expect("mkdir");
+        fs.create(&p("/d/a")).expect("create");
+        assert!(fs.pending_dir_changes().is_empty());
+        fs.crash(CrashMode::Drop);
+        assert!(fs.files().is_empty() && fs.dir_changes_at_last_crash().is_empty());
     }
 
     #[test]
