@@ -19,7 +19,7 @@
 //! `SCREE_CRASH_STRIDE` (default 1: every N), `SCREE_CRASH_ALL_MODES=1` (every crash mode at
 //! every N instead of rotating), and the two above. Figures: run with `-- --nocapture`. A long
 //! run of the out-of-order loops (~2 min): `SCREE_CRASH_DIR_STRIDE=1 SCREE_CRASH_DIR_SEEDS=8
-//! cargo test -p scree --test crash_consistency dir_out_of_order -- --include-ignored
+//! cargo test -p scree --test crash_consistency dir_out_of_order --
 //! --nocapture`.
 
 mod common;
@@ -531,43 +531,36 @@ fn crash_during_recovery() {
 // and at recovery, where the loop `recovery` meets it with more seeds). Ignored until the
 // engine syncs the directory before CURRENT can name a new manifest.
 #[test]
-#[ignore = "engine bug: CURRENT renamed before the new manifest's entry is durable; reliability.md"]
 fn crash_dir_out_of_order_synced_puts() {
     crash_loop_with("synced_puts", true);
 }
 
 #[test]
-#[ignore = "engine bug: CURRENT renamed before the new manifest's entry is durable; reliability.md"]
 fn crash_dir_out_of_order_unsynced_puts() {
     crash_loop_with("unsynced_puts", true);
 }
 
 #[test]
-#[ignore = "engine bug: CURRENT renamed before the new manifest's entry is durable; reliability.md"]
 fn crash_dir_out_of_order_batches() {
     crash_loop_with("batches", true);
 }
 
 #[test]
-#[ignore = "engine bug: CURRENT renamed before the new manifest's entry is durable; reliability.md"]
 fn crash_dir_out_of_order_flush() {
     crash_loop_with("flush", true);
 }
 
 #[test]
-#[ignore = "engine bug: CURRENT renamed before the new manifest's entry is durable; reliability.md"]
 fn crash_dir_out_of_order_compaction() {
     crash_loop_with("compaction", true);
 }
 
 #[test]
-#[ignore = "engine bug: CURRENT renamed before the new manifest's entry is durable; reliability.md"]
 fn crash_dir_out_of_order_manifest_rollover() {
     crash_loop_with("manifest_rollover", true);
 }
 
 #[test]
-#[ignore = "engine bug: CURRENT renamed before the new manifest's entry is durable; reliability.md"]
 fn crash_dir_out_of_order_wal_rotation() {
     crash_loop_with("wal_rotation", true);
 }

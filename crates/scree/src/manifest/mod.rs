@@ -54,6 +54,12 @@ pub fn write_current(env: &Env, dir: &Path, n: u64) -> Result<()> {
     w.append(text.as_bytes())?;
     w.sync()?;
     drop(w);
+    // The manifest's directory entry (and the temporary file's) must be durable before the
+    // rename can be: a file system may write directory entries back out of order, and a power
+    // loss could otherwise keep the new CURRENT and lose the manifest it names, and the
+    // database would not open (found with `FaultFs`'s out-of-order directory mode, session
+    // 22). LevelDB syncs the directory when it syncs a manifest for the same reason.
+    env.sync_dir(dir)?;
     env.rename(&tmp, &dir.join(CURRENT))?;
     env.sync_dir(dir)
 }
