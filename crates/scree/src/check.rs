@@ -208,6 +208,8 @@ pub fn check_dir_with(dir: &Path, fs: Arc<dyn FileSystem>, opts: CheckOptions) -
     if let Some(n) = manifest_no {
         sealed_from = check_manifest(dir, &env, &tables, n, &mut rep, &mut versions);
     }
+    // Log numbers of a manifest read only in part say nothing about which WALs must exist.
+    let manifest_sound = rep.problems.is_empty();
 
     // Every file the manifest names.
     let mut named = std::collections::HashSet::new();
@@ -260,6 +262,16 @@ pub fn check_dir_with(dir: &Path, fs: Arc<dyn FileSystem>, opts: CheckOptions) -
         })
         .collect();
     logs.sort_unstable();
+    // As recovery: the newest WAL the manifest names must exist.
+    if let Some(w) = wal_chain::newest_named(versions.iter().map(|k| k.log_number), sealed_from)
+        .filter(|w| manifest_sound && logs.binary_search(w).is_err())
+    {
+        rep.problem(
+            dir.join(format!("{w:06}.log")),
+            0,
+            wal_chain::missing_newest_detail(w),
+        );
+    }
     let live: Vec<u64> = logs.iter().copied().filter(|&n| n >= min_log).collect();
     let known: Option<Vec<u32>> = manifest_no.map(|_| versions.iter().map(|k| k.id).collect());
     // The largest sequence number replayed so far, as recovery counts it.

@@ -1754,14 +1754,11 @@ fn truncate_log(
 ) -> Result<()> {
     // The later logs go first, durably: if the cut log were replaced first and only the
     // rename reached the disk, the next recovery would replay the later logs after the cut (a
-    // hole in the history). Removed first, a crash leaves the damaged log the newest, and the
-    // next recovery cuts it at the same place.
-    for &l in later {
-        env.remove(&wal_path(dir, l))?;
-    }
-    if !later.is_empty() {
-        env.sync_dir(dir)?;
-    }
+    // hole in the history). Emptied first, a crash leaves the damaged log the last one with
+    // records, and the next recovery cuts it at the same place. They are emptied, not removed:
+    // one may be the newest WAL the manifest names, which must exist
+    // (`wal_chain::newest_named`); the open removes them once its new manifest is durable.
+    empty_logs(env, dir, later)?;
     if usize::try_from(valid).is_ok_and(|v| v >= data.len()) {
         // Nothing to cut: only the later logs go.
         return Ok(());
@@ -1775,6 +1772,19 @@ fn truncate_log(
     drop(w);
     env.rename(&tmp, &path)?;
     env.sync_dir(dir)
+}
+
+/// Empties the WALs `logs` durably (they stay, empty, until the open's new manifest is durable
+/// and removes them).
+fn empty_logs(env: &Env, dir: &Path, logs: &[u64]) -> Result<()> {
+    for &l in logs {
+        let mut w = env.create(&wal_path(dir, l), WriteCause::Wal)?;
+        w.sync()?;
+    }
+    if !logs.is_empty() {
+        env.sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// The first of the WALs `logs` holding a record that shows a completed sync of it.
@@ -1993,7 +2003,29 @@ fn recover(
         }
         next_file = next_file.max(n + 1);
     }
-    let replay: Vec<u64> = logs.iter().copied().filter(|&n| n >= min_log).collect();
+    // The newest WAL the manifest names must be there: without it, writes it held would be
+    // lost with no sign (a WAL removed after it, or the directory copied without WALs).
+    let named_newest = wal_chain::newest_named(
+        cores.values().map(|k| k.log_number.load(Ordering::SeqCst)),
+        sealed_from,
+    );
+    let mut replay: Vec<u64> = logs.iter().copied().filter(|&n| n >= min_log).collect();
+    if let Some(w) = named_newest.filter(|w| logs.binary_search(w).is_err()) {
+        if opts.wal_recovery != WalRecovery::PointInTime {
+            return Err(Error::corruption(
+                wal_path(&dir, w),
+                0,
+                wal_chain::missing_newest_detail(w),
+            ));
+        }
+        // Point in time: the history ends before it. Later WALs are emptied durably before
+        // anything newer exists, as when a WAL is cut (`truncate_log`).
+        let later: Vec<u64> = replay.iter().copied().filter(|&n| n > w).collect();
+        if !opts.read_only {
+            empty_logs(&env, &dir, &later)?;
+        }
+        replay.retain(|&n| n < w);
+    }
     let mut live_logs = Vec::new();
     // Replayed logs that put at least one entry into a memtable: the others hold nothing a
     // keyspace still needs (empty, or only writes already in tables) and are removed below,

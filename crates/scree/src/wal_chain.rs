@@ -140,6 +140,34 @@ pub(crate) fn judge(
     }
 }
 
+/// The WAL that must exist, if the manifest names one: the newest of the keyspaces' persisted
+/// log numbers and the manifest's first sealed WAL. Each was created, and its directory entry
+/// synced, before the manifest edit naming it; WALs are deleted only below every keyspace's
+/// persisted log number, or at an open once a newer manifest names a newer first WAL; and a
+/// recovery that ends the history empties later WALs rather than removing them. So when it is
+/// missing, the newest writes went with it (say, a copy of the database without its WAL
+/// files). Only for manifests that name a first sealed WAL (`sealed_from` not `u64::MAX`):
+/// builds before seals deleted WALs by another rule. Log numbers 0 name no WAL.
+pub(crate) fn newest_named(
+    log_numbers: impl Iterator<Item = u64>,
+    sealed_from: u64,
+) -> Option<u64> {
+    if sealed_from == u64::MAX {
+        return None;
+    }
+    Some(log_numbers.filter(|&n| n > 0).fold(sealed_from, u64::max))
+}
+
+/// What recovery and `scree check` say when [`newest_named`]'s WAL is missing.
+pub(crate) fn missing_newest_detail(n: u64) -> String {
+    format!(
+        "WAL {n:06}.log is missing, but the manifest names it (as a keyspace's log number or \
+         the first WAL of the last open): it holds, or was started to hold, the newest writes. \
+         Was the database copied without its WAL files? WalRecovery::PointInTime opens \
+         without them"
+    )
+}
+
 #[cfg(test)]
 #[allow(clippy::indexing_slicing)]
 mod tests {

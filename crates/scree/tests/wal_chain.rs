@@ -557,3 +557,72 @@ fn check_reports_a_table_ahead_of_the_end_of_the_history() {
         Ok(_) => panic!("opened with a table ahead of the history"),
     }
 }
+
+/// The newest WAL the manifest names (here the open's first, as no flush finished) is gone, as
+/// when a database directory is copied without its WAL files: recovery used to open without its
+/// writes and say nothing. Now it is `Corruption` naming that WAL (read-only opens and
+/// `scree check` too); point-in-time recovery opens with the history ending before it, and
+/// drops the later WAL rather than replaying it after the gap.
+#[test]
+fn a_database_without_the_newest_wal_its_manifest_names_is_corruption() {
+    let fs = FaultFs::new(6);
+    build(&fs, 1, false);
+    let w = wals(&fs);
+    assert_eq!(w.len(), 2, "{w:?}");
+    fs.as_dyn().remove(&w[0]).expect("remove");
+    let what = "is missing, but the manifest names it";
+    let rep = check(&fs);
+    assert!(
+        rep.problems
+            .iter()
+            .any(|p| p.file == w[0] && p.detail.contains(what)),
+        "{:?}",
+        rep.problems
+    );
+    let mut read_only = opts(&fs);
+    read_only.read_only = true;
+    for o in [opts(&fs), read_only] {
+        match open(o) {
+            Err(Error::Corruption {
+                file,
+                offset,
+                detail,
+            }) => {
+                assert_eq!((file, offset), (w[0].clone(), 0));
+                assert!(detail.contains(what), "{detail}");
+            }
+            Err(e) => panic!("expected Corruption, got {e}"),
+            Ok(_) => panic!("opened without the WAL holding the newest writes"),
+        }
+    }
+    assert_eq!(
+        wals(&fs),
+        vec![w[1].clone()],
+        "the refused opens changed nothing"
+    );
+    let mut pit = opts(&fs);
+    pit.wal_recovery = WalRecovery::PointInTime;
+    {
+        let mut o = pit.clone();
+        o.read_only = true;
+        let (_db, ks) = open(o).expect("point-in-time read-only open");
+        assert_eq!(
+            present(&ks, "b"),
+            [false; 5],
+            "read-only: after the lost WAL"
+        );
+    }
+    {
+        let (_db, ks) = open(pit).expect("point-in-time reopen");
+        assert_eq!(present(&ks, "a"), [false; 5], "in the lost WAL");
+        assert_eq!(present(&ks, "b"), [false; 5], "after the lost WAL");
+        ks.put(b"new", b"1").expect("put");
+    }
+    assert!(
+        !fs.files().contains(&w[1]),
+        "the WAL after the gap is removed"
+    );
+    let (_db, ks) = open(opts(&fs)).expect("a default open afterwards");
+    assert_eq!(ks.get(b"new").expect("get").as_deref(), Some(&b"1"[..]));
+    assert_eq!(present(&ks, "b"), [false; 5]);
+}
