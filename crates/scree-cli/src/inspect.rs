@@ -29,6 +29,11 @@ impl Encoding {
         if !bytes.len().is_multiple_of(2) {
             bail!("{what} {s:?} is not hex: odd number of digits");
         }
+        // Digits only: `from_str_radix` alone also takes a sign (`+f` read as 0x0f; found in
+        // review).
+        if let Some(c) = s.chars().find(|c| !c.is_ascii_hexdigit()) {
+            bail!("{what} {s:?} is not hex: {c:?}");
+        }
         bytes
             .chunks(2)
             .map(|pair| {
@@ -238,8 +243,22 @@ pub fn scan(args: ScanArgs) -> anyhow::Result<bool> {
         (Some(p), None, None) => ks.prefix(p),
         _ => {
             use std::ops::Bound;
-            let lo = from.clone().map_or(Bound::Unbounded, Bound::Included);
-            let hi = to.clone().map_or(Bound::Unbounded, Bound::Excluded);
+            // With a prefix too, the range is narrowed to the prefix's keys, so that the scan
+            // does not walk the rest of the keyspace (found in review).
+            let mut lo = from.clone();
+            let mut hi = to.clone();
+            if let Some(p) = &prefix {
+                if lo.as_ref().is_none_or(|l| l < p) {
+                    lo = Some(p.clone());
+                }
+                if let Some(end) = prefix_end(p) {
+                    if hi.as_ref().is_none_or(|h| *h > end) {
+                        hi = Some(end);
+                    }
+                }
+            }
+            let lo = lo.map_or(Bound::Unbounded, Bound::Included);
+            let hi = hi.map_or(Bound::Unbounded, Bound::Excluded);
             ks.range::<Vec<u8>, _>((lo, hi))
         }
     };
@@ -269,6 +288,17 @@ pub fn scan(args: ScanArgs) -> anyhow::Result<bool> {
     }
     out.flush()?;
     Ok(true)
+}
+
+/// The smallest key above every key starting with `p`; `None` when there is none (`p` is
+/// empty or all 0xff bytes).
+fn prefix_end(p: &[u8]) -> Option<Vec<u8>> {
+    let last = p.iter().rposition(|&b| b != 0xff)?;
+    let mut end = p.get(..=last)?.to_vec();
+    if let Some(b) = end.last_mut() {
+        *b += 1;
+    }
+    Some(end)
 }
 
 /// `scree stats`: each keyspace's levels and memtable, or the whole `Stats` as JSON.
@@ -321,6 +351,7 @@ pub fn dump(args: DumpArgs) -> anyhow::Result<bool> {
                     "file": t.file,
                     "level": t.level,
                     "place": t.place,
+                    "guard": t.guard.as_ref().map(|g| enc.show(g)),
                     "size": t.size,
                     "entries": t.entries,
                     "smallest_key": enc.show(&t.smallest_key),
@@ -337,11 +368,14 @@ pub fn dump(args: DumpArgs) -> anyhow::Result<bool> {
             tables.len()
         );
         for t in &tables {
+            let place = match &t.guard {
+                Some(g) => format!(", {} \"{}\"", t.place, enc.show(g)),
+                None if t.place.is_empty() => String::new(),
+                None => format!(", {}", t.place),
+            };
             println!(
-                "  level {}{}{}: {} {} bytes, {} entries, keys [{} .. {}], seq {}..{}",
+                "  level {}{place}: {} {} bytes, {} entries, keys [{} .. {}], seq {}..{}",
                 t.level,
-                if t.place.is_empty() { "" } else { ", " },
-                t.place,
                 t.file,
                 t.size,
                 t.entries,

@@ -82,6 +82,33 @@ fn put_get_scan_and_delete_through_the_command_line() {
     assert_eq!(stdout(&o), "user5\nuser4\nuser3\nuser2\nuser1\n");
     let o = scree(&["scan", d, "users", "--from", "user2", "--to", "user4"]);
     assert_eq!(stdout(&o), "user2 ==> value 2\nuser3 ==> value 3\n");
+    // A prefix with a range: both apply, either way round.
+    let o = scree(&[
+        "scan", d, "users", "--prefix", "user", "--from", "a", "--to", "user3",
+    ]);
+    assert_eq!(stdout(&o), "user1 ==> value 1\nuser2 ==> value 2\n");
+    let o = scree(&[
+        "scan",
+        d,
+        "users",
+        "--prefix",
+        "us",
+        "--from",
+        "user4",
+        "--reverse",
+    ]);
+    assert_eq!(stdout(&o), "user5 ==> value 5\nuser4 ==> value 4\n");
+    let o = scree(&[
+        "scan",
+        d,
+        "users",
+        "--prefix",
+        "al",
+        "--to",
+        "b",
+        "--keys-only",
+    ]);
+    assert_eq!(stdout(&o), "alice\n");
 
     let o = scree(&["delete", d, "users", "user3"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -114,9 +141,11 @@ fn errors_name_what_is_wrong_and_exit_2() {
         "{}",
         stderr(&o)
     );
-    let o = scree(&["get", d, "t", "abc", "--hex"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("not hex"), "{}", stderr(&o));
+    for bad in ["abc", "+a+b", "0x", "zz"] {
+        let o = scree(&["get", d, "t", bad, "--hex"]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(stderr(&o).contains("not hex"), "{bad}: {}", stderr(&o));
+    }
     // A trie keyspace is hash-ordered: scans say so.
     let o = scree(&["scan", d, "t"]);
     assert_eq!(o.status.code(), Some(2));
@@ -181,9 +210,21 @@ fn dump_and_stats_list_what_the_library_sees_and_change_no_file() {
         let entries: u64 = tables.iter().map(|t| t.entries).sum();
         assert_eq!(entries, n, "{layout}");
         if layout == Layout::Fragmented {
+            let g = tables
+                .iter()
+                .find(|t| t.place == "guard")
+                .unwrap_or_else(|| panic!("{layout}: no table in a guard: {tables:?}"));
+            let key = g.guard.clone().expect("a guard's key");
+            assert!(tables
+                .iter()
+                .all(|t| (t.place == "guard") == t.guard.is_some()));
+            // The text dump names the guard by its key, in hex with --hex.
+            let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+            let o = scree(&["dump", d, "--hex"]);
             assert!(
-                tables.iter().any(|t| t.place.starts_with("guard \"")),
-                "{layout}: no table in a guard: {tables:?}"
+                stdout(&o).contains(&format!(", guard \"{hex}\": {}", g.file)),
+                "{}",
+                stdout(&o)
             );
         }
         if layout == Layout::Trie {

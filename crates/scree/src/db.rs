@@ -237,7 +237,8 @@ pub(crate) struct DbInner {
 pub(crate) struct DbHandle {
     inner: Arc<DbInner>,
     workers: Mutex<Vec<JoinHandle<()>>>,
-    _lock: Box<dyn FileLock>,
+    /// `None` for a read-only open of a directory without a lock file.
+    _lock: Option<Box<dyn FileLock>>,
 }
 
 impl Drop for DbHandle {
@@ -338,12 +339,12 @@ impl Db {
         opts.validate()?;
         let dir = path.as_ref().to_path_buf();
         let fs = opts.fs.clone().unwrap_or_else(|| Arc::new(StdFs));
-        if opts.read_only && !fs.exists(&dir.join(manifest::CURRENT)) {
-            // A read-only open creates nothing, whatever `create_if_missing` says.
+        if opts.read_only && !fs.exists(&dir) {
+            // A read-only open creates nothing, whatever `create_if_missing` says (a directory
+            // without CURRENT is refused by the recovery, which tells damage from no database).
             return Err(Error::InvalidArgument(format!(
-                "{} holds no database (no {}): a read-only open does not create one",
-                dir.display(),
-                manifest::CURRENT
+                "{} does not exist: a read-only open does not create a database",
+                dir.display()
             )));
         }
         if !fs.exists(&dir) {
@@ -365,7 +366,12 @@ impl Db {
             )));
         }
         let lock_path = dir.join("LOCK");
-        let lock = fs.lock(&lock_path).map_err(|e| {
+        let lock = if opts.read_only {
+            fs.lock_existing(&lock_path)
+        } else {
+            fs.lock(&lock_path).map(Some)
+        };
+        let lock = lock.map_err(|e| {
             if e.kind() == std::io::ErrorKind::WouldBlock {
                 Error::Locked(dir.clone())
             } else {
@@ -799,6 +805,7 @@ impl Keyspace {
                     file: format!("{:06}.{}", m.file_no, p.file.ext),
                     level: p.level,
                     place: p.place,
+                    guard: p.guard,
                     size: m.size,
                     entries: m.entries,
                     smallest_key: m.smallest_user().to_vec(),
@@ -1947,6 +1954,12 @@ fn recover(
             0,
             format!("CURRENT is missing but the directory holds database data ({found})"),
         ));
+    } else if opts.read_only {
+        return Err(Error::InvalidArgument(format!(
+            "{} holds no database (no {}): a read-only open does not create one",
+            dir.display(),
+            manifest::CURRENT
+        )));
     }
     // Every file the manifest names must exist, and be named once: a table named by two
     // keyspaces (or twice by one) was accepted, and the first compaction of one deleted the

@@ -91,8 +91,9 @@ pub struct Options {
     /// and for copies that must stay as they are. The WALs are replayed into memtables but
     /// neither cut nor synced, no new WAL or manifest is written, no file is removed and no
     /// flush or compaction runs. Writes, `flush`, `compact` and creating a keyspace return
-    /// `Error::ReadOnly`. The directory lock is still taken, so a read-only open cannot run
-    /// beside a writer (a missing `LOCK` file is created, the one file it may create); a path
+    /// `Error::ReadOnly`. The directory lock is still taken, through a read-only handle, so a
+    /// read-only open cannot run beside a writer, yet works on files the process may only read;
+    /// without a `LOCK` file (a copy) it goes on without the lock and creates none. A path
     /// without a database is `Error::InvalidArgument` whatever `create_if_missing` says.
     /// Default false.
     pub read_only: bool,

@@ -243,9 +243,11 @@ pub struct TableInfo {
     pub file: String,
     /// Level (for `trie`, the depth of the container).
     pub level: u32,
-    /// Where in the level, in the layout's words: `sentinel` or `guard "<key>"` (fragmented
-    /// levels ≥ 1), `container <id>` (trie), empty otherwise.
+    /// Where in the level, in the layout's words: `sentinel` or `guard` (fragmented levels
+    /// ≥ 1), `container <id>` or `container <id>, BloomCluster` (trie), empty otherwise.
     pub place: String,
+    /// The guard's key, for a table in a fragmented guard.
+    pub guard: Option<Vec<u8>>,
     /// File size in bytes.
     pub size: u64,
     /// Entries (versions and tombstones) in it.

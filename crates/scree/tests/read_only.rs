@@ -219,3 +219,49 @@ fn a_read_only_open_stops_at_a_torn_wal_tail_without_cutting_it() {
         assert!(cut <= clean_len, "{layout}: the torn tail is still there");
     }
 }
+
+/// A copy of a database the process may only read has no `LOCK` it could create: the read-only
+/// open takes the lock through a read-only handle when the file is there, and goes without it
+/// when it is not (found in review: it opened `LOCK` for writing, so a read-only copy could not
+/// be inspected). Nothing is created either way.
+#[test]
+fn a_read_only_open_needs_no_writable_lock_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = fill(dir.path(), Layout::Leveled);
+    std::fs::remove_file(dir.path().join("LOCK")).expect("remove LOCK");
+    let before = files(dir.path());
+    {
+        let db = Db::open(dir.path(), read_only()).expect("read-only open without LOCK");
+        assert_holds(&db, Layout::Leveled, &model);
+    }
+    assert!(files(dir.path()) == before, "a file changed or appeared");
+    // With a read-only LOCK file (the open must not ask for write access to it).
+    std::fs::write(dir.path().join("LOCK"), b"").expect("LOCK");
+    let mut perms = std::fs::metadata(dir.path().join("LOCK"))
+        .expect("meta")
+        .permissions();
+    perms.set_readonly(true);
+    std::fs::set_permissions(dir.path().join("LOCK"), perms).expect("chmod");
+    let db = Db::open(dir.path(), read_only()).expect("read-only open with a read-only LOCK");
+    assert_holds(&db, Layout::Leveled, &model);
+    // It is still a lock: a writer cannot open beside it.
+    let e = Db::open(dir.path(), common::small_db()).expect_err("locked");
+    assert!(matches!(e, Error::Locked(_) | Error::Io { .. }), "{e}");
+}
+
+/// A directory whose CURRENT is gone but whose tables remain is damage, not an empty directory:
+/// the read-only open says so as the normal one does (found in review: it said "no database").
+#[test]
+fn a_read_only_open_reports_a_lost_current_as_corruption() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fill(dir.path(), Layout::Leveled);
+    std::fs::remove_file(dir.path().join("CURRENT")).expect("remove CURRENT");
+    for o in [read_only(), common::small_db()] {
+        match Db::open(dir.path(), o) {
+            Err(Error::Corruption { detail, .. }) => {
+                assert!(detail.contains("CURRENT is missing"), "{detail}")
+            }
+            other => panic!("expected Corruption, got {other:?}"),
+        }
+    }
+}

@@ -114,6 +114,13 @@ pub trait FileSystem: Send + Sync + 'static {
     fn file_size(&self, path: &Path) -> io::Result<u64>;
     /// Takes an exclusive lock; `Err(WouldBlock)` when someone else holds it.
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;
+    /// The same lock for a read-only open, which must create and write nothing: taken through
+    /// a read-only handle, so that a database the process may only read can be opened.
+    /// `Ok(None)` when there is no lock file (no writer has the database open: one creates
+    /// it first). Default: [`FileSystem::lock`].
+    fn lock_existing(&self, path: &Path) -> io::Result<Option<Box<dyn FileLock>>> {
+        self.lock(path).map(Some)
+    }
 }
 
 /// The file system plus the counters every I/O is accounted to.

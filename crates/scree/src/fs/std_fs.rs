@@ -265,15 +265,28 @@ impl FileSystem for StdFs {
         Ok(std::fs::metadata(path)?.len())
     }
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
-        let f = open_read_write(path, false)?;
-        match f.try_lock() {
-            Ok(()) => Ok(Box::new(StdLock { _file: f })),
-            Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
-                io::ErrorKind::WouldBlock,
-                "lock held by another process",
-            )),
-            Err(std::fs::TryLockError::Error(e)) => Err(e),
+        lock_file(open_read_write(path, false)?)
+    }
+
+    fn lock_existing(&self, path: &Path) -> io::Result<Option<Box<dyn FileLock>>> {
+        // flock(2) takes an exclusive lock through a read-only descriptor too.
+        match File::open(path) {
+            Ok(f) => lock_file(f).map(Some),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
         }
+    }
+}
+
+/// Takes the exclusive lock of an open lock file without waiting.
+fn lock_file(f: File) -> io::Result<Box<dyn FileLock>> {
+    match f.try_lock() {
+        Ok(()) => Ok(Box::new(StdLock { _file: f })),
+        Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "lock held by another process",
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
     }
 }
 

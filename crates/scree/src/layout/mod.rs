@@ -108,6 +108,8 @@ pub struct TablePlace {
     pub level: u32,
     /// Where in the level, in the layout's words (empty when the level says it all).
     pub place: String,
+    /// The key of the guard holding it (`fragmented`, levels ≥ 1, not the sentinel).
+    pub guard: Option<Vec<u8>>,
     /// The file.
     pub file: Arc<TableFile>,
 }

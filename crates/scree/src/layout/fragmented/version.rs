@@ -764,19 +764,18 @@ impl LayoutVersion for FragmentedVersion {
             .map(|f| TablePlace {
                 level: 0,
                 place: String::new(),
+                guard: None,
                 file: f.clone(),
             })
             .collect();
         for (j, lvl) in self.levels.iter().enumerate().skip(1) {
             for g in &lvl.guards {
-                let place = match &g.key {
-                    None => "sentinel".to_string(),
-                    Some(k) => format!("guard \"{}\"", k.escape_ascii()),
-                };
+                let place = if g.key.is_some() { "guard" } else { "sentinel" };
                 for t in &g.tables {
                     out.push(TablePlace {
                         level: j as u32,
-                        place: place.clone(),
+                        place: place.to_string(),
+                        guard: g.key.as_ref().map(|k| k.to_vec()),
                         file: t.clone(),
                     });
                 }

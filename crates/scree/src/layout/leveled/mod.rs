@@ -192,6 +192,7 @@ impl LayoutVersion for LeveledVersion {
                 out.push(TablePlace {
                     level: l as u32,
                     place: String::new(),
+                    guard: None,
                     file: f.clone(),
                 });
             }

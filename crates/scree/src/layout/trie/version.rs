@@ -679,6 +679,7 @@ impl LayoutVersion for TrieVersion {
                 out.push(TablePlace {
                     level: c.depth,
                     place: format!("container {}", c.id),
+                    guard: None,
                     file: t.clone(),
                 });
             }
@@ -686,6 +687,7 @@ impl LayoutVersion for TrieVersion {
                 out.push(TablePlace {
                     level: c.depth,
                     place: format!("container {}, BloomCluster", c.id),
+                    guard: None,
                     file: cl.file.clone(),
                 });
             }
