@@ -202,6 +202,67 @@ fn prepare_recovery(layout: Layout) -> (FaultFs, History) {
     (fs, History::from_state(base))
 }
 
+/// A database that lost power with writes in two WALs (flushes held, so neither was flushed), keyspace
+/// 1's only in the first: its next open hands the recovered memtables to the background flush
+/// (since session 22), which the loop crashes at every operation of.
+fn prepare_recovered_flush(layout: Layout) -> (FaultFs, History) {
+    let fs = FaultFs::new(98);
+    let opts = fault_opts(&fs);
+    let mut hist = History::default();
+    {
+        let table = if layout == Layout::Trie {
+            ".ht"
+        } else {
+            ".sst"
+        };
+        let gate = fs.pause(OpKind::Write, table);
+        let h = open(&opts, layout, 2).expect("open");
+        let mut w = Writer {
+            h: &h,
+            hist: &mut hist,
+            value_len: 4000,
+        };
+        for i in 0..6 {
+            w.put(1, &key(i), false, false).expect("put");
+        }
+        // 4 KB values: the 64 KiB memtable rotates the WAL after ~15.
+        for i in 0..24 {
+            w.put(0, &key(i), false, i == 20).expect("put");
+        }
+        let held = gate.wait_until_held(std::time::Duration::from_secs(20));
+        fs.freeze();
+        gate.open();
+        assert!(held > 0, "no flush was held");
+        drop(h);
+    }
+    // Power lost: the image holds what was durable (the loop's base, as for "recovery").
+    fs.crash(CrashMode::KeepPartial);
+    let logs = created(&fs, ".log");
+    assert!(logs >= 2, "{logs} WALs");
+    let probe = fs.deep_clone();
+    let h = open(&fault_opts(&probe), layout, 2).expect("first recovery");
+    let p = verify(&h, &hist, layout).expect("first recovery is a prefix");
+    let base = hist.state_at(p);
+    drop(h);
+    (fs, History::from_state(base))
+}
+
+/// Writes after the open, then waits for the recovered memtables' flush.
+fn after_recovered_flush(w: &mut Writer<'_>) -> scree::Result<()> {
+    for i in 0..3 {
+        w.put(i % 2, &key(200 + i), false, i == 1)?;
+    }
+    w.h.db.wait_for_compactions()?;
+    w.put(0, &key(300), false, false)
+}
+
+fn covers_recovered_flush(h: &Handle, _: &FaultFs) -> Result<(), String> {
+    let s = h.db.stats();
+    (s.flushes >= 2)
+        .then_some(())
+        .ok_or(format!("{} flushes of the recovered memtables", s.flushes))
+}
+
 fn scenarios() -> Vec<Scenario> {
     let s = |name, nks, value_len, tune, run| Scenario {
         name,
@@ -246,6 +307,15 @@ fn scenarios() -> Vec<Scenario> {
             run: after_recovery,
             prepare: Some(prepare_recovery),
             covers: covers_nothing,
+        },
+        Scenario {
+            name: "recovered_flush",
+            nks: 2,
+            value_len: 50,
+            tune: no_tune,
+            run: after_recovered_flush,
+            prepare: Some(prepare_recovered_flush),
+            covers: covers_recovered_flush,
         },
     ]
 }
@@ -523,6 +593,11 @@ fn crash_during_recovery() {
     crash_loop("recovery");
 }
 
+#[test]
+fn crash_during_the_flush_of_recovered_memtables() {
+    crash_loop("recovered_flush");
+}
+
 // The loops above with directory entries written back out of order. Every scenario but
 // `recovery` fails at the database's creation (N = 13, fragmented, dir seed 0x100000000000d):
 // `ManifestWriter::create` creates the manifest and then `manifest::write_current` renames the
@@ -568,6 +643,11 @@ fn crash_dir_out_of_order_wal_rotation() {
 #[test]
 fn crash_dir_out_of_order_during_recovery() {
     crash_loop_with("recovery", true);
+}
+
+#[test]
+fn crash_dir_out_of_order_recovered_flush() {
+    crash_loop_with("recovered_flush", true);
 }
 
 /// The WAL rotation window, made deterministic: the retired WAL's sync is held (as if the disk
