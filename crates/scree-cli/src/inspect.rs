@@ -346,6 +346,7 @@ pub fn dump(args: DumpArgs) -> anyhow::Result<bool> {
         if args.json {
             json.push(serde_json::json!({
                 "keyspace": name,
+                "id": ks.id(),
                 "layout": ks.layout().name(),
                 "tables": tables.iter().map(|t| serde_json::json!({
                     "file": t.file,
@@ -363,8 +364,9 @@ pub fn dump(args: DumpArgs) -> anyhow::Result<bool> {
             continue;
         }
         println!(
-            "keyspace {name:?} ({}): {} files",
+            "keyspace {name:?} ({}, id {}): {} files",
             ks.layout(),
+            ks.id(),
             tables.len()
         );
         for t in &tables {
@@ -390,4 +392,146 @@ pub fn dump(args: DumpArgs) -> anyhow::Result<bool> {
         println!("{}", serde_json::to_string_pretty(&json)?);
     }
     Ok(true)
+}
+
+/// Arguments of `scree wal`.
+#[derive(clap::Args, Debug)]
+pub struct WalArgs {
+    /// The database directory.
+    dir: PathBuf,
+    /// Only these WAL files (by number, e.g. 12 for 000012.log); default every one.
+    numbers: Vec<u64>,
+    /// Print every entry: sequence number, keyspace id (`scree dump` shows the ids), put or
+    /// delete, key and value.
+    #[arg(long)]
+    entries: bool,
+    /// Print JSON (entries included).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    enc: Encoding,
+}
+
+/// `scree wal`: each WAL's records as recovery reads them (`ldb dump_wal`). Reads the files
+/// only; whether recovery replays a WAL (its keyspaces' log numbers, the chain of seals) is
+/// `scree check`'s to say.
+pub fn wal(args: WalArgs) -> anyhow::Result<bool> {
+    let fs: std::sync::Arc<dyn scree::fs::FileSystem> =
+        std::sync::Arc::new(scree::fs::std_fs::StdFs);
+    let mut numbers: Vec<u64> = if args.numbers.is_empty() {
+        std::fs::read_dir(&args.dir)
+            .with_context(|| format!("cannot list {}", args.dir.display()))?
+            .filter_map(|e| {
+                let name = e.ok()?.file_name().into_string().ok()?;
+                let (num, ext) = name.split_once('.')?;
+                (ext == "log").then(|| num.parse().ok()).flatten()
+            })
+            .collect()
+    } else {
+        args.numbers.clone()
+    };
+    numbers.sort_unstable();
+    let enc = args.enc;
+    let mut json = Vec::new();
+    for n in numbers {
+        let path = args.dir.join(format!("{n:06}.log"));
+        let d = scree::inspect::read_wal(fs.clone(), &path)?;
+        if args.json {
+            json.push(wal_json(n, &d, enc));
+            continue;
+        }
+        let entries: usize = d
+            .batches
+            .iter()
+            .map(|b| b.entries.as_ref().map_or(0, Vec::len))
+            .sum();
+        let (lo, hi) = d
+            .batches
+            .iter()
+            .filter_map(|b| b.entries.as_ref().ok())
+            .flatten()
+            .fold((u64::MAX, 0), |(lo, hi), e| (lo.min(e.seq), hi.max(e.seq)));
+        let seq_range = if entries == 0 {
+            "no entries".to_string()
+        } else {
+            format!("seq {lo}..{hi}")
+        };
+        let seal = d.seal.map_or("no seal".to_string(), |s| {
+            format!("sealed, next {s:06}.log")
+        });
+        println!(
+            "{n:06}.log: {} bytes, {} batches, {entries} entries, {seq_range}, {seal}{}, {}",
+            d.size,
+            d.batches.len(),
+            if d.synced { ", synced" } else { "" },
+            d.end
+        );
+        for b in &d.batches {
+            match &b.entries {
+                Err(e) => println!("  batch at {}: does not decode: {e}", b.offset),
+                Ok(es) if args.entries => {
+                    for e in es {
+                        if e.put {
+                            println!(
+                                "  seq {} ks {} put {} ==> {}",
+                                e.seq,
+                                e.keyspace,
+                                enc.show(&e.key),
+                                enc.show(&e.value)
+                            );
+                        } else {
+                            println!(
+                                "  seq {} ks {} delete {}",
+                                e.seq,
+                                e.keyspace,
+                                enc.show(&e.key)
+                            );
+                        }
+                    }
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    }
+    Ok(true)
+}
+
+/// One WAL as JSON, entries included.
+fn wal_json(n: u64, d: &scree::inspect::WalDump, enc: Encoding) -> serde_json::Value {
+    let batches: Vec<serde_json::Value> = d
+        .batches
+        .iter()
+        .map(|b| {
+            let entries = match &b.entries {
+                Ok(es) => serde_json::json!(es
+                    .iter()
+                    .map(|e| serde_json::json!({
+                        "seq": e.seq,
+                        "keyspace": e.keyspace,
+                        "put": e.put,
+                        "key": enc.show(&e.key),
+                        "value": enc.show(&e.value),
+                    }))
+                    .collect::<Vec<_>>()),
+                Err(d) => serde_json::json!({ "error": d }),
+            };
+            serde_json::json!({
+                "offset": b.offset,
+                "record_type": b.record_type,
+                "entries": entries,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "file": format!("{n:06}.log"),
+        "size": d.size,
+        "seal": d.seal,
+        "synced": d.synced,
+        "valid_end": d.valid_end,
+        "end": d.end,
+        "batches": batches,
+    })
 }

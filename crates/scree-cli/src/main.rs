@@ -46,6 +46,9 @@ enum Command {
     /// Print every live file of each keyspace: level, guard or container, size, entries, key
     /// and sequence ranges (read-only open).
     Dump(inspect::DumpArgs),
+    /// Print each WAL's batches (and with --entries every put and delete), its seal and how it
+    /// ends, as recovery reads it (reads the files only).
+    Wal(inspect::WalArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Scan(args) => exit_with("scan", inspect::scan(args)),
         Command::Stats(args) => exit_with("stats", inspect::stats(args)),
         Command::Dump(args) => exit_with("dump", inspect::dump(args)),
+        Command::Wal(args) => exit_with("wal", inspect::wal(args)),
         Command::Bench(args) => match bench::run(args) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => {

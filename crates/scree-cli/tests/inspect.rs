@@ -233,7 +233,7 @@ fn dump_and_stats_list_what_the_library_sees_and_change_no_file() {
         let o = scree(&["dump", d]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         assert!(stdout(&o).starts_with(&format!(
-            "keyspace \"ks\" ({layout}): {} files\n",
+            "keyspace \"ks\" ({layout}, id 1): {} files\n",
             tables.len()
         )));
 
@@ -255,4 +255,67 @@ fn dump_and_stats_list_what_the_library_sees_and_change_no_file() {
             "{layout}: a read-only command changed a file"
         );
     }
+}
+
+#[test]
+fn wal_prints_the_records_recovery_reads() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path().to_str().expect("utf-8 path");
+    let o = scree(&["put", d, "ks", "a", "1", "--create", "leveled"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (k, v) in [("b", "2"), ("c", "3")] {
+        let o = scree(&["put", d, "ks", k, v]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let o = scree(&["delete", d, "ks", "a", "--sync"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // One process per write: each open flushes what the WALs before it held once they are
+    // two, so they do not pile up.
+    let wals: Vec<String> = files(tmp.path())
+        .into_keys()
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    assert!(wals.len() <= 2, "{wals:?}");
+
+    let o = scree(&["wal", d, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
+    let listed: Vec<&str> = v
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|w| w["file"].as_str().expect("file"))
+        .collect();
+    assert_eq!(listed, wals);
+    // The last write is the synced delete of `a`, in the newest WAL, as a type-3 record
+    // (written after a completed sync) or type 2.
+    let newest = v.as_array().and_then(|a| a.last()).expect("a WAL");
+    assert_eq!(newest["end"], "clean");
+    let last = newest["batches"]
+        .as_array()
+        .and_then(|b| b.last())
+        .expect("a batch");
+    let e = &last["entries"][0];
+    assert_eq!(
+        (e["put"].as_bool(), e["key"].as_str()),
+        (Some(false), Some("a"))
+    );
+    assert_eq!(e["seq"], 4);
+    assert_eq!(e["keyspace"], 1);
+    let o = scree(&["wal", d, "--entries"]);
+    assert!(
+        stdout(&o).contains("  seq 4 ks 1 delete a\n"),
+        "{}",
+        stdout(&o)
+    );
+    let o = scree(&["dump", d]);
+    assert!(
+        stdout(&o).starts_with("keyspace \"ks\" (leveled, id 1): "),
+        "{}",
+        stdout(&o)
+    );
+    // A WAL that does not exist is an error naming it.
+    let o = scree(&["wal", d, "999"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("000999.log"), "{}", stderr(&o));
 }

@@ -431,6 +431,13 @@ impl Db {
         }
         // Recovered memtables may already be over budget, and compactions may be due.
         inner.bg_cv.notify_all();
+        if !inner.opts.read_only {
+            // The only immutable memtables now are what the WALs gave (when they spanned
+            // several: `recover`). The open returns once they are flushed, as LevelDB's and
+            // RocksDB's do: a process that exits right after (a tool, a short-lived job) would
+            // otherwise leave them to the next open, and the WALs would pile up again.
+            inner.wait_for_immutable_memtables()?;
+        }
         Ok(db)
     }
 
@@ -607,20 +614,7 @@ impl Db {
                 inner.rotate(&mut wal, &all)?;
             }
         }
-        inner.bg_cv.notify_all();
-        let mut bg = inner.bg.lock();
-        loop {
-            inner.check_bg_error()?;
-            let pending = inner
-                .keyspaces
-                .read()
-                .values()
-                .any(|k| !k.sv().imms.is_empty());
-            if !pending {
-                return Ok(());
-            }
-            inner.bg_cv.wait_for(&mut bg, Duration::from_millis(50));
-        }
+        inner.wait_for_immutable_memtables()
     }
 
     /// Flushes, then compacts every keyspace as far as its layout goes: the tables present
@@ -769,7 +763,8 @@ impl Db {
 }
 
 impl Keyspace {
-    pub(crate) fn id(&self) -> u32 {
+    /// The keyspace's id: how its WAL records and manifest edits name it (`scree wal`).
+    pub fn id(&self) -> u32 {
         self.core.id
     }
     pub(crate) fn db_id(&self) -> u64 {
@@ -971,6 +966,24 @@ impl Snapshot {
 }
 
 impl DbInner {
+    /// Waits until no keyspace has an immutable memtable (all flushed).
+    fn wait_for_immutable_memtables(&self) -> Result<()> {
+        self.bg_cv.notify_all();
+        let mut bg = self.bg.lock();
+        loop {
+            self.check_bg_error()?;
+            let pending = self
+                .keyspaces
+                .read()
+                .values()
+                .any(|k| !k.sv().imms.is_empty());
+            if !pending {
+                return Ok(());
+            }
+            self.bg_cv.wait_for(&mut bg, Duration::from_millis(50));
+        }
+    }
+
     /// `Error::ReadOnly` naming `op` if the database was opened read-only.
     fn check_writable(&self, op: &'static str) -> Result<()> {
         if self.opts.read_only {

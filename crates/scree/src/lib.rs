@@ -9,6 +9,7 @@ pub mod error;
 pub mod filter;
 pub mod fs;
 pub mod htable;
+pub mod inspect;
 pub mod key;
 pub mod stats;
 
