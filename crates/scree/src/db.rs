@@ -1912,7 +1912,21 @@ fn recover(
                     Error::corruption(&path, 0, format!("keyspace {:?}: unknown layout", d.name))
                 })?;
                 let policy = layout::new_layout(kind)?;
-                let kopts = KeyspaceOptions::new(kind);
+                // The application's options for it, if given at open: what the recovered
+                // memtables' flush and the first compactions run with.
+                let kopts = match opts.keyspace_options.iter().find(|(n, _)| *n == d.name) {
+                    Some((_, o)) if o.layout != kind => {
+                        return Err(Error::InvalidArgument(format!(
+                            "Options::keyspace_options gives keyspace {:?} layout `{}`, but it was created with `{kind}`",
+                            d.name, o.layout
+                        )))
+                    }
+                    Some((_, o)) => {
+                        policy.configure(o);
+                        o.clone()
+                    }
+                    None => KeyspaceOptions::new(kind),
+                };
                 let version = policy.empty_version_with_key(&tables, hash_key.unwrap_or_default());
                 cores.insert(
                     d.id,

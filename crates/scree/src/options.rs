@@ -97,6 +97,12 @@ pub struct Options {
     /// without a database is `Error::InvalidArgument` whatever `create_if_missing` says.
     /// Default false.
     pub read_only: bool,
+    /// Options of existing keyspaces by name, used from the open on (RocksDB's column family
+    /// descriptors): the flush of what recovery replayed and the compactions that start before
+    /// `Db::keyspace` names a keyspace otherwise run with its layout's defaults. A layout other
+    /// than the keyspace's is `Error::InvalidArgument` at open; names of no keyspace are
+    /// ignored. `Db::keyspace` may still change them later. Default empty.
+    pub keyspace_options: Vec<(String, KeyspaceOptions)>,
     /// Probe the last level in parallel with the upper levels on point lookups (layouts with a
     /// distinct last level). Default false: it pays only for cold reads (see docs).
     pub parallel_search: bool,
@@ -122,6 +128,7 @@ impl fmt::Debug for Options {
             .field("max_immutable_memtables", &self.max_immutable_memtables)
             .field("wal_recovery", &self.wal_recovery)
             .field("read_only", &self.read_only)
+            .field("keyspace_options", &self.keyspace_options)
             .field("parallel_search", &self.parallel_search)
             .finish()
     }
@@ -143,6 +150,7 @@ impl Default for Options {
             wal_recovery: WalRecovery::default(),
             create_if_missing: true,
             read_only: false,
+            keyspace_options: Vec::new(),
             parallel_search: false,
             fs: None,
         }
@@ -173,6 +181,9 @@ impl Options {
                 "cache_index_and_filter_blocks needs a block cache, but block_cache_bytes is 0"
                     .into(),
             ));
+        }
+        for (_, o) in &self.keyspace_options {
+            o.validate()?;
         }
         if self.max_manifest_bytes < 4096 {
             return Err(Error::InvalidArgument(

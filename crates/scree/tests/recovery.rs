@@ -4,7 +4,7 @@
 
 mod common;
 
-use scree::{Db, Layout, WriteBatch, WriteOptions};
+use scree::{Db, Error, KeyspaceOptions, Layout, Options, WriteBatch, WriteOptions};
 
 const N: u32 = 3000;
 
@@ -857,5 +857,55 @@ fn reopening_after_small_writes_keeps_at_most_two_wals() {
                 .count();
             assert!(wals <= 2, "{layout}: {wals} WALs after {} opens", round + 1);
         }
+    }
+}
+
+/// `Options::keyspace_options` (RocksDB's column family descriptors): the flush of what the open
+/// recovered runs before `Db::keyspace` can name the keyspace, so it used the layout's defaults.
+/// Given at open, the application's options apply to it: here no Bloom filter, so the flushed
+/// table is smaller than with the default 10 bits per key. A layout other than the keyspace's
+/// is refused.
+#[test]
+fn keyspace_options_given_at_open_apply_to_the_flush_of_what_it_recovered() {
+    let mut ks_opts = KeyspaceOptions::new(Layout::Leveled);
+    ks_opts.write_buffer_bytes = 8 << 20;
+    let build = || {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for round in 0..2u32 {
+            let db = Db::open(dir.path(), common::small_db()).expect("open");
+            let ks = db.keyspace("ks", ks_opts.clone()).expect("keyspace");
+            for i in 0..2000u32 {
+                ks.put(key(round * 2000 + i), b"v").expect("put");
+            }
+        }
+        dir
+    };
+    let l0_bytes = |dir: &std::path::Path, o: Options| -> u64 {
+        let db = Db::open(dir, o).expect("open");
+        let ks = db.existing_keyspace("ks").expect("keyspace");
+        assert_eq!(ks.get(key(3999)).expect("get").as_deref(), Some(&b"v"[..]));
+        let t = ks.tables();
+        assert_eq!(t.len(), 1, "one flushed table: {t:?}");
+        t.iter().map(|t| t.size).sum()
+    };
+    let plain = build();
+    let default_bytes = l0_bytes(plain.path(), common::small_db());
+    let given = build();
+    let mut o = common::small_db();
+    let mut no_filter = ks_opts.clone();
+    no_filter.bloom_bits_per_key = 0;
+    o.keyspace_options = vec![("ks".to_string(), no_filter)];
+    let given_bytes = l0_bytes(given.path(), o);
+    assert!(
+        given_bytes + 4000 <= default_bytes,
+        "without a filter {given_bytes} bytes, with the default {default_bytes}"
+    );
+
+    let wrong = build();
+    let mut o = common::small_db();
+    o.keyspace_options = vec![("ks".to_string(), KeyspaceOptions::new(Layout::Trie))];
+    match Db::open(wrong.path(), o) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("created with `leveled`"), "{m}"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
     }
 }
