@@ -262,8 +262,13 @@ fn open(
     max_open_files: usize,
     seed: u64,
 ) -> anyhow::Result<(Db, Vec<Keyspace>)> {
-    let db = Db::open(dir, db_options(max_open_files, seed))
-        .with_context(|| format!("open {}", dir.display()))?;
+    let mut o = db_options(max_open_files, seed);
+    // The keyspaces' options from the open on (the flush of what it recovers uses them).
+    o.keyspace_options = KS
+        .iter()
+        .map(|n| (n.to_string(), ks_options(layout, seed & 1 == 1)))
+        .collect();
+    let db = Db::open(dir, o).with_context(|| format!("open {}", dir.display()))?;
     let mut ks = Vec::new();
     for name in KS {
         ks.push(db.keyspace(name, ks_options(layout, seed & 1 == 1))?);
