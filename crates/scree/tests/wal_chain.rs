@@ -626,3 +626,44 @@ fn a_database_without_the_newest_wal_its_manifest_names_is_corruption() {
     assert_eq!(ks.get(b"new").expect("get").as_deref(), Some(&b"1"[..]));
     assert_eq!(present(&ks, "b"), [false; 5]);
 }
+
+/// An open whose recovered writes span two WALs flushes them before it returns. On a full disk
+/// that flush fails: the open returns the error, a read-only open still reads everything, and
+/// once space is back a normal open recovers every write.
+#[test]
+fn an_open_whose_recovered_flush_fails_returns_the_error_and_loses_nothing() {
+    let fs = FaultFs::new(7);
+    for round in 0..2 {
+        let (_db, ks) = open(opts(&fs)).expect("open");
+        for i in 0..5 {
+            ks.put(key(if round == 0 { "a" } else { "b" }, i), b"v")
+                .expect("put");
+        }
+    }
+    assert_eq!(wals(&fs).len(), 2, "one WAL per open, each with writes");
+    fs.inject(Fault {
+        path_contains: Some(".sst".into()),
+        ..Fault::nth(Some(OpKind::Create), 1)
+            .persistent()
+            .error(FaultError::Enospc)
+    });
+    match open(opts(&fs)) {
+        Err(Error::BackgroundError(m)) => assert!(m.contains("flush"), "{m}"),
+        Err(e) => panic!("expected the flush's error, got {e}"),
+        Ok(_) => panic!("the open's flush cannot have succeeded"),
+    }
+    let mut ro = opts(&fs);
+    ro.read_only = true;
+    {
+        let (_db, ks) = open(ro).expect("read-only open on a full disk");
+        assert_eq!(present(&ks, "a"), [true; 5]);
+        assert_eq!(present(&ks, "b"), [true; 5]);
+    }
+    fs.clear_faults();
+    let (_db, ks) = open(opts(&fs)).expect("open with space again");
+    assert_eq!(present(&ks, "a"), [true; 5]);
+    assert_eq!(present(&ks, "b"), [true; 5]);
+    drop(ks);
+    drop(_db);
+    assert!(wals(&fs).len() <= 2, "{:?}", wals(&fs));
+}
