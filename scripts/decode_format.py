@@ -29,7 +29,9 @@ sorted table (*.sst), HTable (*.ht) and BloomCluster (*.bc) and checks:
     number is above the WAL the history ends in, and a table of it has a max_seq above the
     largest sequence number replayed up to there). WALs after the end of the history are not
     replayed and nothing else in them is checked or reported (what the decoder finds there is
-    only a note); WALs below every keyspace's log number are not read (notes only).
+    only a note); WALs below every keyspace's log number are not read (notes only). The newest
+    WAL the manifest names (the largest of its first sealed WAL and the keyspaces' log numbers)
+    must exist, unless the manifest has no first sealed WAL or is itself damaged.
 It prints a one-line summary per file, then per keyspace, then `OK` or the problems found.
 `--dump-keys [FILE]` prints (or writes to FILE) the live keys after replay (newest version
 wins, tombstones hide older ones; trie versions ordered by container depth and order key),
@@ -362,6 +364,15 @@ def make_ikey(ukey, seq, kind):
     return ukey + ((seq << 8) | kind).to_bytes(8, "little")
 
 
+def newest_named_wal_no(st):
+    """The file number of the newest WAL a manifest's state `st` names ("The newest named WAL
+    must exist" in format.md): the largest of the first sealed WAL and every keyspace's log
+    number (0 names none); None when the manifest names no first sealed WAL (not checked)."""
+    if st["sealed_from"] is None:
+        return None
+    return max([st["sealed_from"]] + [k["log"] for k in st["ks"].values() if k["log"] != 0])
+
+
 def fileno_of(name):
     m = re.fullmatch(r"(\d+)\.(log|sst|ht|bc|dbtmp)", name)
     return int(m.group(1)) if m else None
@@ -491,9 +502,14 @@ class Checker:
 
     def decode_manifest(self, name):
         data = self.read(name)
+        found_before = len(self.problems)
         recs, end, endpos = self.read_log(name, data, {1}, False)
-        if end != "clean end":
+        if end.startswith("bad record"):
             self.problem(name, endpos, f"manifest ends with {end}")
+        elif end != "clean end":
+            # a torn tail (a crash during an append) is dropped, a zero tail ends the log: neither
+            # is damage ("Record log" in format.md)
+            self.notes.append(f"{name}: manifest ends with {end} at {endpos} (dropped by recovery)")
         st = {
             "next_file": None,
             "last_seq": None,
@@ -513,6 +529,9 @@ class Checker:
                 for t, what in ((1, "next file number"), (2, "last sequence"), (3, "hash key"), (6, "features")):
                     if t not in tags:
                         self.problem(name, off, f"first edit (snapshot) lacks tag {t} ({what})")
+        # a damaged manifest (or, in main, CURRENT): its state is not to be trusted for "the
+        # newest named WAL must exist"
+        st["damaged"] = len(self.problems) > found_before
         return st
 
     def apply_edit(self, st, p, name, rec_off):
@@ -739,7 +758,10 @@ class Checker:
         self.deferred = []
         try:
             if fno >= st["next_file"]:
-                self.problem(name, None, f"WAL number not below next file number {st['next_file']}")
+                # not a problem: a WAL started after the manifest's last edit (a crash before the
+                # next edit) is numbered past the persisted counter; the open counts on from it
+                self.notes.append(f"{name}: WAL number not below the manifest's next file number "
+                                  f"{st['next_file']} (started after its last edit)")
             info = self._decode_wal(name, fno, st, unread)
             info["problems"] = self.deferred
         finally:
@@ -838,6 +860,25 @@ class Checker:
                     ends_with_seal=ends_with_seal, tail_after_seal=tail_after_seal,
                     has3=yielded3 > 0, features=features, versions=versions, max_seq=max_seq)
 
+    def newest_named_wal(self, wals, st):
+        """format.md, "The newest named WAL must exist": when the manifest names a first sealed
+        WAL (tag 7), the WAL numbered the largest of it and every keyspace's log number (log
+        number 0 names none) must be in the directory; if it is missing, the writes it held are
+        gone: a problem naming it, at offset 0 (unless the manifest itself is damaged). Manifests
+        without a first sealed WAL are not checked; WALs missing after that one are not detected
+        (the newest remaining WAL then ends where it was sealed, which a crash can also leave).
+        `wals` are decode_wal's results of the WALs in the directory. Returns the missing WAL's
+        file number, or None."""
+        fno = newest_named_wal_no(st)
+        if fno is None or st.get("damaged") or any(w["fno"] == fno for w in wals):
+            return None
+        logs = [k["log"] for k in st["ks"].values() if k["log"] != 0]
+        self.problem(f"{fno:06d}.log", 0,
+                     f"missing: the newest WAL the manifest names (the largest of its first sealed WAL "
+                     f"{st['sealed_from']} and its keyspaces' log numbers, largest "
+                     f"{max(logs) if logs else 'none'}); the writes it held are gone")
+        return fno
+
     def wal_chain(self, wals, st):
         """format.md, "WAL seals": which WALs recovery replays, and how far. `wals` are
         decode_wal's results in file-number order. Reports the problems decode_wal found in the
@@ -845,6 +886,7 @@ class Checker:
         history only the type-3 records they yield (before their first bad record) count, for
         the corruption of a chain that ends before a completed sync; nothing else in them is
         checked or reported (what the decoder found there becomes a note)."""
+        self.newest_named_wal(wals, st)
         # A WAL below every keyspace's log number is neither replayed nor read (decode_wal only
         # noted its problems); the chain starts at the oldest WAL a keyspace needs (its entries
         # are skipped per keyspace log number all the same).
@@ -1704,6 +1746,7 @@ def main():
     c = Checker(a.db, a.quiet)
     names = sorted(os.listdir(a.db))
     cur = c.check_current(names)
+    current_bad = bool(c.problems)  # a CURRENT that fails its checks may name the wrong manifest
     if "LOCK" in names and os.path.getsize(c.path("LOCK")) != 0:
         c.problem("LOCK", None, "not empty")
     manifests = [x for x in names if re.fullmatch(r"MANIFEST-\d+", x)]
@@ -1717,6 +1760,7 @@ def main():
               + (" (named by CURRENT)" if m == cur else ""))
         if m == cur:
             st = s
+            st["damaged"] = st["damaged"] or current_bad
     if st is None:
         c.problem("CURRENT", None, "names no manifest in the directory")
         print("\n".join(["PROBLEMS:"] + c.problems))
