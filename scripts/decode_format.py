@@ -592,7 +592,7 @@ class Checker:
                 pos = pos2
             elif tag == 6:
                 v, pos = varint(p, pos, n)
-                if v & ~0b1111:
+                if v & ~0b11111:
                     raise Bad(pos, f"unknown feature bits {v:#x}")
                 st["features"] = v
             elif tag == 7:
@@ -869,14 +869,27 @@ class Checker:
         (the newest remaining WAL then ends where it was sealed, which a crash can also leave).
         `wals` are decode_wal's results of the WALs in the directory. Returns the missing WAL's
         file number, or None."""
-        fno = newest_named_wal_no(st)
-        if fno is None or st.get("damaged") or any(w["fno"] == fno for w in wals):
+        if st.get("damaged"):
             return None
+        present = {w["fno"] for w in wals}
         logs = [k["log"] for k in st["ks"].values() if k["log"] != 0]
-        self.problem(f"{fno:06d}.log", 0,
-                     f"missing: the newest WAL the manifest names (the largest of its first sealed WAL "
-                     f"{st['sealed_from']} and its keyspaces' log numbers, largest "
-                     f"{max(logs) if logs else 'none'}); the writes it held are gone")
+        required = {}
+        fno = newest_named_wal_no(st)
+        if fno is not None:
+            required[fno] = (f"missing: the newest WAL the manifest names (the largest of its first "
+                             f"sealed WAL {st['sealed_from']} and its keyspaces' log numbers, largest "
+                             f"{max(logs) if logs else 'none'}); the writes it held are gone")
+        # Feature bit 4 ("Every keyspace's log number names a WAL that exists"): each nonzero
+        # log number's WAL must be there too. Of several missing, the smallest is reported.
+        if (st["features"] or 0) & 16:
+            for n in logs:
+                required.setdefault(n, "missing: a keyspace's log number names it; the oldest of "
+                                       "that keyspace's writes not yet in tables are gone")
+        missing = sorted(n for n in required if n not in present)
+        if not missing:
+            return None
+        fno = missing[0]
+        self.problem(f"{fno:06d}.log", 0, required[fno])
         return fno
 
     def wal_chain(self, wals, st):

@@ -205,8 +205,9 @@ pub fn check_dir_with(dir: &Path, fs: Arc<dyn FileSystem>, opts: CheckOptions) -
     // WALs from this number on are sealed when retired (`wal_chain`); none without a manifest
     // that says so.
     let mut sealed_from = u64::MAX;
+    let mut features = 0;
     if let Some(n) = manifest_no {
-        sealed_from = check_manifest(dir, &env, &tables, n, &mut rep, &mut versions);
+        (sealed_from, features) = check_manifest(dir, &env, &tables, n, &mut rep, &mut versions);
     }
     // Log numbers of a manifest read only in part say nothing about which WALs must exist.
     let manifest_sound = rep.problems.is_empty();
@@ -262,15 +263,19 @@ pub fn check_dir_with(dir: &Path, fs: Arc<dyn FileSystem>, opts: CheckOptions) -
         })
         .collect();
     logs.sort_unstable();
-    // As recovery: the newest WAL the manifest names must exist.
-    if let Some(w) = wal_chain::newest_named(versions.iter().map(|k| k.log_number), sealed_from)
-        .filter(|w| manifest_sound && logs.binary_search(w).is_err())
-    {
-        rep.problem(
-            dir.join(format!("{w:06}.log")),
-            0,
-            wal_chain::missing_newest_detail(w),
-        );
+    // As recovery: the WALs the manifest says exist must be there.
+    let log_numbers: Vec<(String, u64)> = versions
+        .iter()
+        .map(|k| (k.name.clone(), k.log_number))
+        .collect();
+    let missing = wal_chain::missing_required(
+        &logs,
+        &log_numbers,
+        sealed_from,
+        features & manifest::FEATURE_LOG_NUMBERS_EXIST != 0,
+    );
+    if let Some((w, detail)) = missing.filter(|_| manifest_sound) {
+        rep.problem(dir.join(format!("{w:06}.log")), 0, detail);
     }
     let live: Vec<u64> = logs.iter().copied().filter(|&n| n >= min_log).collect();
     let known: Option<Vec<u32>> = manifest_no.map(|_| versions.iter().map(|k| k.id).collect());
@@ -341,13 +346,13 @@ fn check_manifest(
     n: u64,
     rep: &mut Report,
     versions: &mut Vec<KsView>,
-) -> u64 {
+) -> (u64, u64) {
     let path = manifest::manifest_path(dir, n);
     let data = match env.read_all(&path) {
         Ok(d) => d,
         Err(e) => {
             rep.error(&path, e);
-            return u64::MAX;
+            return (u64::MAX, 0);
         }
     };
     rep.files += 1;
@@ -385,9 +390,14 @@ fn check_manifest(
         .rev()
         .find_map(|(_, e)| e.sealed_logs_from)
         .unwrap_or(u64::MAX);
+    let features = edits
+        .iter()
+        .rev()
+        .find_map(|(_, e)| e.features)
+        .unwrap_or(0);
     if !rep.problems.is_empty() {
         // Replaying a manifest with a hole would report consequences, not causes.
-        return sealed_from;
+        return (sealed_from, features);
     }
     let hash_key = edits.iter().find_map(|(_, e)| e.hash_key);
     if hash_key.is_none() && edits.iter().any(|(_, e)| !e.new_keyspaces.is_empty()) {
@@ -396,7 +406,7 @@ fn check_manifest(
             0,
             "manifest defines keyspaces but records no placement-hash key",
         );
-        return sealed_from;
+        return (sealed_from, features);
     }
     let hash_key = hash_key.unwrap_or_default();
     let mut ks: HashMap<u32, KsView> = HashMap::new();
@@ -453,7 +463,7 @@ fn check_manifest(
     let mut all: Vec<KsView> = ks.into_values().collect();
     all.sort_by_key(|k| k.id);
     versions.extend(all);
-    sealed_from
+    (sealed_from, features)
 }
 
 fn check_file(env: &Env, f: &Arc<TableFile>, rep: &mut Report) {

@@ -1794,6 +1794,31 @@ fn truncate_log(
     env.sync_dir(dir)
 }
 
+/// A keyspace whose log number is above WAL `n` and which holds a table with writes after
+/// `replayed_max` (the largest sequence number replayed up to the end of the history in `n`):
+/// ending the history there is no point in time. Says which, for an error.
+fn table_ahead(cores: &HashMap<u32, Arc<KsCore>>, n: u64, replayed_max: u64) -> Option<String> {
+    for ks in cores.values() {
+        if ks.log_number.load(Ordering::SeqCst) <= n {
+            continue;
+        }
+        if let Some(f) = ks
+            .sv()
+            .version
+            .files()
+            .iter()
+            .find(|f| f.meta.max_seq > replayed_max)
+        {
+            return Some(format!(
+                "keyspace {:?} already holds later writes (table {:06}, sequence {} > {}): \
+                 no consistent point in time",
+                ks.name, f.meta.file_no, f.meta.max_seq, replayed_max
+            ));
+        }
+    }
+    None
+}
+
 /// Empties the WALs `logs` durably (they stay, empty, until the open's new manifest is durable
 /// and removes them).
 fn empty_logs(env: &Env, dir: &Path, logs: &[u64]) -> Result<()> {
@@ -1838,6 +1863,8 @@ fn recover(
     // No WAL is sealed unless the manifest says so (one written before seals: every WAL was
     // synced before the next held writes).
     let mut sealed_from = u64::MAX;
+    // The features of the manifest's last snapshot.
+    let mut features = 0u64;
     let mut cores: HashMap<u32, Arc<KsCore>> = HashMap::new();
     let mut old_manifest = None;
     if env.fs.exists(&current) {
@@ -1893,6 +1920,9 @@ fn recover(
             }
             if let Some(n) = e.sealed_logs_from {
                 sealed_from = n;
+            }
+            if let Some(f) = e.features {
+                features = f;
             }
             for d in &e.new_keyspaces {
                 if cores.contains_key(&d.id) {
@@ -2043,28 +2073,33 @@ fn recover(
         }
         next_file = next_file.max(n + 1);
     }
-    // The newest WAL the manifest names must be there: without it, writes it held would be
-    // lost with no sign (a WAL removed after it, or the directory copied without WALs).
-    let named_newest = wal_chain::newest_named(
-        cores.values().map(|k| k.log_number.load(Ordering::SeqCst)),
+    // The WALs the manifest says exist must be there: without one, writes it held would be
+    // lost with no sign (a WAL removed by hand, or the directory copied without WALs).
+    let log_numbers: Vec<(String, u64)> = cores
+        .values()
+        .map(|k| (k.name.clone(), k.log_number.load(Ordering::SeqCst)))
+        .collect();
+    let missing = wal_chain::missing_required(
+        &logs,
+        &log_numbers,
         sealed_from,
+        features & manifest::FEATURE_LOG_NUMBERS_EXIST != 0,
     );
     let mut replay: Vec<u64> = logs.iter().copied().filter(|&n| n >= min_log).collect();
-    if let Some(w) = named_newest.filter(|w| logs.binary_search(w).is_err()) {
+    // Point in time with a required WAL missing: the history ends before it.
+    let mut ends_before_missing = None;
+    if let Some((w, detail)) = missing {
         if opts.wal_recovery != WalRecovery::PointInTime {
-            return Err(Error::corruption(
-                wal_path(&dir, w),
-                0,
-                wal_chain::missing_newest_detail(w),
-            ));
+            return Err(Error::corruption(wal_path(&dir, w), 0, detail));
         }
-        // Point in time: the history ends before it. Later WALs are emptied durably before
-        // anything newer exists, as when a WAL is cut (`truncate_log`).
+        // Later WALs are emptied durably before anything newer exists, as when a WAL is cut
+        // (`truncate_log`).
         let later: Vec<u64> = replay.iter().copied().filter(|&n| n > w).collect();
         if !opts.read_only {
             empty_logs(&env, &dir, &later)?;
         }
         replay.retain(|&n| n < w);
+        ends_before_missing = Some((w, detail));
     }
     let mut live_logs = Vec::new();
     // Replayed logs that put at least one entry into a memtable: the others hold nothing a
@@ -2154,28 +2189,12 @@ fn recover(
             // after the cut; keeping them while the WAL loses the rest of their batches (and
             // the other keyspaces' writes in between) is no point in time. Refuse, as RocksDB
             // does ("SST file is ahead of WALs"), before anything is changed on disk.
-            for ks in cores.values() {
-                if ks.log_number.load(Ordering::SeqCst) <= n {
-                    continue;
-                }
-                if let Some(f) = ks
-                    .sv()
-                    .version
-                    .files()
-                    .iter()
-                    .find(|f| f.meta.max_seq > replayed_max)
-                {
-                    return Err(Error::corruption(
-                        &path,
-                        offset,
-                        format!(
-                            "point-in-time recovery would cut the WAL here, but keyspace {:?} \
-                             already holds later writes (table {:06}, sequence {} > {}): \
-                             no consistent point in time",
-                            ks.name, f.meta.file_no, f.meta.max_seq, replayed_max
-                        ),
-                    ));
-                }
+            if let Some(ahead) = table_ahead(&cores, n, replayed_max) {
+                return Err(Error::corruption(
+                    &path,
+                    offset,
+                    format!("point-in-time recovery would cut the WAL here, but {ahead}"),
+                ));
             }
             // The log ends here. Cut it durably to its valid prefix (and drop any later log)
             // before a newer WAL exists: otherwise the next recovery would find a torn record
@@ -2185,6 +2204,19 @@ fn recover(
                 truncate_log(&env, &dir, n, &data, offset, later)?;
             }
             break 'logs;
+        }
+    }
+    if let Some((w, detail)) = ends_before_missing {
+        // As at a cut: a keyspace flushed past the last replayed WAL may hold later writes.
+        let last = live_logs.last().copied().unwrap_or(0);
+        if let Some(ahead) = table_ahead(&cores, last, replayed_max) {
+            return Err(Error::corruption(
+                wal_path(&dir, w),
+                0,
+                format!(
+                    "{detail}; point-in-time recovery would end the history before it, but {ahead}"
+                ),
+            ));
         }
     }
     // The replayed logs may hold writes that reached only the page cache before a process
@@ -2290,8 +2322,18 @@ fn recover(
                 layout: ks.kind.encode(),
             });
             let mut k = KsEdit::new(id);
-            k.log_number = Some(ks.log_number.load(Ordering::SeqCst));
-            ks.sv().version.snapshot(&mut k);
+            // The first WAL the keyspace still needs: its oldest memtable's (the WAL where
+            // replay first gave it an entry; the new WAL when it got none). No older WAL holds
+            // a write of it that is not in a table, and this one is kept by this open, so the
+            // log number names a WAL that exists (`FEATURE_LOG_NUMBERS_EXIST`).
+            let sv = ks.sv();
+            let needed = sv.imms.last().unwrap_or(&sv.mem).log_number;
+            let needed = needed.max(ks.log_number.load(Ordering::SeqCst));
+            if !opts.read_only {
+                ks.log_number.store(needed, Ordering::SeqCst);
+            }
+            k.log_number = Some(needed);
+            sv.version.snapshot(&mut k);
             snap.keyspaces.push(k);
         }
     }

@@ -140,32 +140,63 @@ pub(crate) fn judge(
     }
 }
 
-/// The WAL that must exist, if the manifest names one: the newest of the keyspaces' persisted
-/// log numbers and the manifest's first sealed WAL. Each was created, and its directory entry
-/// synced, before the manifest edit naming it; WALs are deleted only below every keyspace's
-/// persisted log number, or at an open once a newer manifest names a newer first WAL; and a
-/// recovery that ends the history empties later WALs rather than removing them. So when it is
-/// missing, the newest writes went with it (say, a copy of the database without its WAL
-/// files). Only for manifests that name a first sealed WAL (`sealed_from` not `u64::MAX`):
-/// builds before seals deleted WALs by another rule. Log numbers 0 name no WAL.
-pub(crate) fn newest_named(
-    log_numbers: impl Iterator<Item = u64>,
+/// The first WAL the manifest says must exist that is not among `logs` (sorted), with what
+/// recovery and `scree check` say about it.
+///
+/// - The newest named WAL, when the manifest names a first sealed WAL (`sealed_from`, else
+///   `u64::MAX`): the largest of it and the keyspaces' log numbers. Each was created, and its
+///   directory entry synced, before the manifest edit naming it; WALs are deleted only below
+///   every keyspace's persisted log number, or at an open once a newer manifest naming a
+///   newer first WAL is durable; a recovery that ends the history empties later WALs rather
+///   than removing them. Builds before seals deleted WALs by another rule: not checked.
+/// - Every keyspace's log number, when the manifest has [`FEATURE_LOG_NUMBERS_EXIST`]: an open
+///   then records each keyspace's first still-needed WAL (or the one it starts), so a log
+///   number never names a WAL the open removes.
+///
+/// Log numbers 0 name no WAL. When it is missing, the writes it held are gone (a WAL removed
+/// by hand, the directory copied without its WAL files).
+///
+/// [`FEATURE_LOG_NUMBERS_EXIST`]: crate::manifest::FEATURE_LOG_NUMBERS_EXIST
+pub(crate) fn missing_required(
+    logs: &[u64],
+    log_numbers: &[(String, u64)],
     sealed_from: u64,
-) -> Option<u64> {
-    if sealed_from == u64::MAX {
-        return None;
+    all_log_numbers: bool,
+) -> Option<(u64, String)> {
+    let absent = |n: &u64| *n > 0 && logs.binary_search(n).is_err();
+    let mut missing: Vec<(u64, String)> = Vec::new();
+    // The newest first: of two reasons for one WAL, its message is the one kept.
+    if sealed_from != u64::MAX {
+        let newest = log_numbers
+            .iter()
+            .map(|(_, n)| *n)
+            .fold(sealed_from, u64::max);
+        if absent(&newest) {
+            missing.push((
+                newest,
+                format!(
+                    "WAL {newest:06}.log is missing, but the manifest names it (as a keyspace's \
+                     log number or the first WAL of the last open): it holds, or was started \
+                     to hold, the newest writes. Was the database copied without its WAL \
+                     files? WalRecovery::PointInTime opens without them"
+                ),
+            ));
+        }
     }
-    Some(log_numbers.filter(|&n| n > 0).fold(sealed_from, u64::max))
-}
-
-/// What recovery and `scree check` say when [`newest_named`]'s WAL is missing.
-pub(crate) fn missing_newest_detail(n: u64) -> String {
-    format!(
-        "WAL {n:06}.log is missing, but the manifest names it (as a keyspace's log number or \
-         the first WAL of the last open): it holds, or was started to hold, the newest writes. \
-         Was the database copied without its WAL files? WalRecovery::PointInTime opens \
-         without them"
-    )
+    if all_log_numbers {
+        for (name, n) in log_numbers.iter().filter(|(_, n)| absent(n)) {
+            missing.push((
+                *n,
+                format!(
+                    "WAL {n:06}.log is missing, but keyspace {name:?} needs it (its log number \
+                     names it: the oldest of its writes not yet in tables start there). Was \
+                     it removed by hand? WalRecovery::PointInTime opens without it if no \
+                     table holds later writes"
+                ),
+            ));
+        }
+    }
+    missing.into_iter().min_by_key(|(n, _)| *n)
 }
 
 #[cfg(test)]

@@ -667,3 +667,54 @@ fn an_open_whose_recovered_flush_fails_returns_the_error_and_loses_nothing() {
     drop(_db);
     assert!(wals(&fs).len() <= 2, "{:?}", wals(&fs));
 }
+
+/// Keyspace `a` wrote into the first WAL and went idle; `b` filled later WALs and flushed, so
+/// the first WAL is not the newest the manifest names, but `a`'s log number still names it.
+/// Removed by hand, its writes were lost with no error (found by the second decoder's removal
+/// trials, session 22). Since every open records each keyspace's first still-needed WAL
+/// (feature bit 4), recovery refuses; point-in-time recovery refuses too, as `b`'s table holds
+/// writes from after the end of the history.
+#[test]
+fn a_wal_an_idle_keyspace_still_needs_removed_is_corruption() {
+    let fs = FaultFs::new(8);
+    {
+        let (db, a, b) = two_keyspaces(&fs);
+        for i in 0..5 {
+            a.put(key("a", i), b"idle").expect("put");
+        }
+        fill_until_wals(&fs, &b, 2, "b");
+        db.wait_for_compactions().expect("wait");
+        b.put(b"after", b"1").expect("put");
+    }
+    let w = wals(&fs);
+    assert!(w.len() >= 2, "{w:?}");
+    let rep = check(&fs);
+    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+    fs.as_dyn().remove(&w[0]).expect("remove");
+    let what = "keyspace \"a\" needs it";
+    let rep = check(&fs);
+    assert!(
+        rep.problems
+            .iter()
+            .any(|p| p.file == w[0] && p.detail.contains(what)),
+        "{:?}",
+        rep.problems
+    );
+    match Db::open(DIR, opts(&fs)) {
+        Err(Error::Corruption { file, detail, .. }) => {
+            assert_eq!(file, w[0]);
+            assert!(detail.contains(what), "{detail}");
+        }
+        Err(e) => panic!("expected Corruption, got {e}"),
+        Ok(_) => panic!("opened without the WAL keyspace a needs"),
+    }
+    let mut pit = opts(&fs);
+    pit.wal_recovery = WalRecovery::PointInTime;
+    match Db::open(DIR, pit) {
+        Err(Error::Corruption { detail, .. }) => {
+            assert!(detail.contains("no consistent point in time"), "{detail}")
+        }
+        Err(e) => panic!("expected Corruption, got {e}"),
+        Ok(_) => panic!("a point in time without a's writes but with b's later table"),
+    }
+}

@@ -108,9 +108,17 @@ pub const FEATURE_SYNCED_WAL: u64 = 4;
 /// without it would read a seal as an unknown record, and a retired WAL that lost its seal as
 /// whole, replaying the next WAL after a hole; they refuse the database instead.
 pub const FEATURE_SEALED_WAL: u64 = 8;
+/// Feature bit: every keyspace's log number names a WAL that exists (an open records, for
+/// each keyspace, the first WAL it still needs, or the WAL it starts). Recovery then refuses a
+/// database missing one: its writes would be lost silently. Builds without it refuse the
+/// database, as for any feature bit they do not know.
+pub const FEATURE_LOG_NUMBERS_EXIST: u64 = 16;
 /// Every feature bit this build reads.
-pub const KNOWN_FEATURES: u64 =
-    FEATURE_COMPACT_WAL | FEATURE_IKEY_BLOCKS | FEATURE_SYNCED_WAL | FEATURE_SEALED_WAL;
+pub const KNOWN_FEATURES: u64 = FEATURE_COMPACT_WAL
+    | FEATURE_IKEY_BLOCKS
+    | FEATURE_SYNCED_WAL
+    | FEATURE_SEALED_WAL
+    | FEATURE_LOG_NUMBERS_EXIST;
 
 const K_LOG: u8 = 1;
 const K_ADD: u8 = 3;

@@ -12,7 +12,7 @@ use crate::fs::Env;
 use crate::log::{self, LogEnd, LogWriter};
 use crate::stats::WriteCause;
 use edit::Edit;
-pub use edit::KNOWN_FEATURES;
+pub use edit::{FEATURE_LOG_NUMBERS_EXIST, KNOWN_FEATURES};
 
 /// Name of the file that names the current manifest.
 pub const CURRENT: &str = "CURRENT";
