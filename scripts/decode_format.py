@@ -874,6 +874,9 @@ class Checker:
         present = {w["fno"] for w in wals}
         logs = [k["log"] for k in st["ks"].values() if k["log"] != 0]
         required = {}
+        # Both rules apply only to manifests with feature bit 4 (format.md).
+        if not (st["features"] or 0) & 16:
+            return None
         fno = newest_named_wal_no(st)
         if fno is not None:
             required[fno] = (f"missing: the newest WAL the manifest names (the largest of its first "

@@ -2093,13 +2093,12 @@ fn recover(
             return Err(Error::corruption(wal_path(&dir, w), 0, detail));
         }
         // Later WALs are emptied durably before anything newer exists, as when a WAL is cut
-        // (`truncate_log`).
+        // (`truncate_log`), but only once the check below has accepted this point in time
+        // (a refused open changes nothing: found in review, it had emptied WALs holding
+        // synced writes).
         let later: Vec<u64> = replay.iter().copied().filter(|&n| n > w).collect();
-        if !opts.read_only {
-            empty_logs(&env, &dir, &later)?;
-        }
         replay.retain(|&n| n < w);
-        ends_before_missing = Some((w, detail));
+        ends_before_missing = Some((w, detail, later));
     }
     let mut live_logs = Vec::new();
     // Replayed logs that put at least one entry into a memtable: the others hold nothing a
@@ -2206,10 +2205,19 @@ fn recover(
             break 'logs;
         }
     }
-    if let Some((w, detail)) = ends_before_missing {
-        // As at a cut: a keyspace flushed past the last replayed WAL may hold later writes.
-        let last = live_logs.last().copied().unwrap_or(0);
-        if let Some(ahead) = table_ahead(&cores, last, replayed_max) {
+    if let Some((w, detail, later)) = ends_before_missing {
+        // As at a cut: a keyspace whose log number is above the missing WAL may hold, in its
+        // tables, writes from after it. The writes before the end are those replayed and those
+        // in the tables of keyspaces flushed only up to the missing WAL (found in review: with
+        // nothing replayed, every table counted as later, and a copy without its WALs never
+        // opened).
+        let before_end = cores
+            .values()
+            .filter(|k| k.log_number.load(Ordering::SeqCst) <= w)
+            .flat_map(|k| k.sv().version.files())
+            .map(|f| f.meta.max_seq)
+            .fold(replayed_max, u64::max);
+        if let Some(ahead) = table_ahead(&cores, w, before_end) {
             return Err(Error::corruption(
                 wal_path(&dir, w),
                 0,
@@ -2217,6 +2225,9 @@ fn recover(
                     "{detail}; point-in-time recovery would end the history before it, but {ahead}"
                 ),
             ));
+        }
+        if !opts.read_only {
+            empty_logs(&env, &dir, &later)?;
         }
     }
     // The replayed logs may hold writes that reached only the page cache before a process

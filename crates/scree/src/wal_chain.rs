@@ -143,13 +143,16 @@ pub(crate) fn judge(
 /// The first WAL the manifest says must exist that is not among `logs` (sorted), with what
 /// recovery and `scree check` say about it.
 ///
+/// Only for manifests with [`FEATURE_LOG_NUMBERS_EXIST`] (`all_log_numbers`), which every open
+/// of this build writes:
+///
 /// - The newest named WAL, when the manifest names a first sealed WAL (`sealed_from`, else
 ///   `u64::MAX`): the largest of it and the keyspaces' log numbers. Each was created, and its
 ///   directory entry synced, before the manifest edit naming it; WALs are deleted only below
 ///   every keyspace's persisted log number, or at an open once a newer manifest naming a
 ///   newer first WAL is durable; a recovery that ends the history empties later WALs rather
-///   than removing them. Builds before seals deleted WALs by another rule: not checked.
-/// - Every keyspace's log number, when the manifest has [`FEATURE_LOG_NUMBERS_EXIST`]: an open
+///   than removing them.
+/// - Every keyspace's log number: an open
 ///   then records each keyspace's first still-needed WAL (or the one it starts), so a log
 ///   number never names a WAL the open removes.
 ///
@@ -163,6 +166,12 @@ pub(crate) fn missing_required(
     sealed_from: u64,
     all_log_numbers: bool,
 ) -> Option<(u64, String)> {
+    // Both rules need a manifest this build's opens wrote (bit 4): the builds before it
+    // removed later WALs where a recovery ended the history, so a crash in that recovery
+    // could leave the newest named WAL removed with no write lost (found in review).
+    if !all_log_numbers {
+        return None;
+    }
     let absent = |n: &u64| *n > 0 && logs.binary_search(n).is_err();
     let mut missing: Vec<(u64, String)> = Vec::new();
     // The newest first: of two reasons for one WAL, its message is the one kept.
@@ -183,7 +192,7 @@ pub(crate) fn missing_required(
             ));
         }
     }
-    if all_log_numbers {
+    {
         for (name, n) in log_numbers.iter().filter(|(_, n)| absent(n)) {
             missing.push((
                 *n,
