@@ -268,12 +268,7 @@ pub fn check_dir_with(dir: &Path, fs: Arc<dyn FileSystem>, opts: CheckOptions) -
         .iter()
         .map(|k| (k.name.clone(), k.log_number))
         .collect();
-    let missing = wal_chain::missing_required(
-        &logs,
-        &log_numbers,
-        sealed_from,
-        features & manifest::FEATURE_LOG_NUMBERS_EXIST != 0,
-    );
+    let missing = wal_chain::missing_required(&logs, &log_numbers, sealed_from, features);
     if let Some((w, detail)) = missing.filter(|_| manifest_sound) {
         rep.problem(dir.join(format!("{w:06}.log")), 0, detail);
     }

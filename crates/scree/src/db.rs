@@ -2079,12 +2079,7 @@ fn recover(
         .values()
         .map(|k| (k.name.clone(), k.log_number.load(Ordering::SeqCst)))
         .collect();
-    let missing = wal_chain::missing_required(
-        &logs,
-        &log_numbers,
-        sealed_from,
-        features & manifest::FEATURE_LOG_NUMBERS_EXIST != 0,
-    );
+    let missing = wal_chain::missing_required(&logs, &log_numbers, sealed_from, features);
     let mut replay: Vec<u64> = logs.iter().copied().filter(|&n| n >= min_log).collect();
     // Point in time with a required WAL missing: the history ends before it.
     let mut ends_before_missing = None;

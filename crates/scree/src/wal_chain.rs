@@ -143,7 +143,7 @@ pub(crate) fn judge(
 /// The first WAL the manifest says must exist that is not among `logs` (sorted), with what
 /// recovery and `scree check` say about it.
 ///
-/// Only for manifests with [`FEATURE_LOG_NUMBERS_EXIST`] (`all_log_numbers`), which every open
+/// Only for manifests whose `features` have [`FEATURE_LOG_NUMBERS_EXIST`], which every open
 /// of this build writes:
 ///
 /// - The newest named WAL, when the manifest names a first sealed WAL (`sealed_from`, else
@@ -164,12 +164,12 @@ pub(crate) fn missing_required(
     logs: &[u64],
     log_numbers: &[(String, u64)],
     sealed_from: u64,
-    all_log_numbers: bool,
+    features: u64,
 ) -> Option<(u64, String)> {
     // Both rules need a manifest this build's opens wrote (bit 4): the builds before it
     // removed later WALs where a recovery ended the history, so a crash in that recovery
     // could leave the newest named WAL removed with no write lost (found in review).
-    if !all_log_numbers {
+    if features & crate::manifest::FEATURE_LOG_NUMBERS_EXIST == 0 {
         return None;
     }
     let absent = |n: &u64| *n > 0 && logs.binary_search(n).is_err();

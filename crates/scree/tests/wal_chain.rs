@@ -133,6 +133,18 @@ fn check(fs: &FaultFs) -> scree::check::Report {
     scree::check::check_dir(Path::new(DIR), fs.as_dyn()).expect("check")
 }
 
+/// `scree check` reports a problem in `file` whose detail contains `what`.
+fn assert_check_reports(fs: &FaultFs, file: &Path, what: &str) {
+    let rep = check(fs);
+    assert!(
+        rep.problems
+            .iter()
+            .any(|p| p.file == file && p.detail.contains(what)),
+        "{:?}",
+        rep.problems
+    );
+}
+
 fn present(ks: &Keyspace, tag: &str) -> Vec<bool> {
     (0..5)
         .map(|i| ks.get(key(tag, i)).expect("get").is_some())
@@ -571,14 +583,7 @@ fn a_database_without_the_newest_wal_its_manifest_names_is_corruption() {
     assert_eq!(w.len(), 2, "{w:?}");
     fs.as_dyn().remove(&w[0]).expect("remove");
     let what = "is missing, but the manifest names it";
-    let rep = check(&fs);
-    assert!(
-        rep.problems
-            .iter()
-            .any(|p| p.file == w[0] && p.detail.contains(what)),
-        "{:?}",
-        rep.problems
-    );
+    assert_check_reports(&fs, &w[0], what);
     let mut read_only = opts(&fs);
     read_only.read_only = true;
     for o in [opts(&fs), read_only] {
@@ -692,14 +697,7 @@ fn a_wal_an_idle_keyspace_still_needs_removed_is_corruption() {
     assert!(rep.problems.is_empty(), "{:?}", rep.problems);
     fs.as_dyn().remove(&w[0]).expect("remove");
     let what = "keyspace \"a\" needs it";
-    let rep = check(&fs);
-    assert!(
-        rep.problems
-            .iter()
-            .any(|p| p.file == w[0] && p.detail.contains(what)),
-        "{:?}",
-        rep.problems
-    );
+    assert_check_reports(&fs, &w[0], what);
     match Db::open(DIR, opts(&fs)) {
         Err(Error::Corruption { file, detail, .. }) => {
             assert_eq!(file, w[0]);
