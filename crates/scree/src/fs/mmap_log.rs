@@ -10,14 +10,19 @@
 //! page) and `fdatasync`, as durable as `fsync` after `write(2)`; the next append maps it again.
 //! Each full window is unmapped and its write-back started (`sync_file_range`) as the log moves on.
 //!
-//! Preparing a window (preallocating, mapping and faulting in 4 MiB of zeroed page cache) and
-//! retiring one (unmapping it, starting its write-back) took ≈ 17 % of the writer thread's
-//! time on a `trie` fill. While a log has never been synced, both run on one background thread
-//! of the process (`scree-wal-windows`): once the current window is half full the next one is
-//! prepared, and the writer only swaps it in. Each job is best effort: if the thread is gone,
-//! or preparing failed (a full disk), the writer does the work itself as before, so errors
-//! reach `append` exactly as without the thread. A synced log prepares no window ahead: a
-//! faulted-in window is all dirty pages, which every `fdatasync` would write back.
+//! Preparing a window (preallocating and mapping it) and retiring one (unmapping it, starting
+//! its write-back) run, while a log has never been synced, on one background thread of the
+//! process (`scree-wal-windows`): once the current window is half full the next one is
+//! prepared, and the writer only swaps it in. Page faults are taken there too: the thread
+//! faults in ([`POPULATE_CHUNK`]) chunks of the writer's mapping a little ahead of the appends
+//! ([`POPULATE_AHEAD`]), so the writer's copies find their pages. Until session 24 a whole
+//! window was faulted in at once, on the writer for a log's first window; with 4 MiB memtables
+//! a log is a little over one window, so much of what was faulted in was never written (and
+//! was then cut off). Faulting in chunks off the writer cut the writer's CPU per put by 3–13 %
+//! on 4 MiB `trie` and `leveled` fills (docs/benchmarks.md, "Session 24"). Each job is best
+//! effort: if the thread is gone, or preparing failed (a full disk), the writer does the work
+//! itself, so errors reach `append` exactly as without the thread. A synced log faults nothing in ahead: a faulted-in
+//! page is dirty, and the next `fdatasync` would write its zeros back.
 //!
 //! Until the file is dropped its tail past the appended bytes is zero-filled preallocation;
 //! the log reader treats an all-zero tail as the end of the log (docs/format.md). Dropping the
@@ -34,6 +39,16 @@ use super::WritableFile;
 /// Bytes preallocated and mapped at a time (a multiple of the page size).
 pub const WINDOW: u64 = 4 << 20;
 
+/// Bytes of the writer's mapping the background thread faults in per job (a multiple of the
+/// page size that divides [`WINDOW`]).
+const POPULATE_CHUNK: u64 = 256 << 10;
+
+/// How far past the appended length the faulted-in part of an unsynced log's window reaches
+/// before the writer asks for the next chunk. The writer appends a chunk in a few
+/// milliseconds at most and faulting one in takes a fraction of one, so the writer takes a
+/// page fault itself only when the background thread lags (then the kernel serves both).
+const POPULATE_AHEAD: u64 = 2 * POPULATE_CHUNK;
+
 /// A log file appended through a memory map.
 pub struct MmapLog {
     file: Arc<File>,
@@ -42,8 +57,12 @@ pub struct MmapLog {
     start: u64,
     /// Bytes appended.
     len: u64,
-    /// The last window faulted in by [`MmapLog::map_window`] or prepared ahead.
-    populated: Option<u64>,
+    /// File offset up to which the current window's faulting-in has been asked for (at most
+    /// its end).
+    populated_to: u64,
+    /// Completion of the latest faulting-in job on the writer's mapping. Jobs run in order, so
+    /// when it has completed every earlier one has: the mapping may be unmapped only then.
+    populating: Option<mpsc::Receiver<()>>,
     /// Whether `sync` was ever called (then no window is prepared ahead).
     synced: bool,
     /// The next window, being prepared on the background thread.
@@ -85,9 +104,9 @@ fn in_background(job: Job) -> Result<(), Job> {
     }
 }
 
-/// Preallocates and maps the window of `file` starting at `start`, faulting it in writable
-/// when `populate`.
-fn map_at(file: &File, start: u64, populate: bool) -> io::Result<MmapMut> {
+/// Preallocates and maps the window of `file` starting at `start`, faulting its first
+/// `populate` bytes in writable.
+fn map_at(file: &File, start: u64, populate: u64) -> io::Result<MmapMut> {
     fs4::FileExt::allocate(file, start + WINDOW)?;
     // SAFETY: a mapping is unsound if the file changes under it (another writer, or a
     // truncation, which turns accesses into SIGBUS). This file was created (truncated) by
@@ -107,12 +126,31 @@ fn map_at(file: &File, start: u64, populate: bool) -> io::Result<MmapMut> {
     // Faulted in, writable, in one call instead of one page fault per 4 KiB page as appends
     // reach it. Only a hint: kernels before 5.14 refuse it and appends fault the pages in.
     #[cfg(target_os = "linux")]
-    if populate {
-        let _ = map.advise(memmap2::Advice::PopulateWrite);
+    if populate > 0 {
+        let len = usize::try_from(populate.min(WINDOW)).unwrap_or(0);
+        let _ = map.advise_range(memmap2::Advice::PopulateWrite, 0, len);
     }
     #[cfg(not(target_os = "linux"))]
     let _ = populate;
     Ok(map)
+}
+
+/// Faults in, writable, `len` bytes of a mapping at address `addr` (Linux; a hint elsewhere
+/// ignored).
+///
+/// # Safety
+///
+/// `[addr, addr + len)` must stay mapped until the call returns. `MADV_POPULATE_WRITE` reads
+/// and writes no byte of the range (it faults pages in as a write would, without storing), so
+/// it may run while another thread copies into the same pages.
+unsafe fn populate_range(addr: usize, len: usize) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: the caller keeps the range mapped (above); madvise takes no reference to it.
+    unsafe {
+        libc::madvise(addr as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (addr, len);
 }
 
 /// Starts writing back the full window at `start` without waiting (RocksDB's
@@ -143,7 +181,8 @@ impl MmapLog {
             map: None,
             start: 0,
             len: 0,
-            populated: None,
+            populated_to: 0,
+            populating: None,
             synced: false,
             prepared: None,
             windows_prepared_ahead: 0,
@@ -153,17 +192,63 @@ impl MmapLog {
         Ok(log)
     }
 
-    /// Preallocates and maps the window starting at `start` (again, after a sync unmapped it).
-    /// A new window is faulted in; not after a sync: populating dirties every page of the
-    /// window, so each later sync would write the whole window back again.
+    /// Preallocates and maps the window starting at `start` (again, after a sync unmapped it),
+    /// on the writer, faulting nothing in: an unsynced log asks the background thread for
+    /// chunks as appends go (`populate_ahead`).
     fn map_window(&mut self, start: u64) -> io::Result<()> {
+        self.wait_populating();
         self.map = None;
-        let populate = self.populated != Some(start);
-        let map = map_at(&self.file, start, populate)?;
-        self.populated = Some(start);
+        let map = map_at(&self.file, start, 0)?;
         self.map = Some(map);
         self.start = start;
+        self.populated_to = self.len.max(start);
+        self.populate_ahead();
         Ok(())
+    }
+
+    /// Waits until no faulting-in job uses the writer's mapping (before unmapping it here).
+    fn wait_populating(&mut self) {
+        if let Some(rx) = self.populating.take() {
+            // An error means the job is gone (dropped unrun, or its thread ended): same.
+            let _ = rx.recv();
+        }
+    }
+
+    /// Asks the background thread to fault in the next chunk of the current window once the
+    /// faulted-in part reaches less than [`POPULATE_AHEAD`] past the appended length (unsynced
+    /// logs only).
+    fn populate_ahead(&mut self) {
+        let end = self.start + WINDOW;
+        if self.synced || self.populated_to >= end || self.populated_to >= self.len + POPULATE_AHEAD
+        {
+            return;
+        }
+        let Some(map) = &self.map else { return };
+        let from = self.populated_to;
+        let to = (from + POPULATE_CHUNK).min(end);
+        let (Ok(off), Ok(len)) = (
+            usize::try_from(from - self.start),
+            usize::try_from(to - from),
+        ) else {
+            return;
+        };
+        if off.checked_add(len).is_none_or(|e| e > map.len()) {
+            return;
+        }
+        let addr = map.as_ptr() as usize + off;
+        let (tx, rx) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move || {
+            // SAFETY: the writer's mapping stays mapped until this job has run: the writer
+            // unmaps it on its own thread only after `wait_populating` saw this job's (or a
+            // later one's) completion, and a full window it hands to this thread to unmap is
+            // queued after this job (the thread runs jobs in order).
+            unsafe { populate_range(addr, len) };
+            let _ = tx.send(());
+        });
+        if in_background(job).is_ok() {
+            self.populating = Some(rx);
+            self.populated_to = to;
+        }
     }
 
     /// Starts preparing the window after the current one on the background thread.
@@ -173,7 +258,7 @@ impl MmapLog {
         let file = Arc::clone(&self.file);
         let job: Job = Box::new(move || {
             // The log may be gone (its receiver dropped): the mapping is then dropped here.
-            let _ = tx.send(map_at(&file, start, true));
+            let _ = tx.send(map_at(&file, start, POPULATE_AHEAD));
         });
         if in_background(job).is_ok() {
             self.prepared = Some(Prepared { start, rx });
@@ -190,18 +275,22 @@ impl MmapLog {
                 drop(old);
                 start_writeback(&file, start);
             });
+            // Queued after every faulting-in job on this window (jobs run in order).
             if let Err(job) = in_background(job) {
+                self.wait_populating();
                 job();
             }
+            // That thread now owns the window's end: nothing queued later touches it.
+            self.populating = None;
         }
         let start = self.start + WINDOW;
         match self.prepared.take() {
             Some(p) if p.start == start => match p.rx.recv() {
                 Ok(Ok(map)) => {
                     self.windows_prepared_ahead += 1;
-                    self.populated = Some(start);
                     self.map = Some(map);
                     self.start = start;
+                    self.populated_to = start + POPULATE_AHEAD;
                     Ok(())
                 }
                 // Failed (e.g. a full disk) or lost: try here, which reports the error.
@@ -214,6 +303,7 @@ impl MmapLog {
     /// Unmaps the current window and the one prepared ahead, if any. Waits for a window in
     /// preparation: it extends the file, so a cut of the tail must come after it.
     fn unmap_all(&mut self) {
+        self.wait_populating();
         self.map = None;
         if let Some(p) = self.prepared.take() {
             let _ = p.rx.recv();
@@ -255,6 +345,7 @@ impl WritableFile for MmapLog {
             if off + n >= WINDOW as usize / 2 && self.prepared.is_none() && !self.synced {
                 self.prepare_next();
             }
+            self.populate_ahead();
         }
         Ok(())
     }
@@ -375,6 +466,50 @@ mod tests {
         // Dropping waits for the window being prepared, then cuts the zero tail.
         drop(log);
         assert_eq!(std::fs::read(&path).expect("read"), want);
+    }
+
+    /// Faulting-in jobs run on the background thread against the writer's mapping: a log
+    /// dropped, synced or moved to its next window while they are queued must not unmap a
+    /// range a job has yet to touch (that would fault in pages of whatever is mapped there
+    /// next, or fail), and every byte must read back. Many short logs, each dropped at once.
+    #[test]
+    fn logs_dropped_or_synced_while_chunks_are_being_faulted_in_read_back_exactly() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for round in 0..64u32 {
+            let path = dir.path().join(format!("{round:06}.log"));
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .expect("open");
+            let mut log = MmapLog::new(f).expect("mmap log");
+            // 0 to ~1.3 windows, so some logs end before their first chunk is in and some
+            // right after a window switch.
+            let bytes = u64::from(round) * WINDOW / 48;
+            let want = append_until(&mut log, bytes, |i| {
+                (0..(i % 700) + 1).map(|j| (i ^ j ^ round) as u8).collect()
+            });
+            assert!(
+                log.populated_to >= log.len.min(log.start + WINDOW),
+                "round {round}: faulting-in was asked for up to {} of {} appended bytes",
+                log.populated_to,
+                log.len
+            );
+            if round % 3 == 1 {
+                log.sync().expect("sync");
+                // A synced log asks for nothing ahead; appends still work.
+                let more = append_until(&mut log, 9000, |i| vec![i as u8; 300]);
+                let mut all = want.clone();
+                all.extend_from_slice(&more);
+                drop(log);
+                assert_eq!(std::fs::read(&path).expect("read"), all, "round {round}");
+            } else {
+                drop(log);
+                assert_eq!(std::fs::read(&path).expect("read"), want, "round {round}");
+            }
+        }
     }
 
     /// Found by profiling a 4 MiB-memtable fill: the rotation's sync of the retired log ran
