@@ -171,6 +171,10 @@ fn dump_and_stats_list_what_the_library_sees_and_change_no_file() {
             o.write_buffer_bytes = 64 << 10;
             o.trie.pile_size = 2;
             o.trie.last_level_depth = 2;
+            // Compacted tables as small as the flushed ones, so that however the compactions
+            // fall, leveled keeps more than two (with 2 MiB ones it once kept an L1 table and
+            // one L0 table).
+            o.leveled.target_table_bytes = 64 << 10;
             o.fragmented.l0_compaction_trigger = 2;
             o.fragmented.top_level_bits = 6;
             o.fragmented.bit_decrement = 1;
