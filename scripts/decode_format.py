@@ -455,7 +455,7 @@ class Checker:
                     return recs, f"torn tail ({why})", pos
                 if not is_wal:
                     return recs, f"bad record ({why}) followed by a valid record at {later}", pos
-                verdict, reason = judge_wal_gap(data, pos, allowed_types, valid_at)
+                verdict, reason = judge_wal_gap(data, pos, allowed_types, valid_at, later)
                 if verdict == "torn":
                     return recs, f"torn tail ({why}; {reason})", pos
                 return recs, f"bad record ({why}) followed by a valid record at {later}: {reason}", pos
@@ -1659,9 +1659,9 @@ def single_flip_explains(msg, want_raw):
     return None
 
 
-def judge_wal_gap(data, p, allowed, valid_at):
-    """format.md, "Stale sectors": a bad WAL record at `p` followed by valid records.
-    Returns ("corruption" | "torn", reason)."""
+def judge_wal_gap(data, p, allowed, valid_at, nxt):
+    """format.md, "Stale sectors": a bad WAL record at `p` followed by valid records, the first
+    at `nxt`. Returns ("corruption" | "torn", reason)."""
     n = len(data)
     crc, ln, ty = struct.unpack_from("<IIB", data, p) if n - p >= 9 else (0, n, 0)
     extent_end = p + 9 + ln
@@ -1689,24 +1689,33 @@ def judge_wal_gap(data, p, allowed, valid_at):
                 continue
             if synced > p:
                 return "corruption", f"a type-3 record at {r} announces a sync of {synced} bytes"
-    # 2. one flipped bit explains the bad record
+    # 2. one flipped bit explains the bad record, unless it lies in zeros that run from its
+    #    byte to a 512-byte boundary before the next valid record (a stale sector explains it
+    #    as well)
+
+    def stale(at):
+        a = (at // 512 + 1) * 512
+        return a <= nxt and not any(data[at:a])
+
     whole = n - p >= 9 and ln <= (1 << 30) and extent_end <= n
     if n - p >= 9:
         for j in range(32):
             l2 = ln ^ (1 << j)
             if l2 <= (1 << 30) and p + 9 + l2 <= n and ty in allowed \
-                    and masked_crc(data[p + 8:p + 9 + l2]) == crc:
+                    and masked_crc(data[p + 8:p + 9 + l2]) == crc and not stale(p + 4 + j // 8):
                 return "corruption", f"one flipped bit of its length ({ln} for {l2})"
         if whole:
             body = data[p + 8:extent_end]
             good = masked_crc(body)
-            if ty in allowed and bin(good ^ crc).count("1") == 1:
+            d = good ^ crc
+            if ty in allowed and bin(d).count("1") == 1 \
+                    and not stale(p + (d.bit_length() - 1) // 8):
                 return "corruption", "one flipped bit of its checksum"
             hit = single_flip_explains(body, unmask(crc))
             if hit is not None:
                 k, b = hit
                 t2 = ty ^ (1 << b) if k == 0 else ty
-                if t2 in allowed:
+                if t2 in allowed and not stale(p + 8 + k):
                     return "corruption", f"one flipped bit at offset {p + 8 + k}"
     # 3. nothing counted after the claimed extent
     if q is None:

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Cross-checks format.md's WAL recovery rules (torn tail, zero tail, stale sectors, corruption,
 and the chain of sealed WALs) against the engine: damages one WAL of a copy of a database at
-random (a flipped bit, a zeroed 512-byte sector, zeros up to a sector boundary, zeroed or random
-bytes, a truncation), then compares the verdict of `scree check -v` with that of
+random (a flipped bit, a zeroed 512-byte sector, zeros up to a sector boundary, such zeros where
+the lost bytes held one set bit, zeroed or random bytes, a truncation), then compares the verdict of `scree check -v` with that of
 scripts/decode_format.py, which implements the rules from the document alone. Prints every
 disagreement and a tally. Verdicts: clean (including a zero or torn tail after a seal, which is
 ignored, a WAL below every keyspace's log number, which is not read, and a WAL after the end of
@@ -182,8 +182,21 @@ def removal(rng, logs, named, orig):
 
 def damage(rng, data):
     real = len(data.rstrip(b"\0")) or 1
-    kind = rng.choice(["flip", "sector", "zeros", "zeros_to_sector", "trunc", "garbage"])
+    kind = rng.choice(["flip", "sector", "zeros", "zeros_to_sector", "stale_one_bit", "trunc",
+                       "garbage"])
     pos = rng.randrange(real)
+    if kind == "stale_one_bit":
+        # zeros up to a sector boundary where the lost bytes held a single set bit: a stale
+        # sector that is also one flipped bit ("Stale sectors", step 2)
+        for _ in range(400):
+            a = (rng.randrange(real) // 512 + 1) * 512
+            runs = [s for s in range(a - 8, a) if s >= 0
+                    and sum(bin(b).count("1") for b in data[s:a]) == 1]
+            if a <= len(data) and runs:
+                s = rng.choice(runs)
+                data[s:a] = bytes(a - s)
+                return kind, s, data
+        kind = "zeros_to_sector"
     if kind == "flip":
         data[pos] ^= 1 << rng.randrange(8)
     elif kind == "sector":

@@ -211,49 +211,73 @@ fn crc32c_raw_byte(reg: u32, byte: u8) -> u32 {
     c
 }
 
-/// Whether flipping one bit of `body` gives CRC32C `want`. A CRC is affine: for messages of one
-/// length, `crc(x ^ e) = crc(x) ^ raw(e)`, where `raw` has no initial value or final xor, and
-/// `raw` of a single bit is that bit's register pushed through the zero bytes after it. So
-/// every flip is tried with one pass over the bytes, from the last to the first.
-fn one_bit_gives(body: &[u8], want: u32) -> bool {
+/// The byte of `body` and the bit in it whose flip gives CRC32C `want`, if one does. A CRC is
+/// affine: for messages of one length, `crc(x ^ e) = crc(x) ^ raw(e)`, where `raw` has no
+/// initial value or final xor, and `raw` of a single bit is that bit's register pushed through
+/// the zero bytes after it. So every flip is tried with one pass over the bytes, from the last
+/// to the first.
+fn one_bit_gives(body: &[u8], want: u32) -> Option<(usize, u8)> {
     let target = crc32c::crc32c(body) ^ want;
     // raw(bit b of the byte at distance d from the end), for the current d.
     let mut regs: [u32; 8] = std::array::from_fn(|b| crc32c_raw_byte(0, 1 << b));
-    for _ in 0..body.len() {
-        if regs.contains(&target) {
-            return true;
+    for at in (0..body.len()).rev() {
+        if let Some(bit) = regs.iter().position(|&r| r == target) {
+            return Some((at, bit as u8));
         }
         for r in &mut regs {
             *r = crc32c_raw_byte(*r, 0);
         }
     }
-    false
+    None
 }
 
-/// Whether one flipped bit explains the bad record at `pos`: in its checksum, its length (the
-/// record with that length is valid), or its type or payload. `None` when no length flip
-/// explains it and its payload runs past the end, so the rest cannot be tried.
-fn one_bit_flip(data: &[u8], pos: usize, types: &[u8]) -> Option<bool> {
+/// The file offsets of the bytes where one flipped bit makes the bad record at `pos` valid: a
+/// bit of its checksum, of its length (the record with that length is valid), or of its type
+/// or payload. Empty when none does; `None` when none does in its length and its payload runs
+/// past the end, so the rest cannot be tried.
+fn one_bit_flips(data: &[u8], pos: usize, types: &[u8]) -> Option<Vec<usize>> {
     let (Some(crc), Some(len)) = (get_u32(data, pos), get_u32(data, pos + 4)) else {
-        return Some(false);
+        return Some(Vec::new());
     };
-    let ty = data.get(pos + HEADER - 1).copied();
+    let Some(&ty) = data.get(pos + HEADER - 1) else {
+        return Some(Vec::new());
+    };
     let valid_with_len = |l: u32| {
         let payload = (pos + HEADER)
             .checked_add(l as usize)
             .and_then(|end| data.get(pos + HEADER..end));
-        match (ty, payload) {
-            (Some(t), Some(p)) => types.contains(&t) && crc2(&[t], p) == crc,
-            _ => false,
-        }
+        payload.is_some_and(|p| types.contains(&ty) && crc2(&[ty], p) == crc)
     };
-    if (0..32).any(|b| valid_with_len(len ^ (1 << b))) {
-        return Some(true);
+    let mut flips: Vec<usize> = (0..32)
+        .filter(|b| valid_with_len(len ^ (1 << b)))
+        .map(|b| pos + 4 + b / 8)
+        .collect();
+    let Some(body) = data.get(pos + HEADER - 1..pos + HEADER + len as usize) else {
+        return (!flips.is_empty()).then_some(flips);
+    };
+    // One bit of the stored (masked) checksum (little-endian at `pos`), or of the type and
+    // payload; the type must then be one a record may have.
+    let crc_diff = mask(crc32c::crc32c(body)) ^ crc;
+    if crc_diff.count_ones() == 1 && types.contains(&ty) {
+        flips.push(pos + crc_diff.trailing_zeros() as usize / 8);
     }
-    let body = data.get(pos + HEADER - 1..pos + HEADER + len as usize)?;
-    // One bit of the stored (masked) checksum, or of the type and payload.
-    let flip_in_crc = (mask(crc32c::crc32c(body)) ^ crc).count_ones() == 1;
-    Some(flip_in_crc || one_bit_gives(body, crate::coding::unmask(crc)))
+    if let Some((at, bit)) = one_bit_gives(body, crate::coding::unmask(crc)) {
+        let t = if at == 0 { ty ^ (1 << bit) } else { ty };
+        if types.contains(&t) {
+            flips.push(pos + HEADER - 1 + at);
+        }
+    }
+    Some(flips)
+}
+
+/// Whether the byte at `at` is zero in a run of zeros that ends at an aligned boundary no later
+/// than `next`: what a stale sector leaves (zeros from the append point at write-back to the
+/// sector's end). A flipped bit there is explained as well by a crash that kept the sector
+/// before the append that set the bit: the original bytes from `at` to the boundary were zero
+/// but for that one bit.
+fn in_stale_zeros(data: &[u8], at: usize, next: usize) -> bool {
+    let end = (at / TEAR_ALIGN + 1) * TEAR_ALIGN;
+    end <= next && data.get(at..end).is_some_and(|z| z.iter().all(|&b| b == 0))
 }
 
 /// Whether the gap `[bad, next)` before a valid record has the shape a crash gives unsynced
@@ -261,8 +285,9 @@ fn one_bit_flip(data: &[u8], pos: usize, types: &[u8]) -> Option<bool> {
 /// appends filled it ends in zeros (the file was zeros past the append point), while a later
 /// one is whole. It must hold an aligned boundary inside the gap preceded by a zero byte.
 /// One is enough because this is asked only about a bad record lying whole before the end that
-/// no one-bit flip explains (a record running past the end is a torn tail before this; until
-/// session 15 a rule asking 8 zeros for the other case sat here, unreachable). Garbage has no
+/// no one-bit flip explains but one inside such zeros (a record running past the end is a torn
+/// tail before this; until session 15 a rule asking 8 zeros for the other case sat here,
+/// unreachable). Garbage has no
 /// zero just before a sector boundary unless the data itself held one there, so it stays
 /// corruption.
 fn crash_shaped_gap(data: &[u8], bad: usize, next: usize) -> bool {
@@ -285,9 +310,12 @@ fn judge_bad_record(data: &[u8], pos: usize, types: &[u8], wal: bool) -> bool {
     if synced_announced_after(data, next) > pos as u64 {
         return false;
     }
-    let flip = one_bit_flip(data, pos, types);
-    if flip == Some(true) {
-        return false;
+    // One flipped bit explains it, and no stale sector explains that bit as well.
+    let flips = one_bit_flips(data, pos, types);
+    if let Some(f) = &flips {
+        if f.iter().any(|&at| !in_stale_zeros(data, at, next)) {
+            return false;
+        }
     }
     // Valid-looking records inside the bad record's claimed extent may be frames inside its
     // payload (a value holding WAL bytes, torn by the crash): only records from the extent's
@@ -304,8 +332,8 @@ fn judge_bad_record(data: &[u8], pos: usize, types: &[u8], wal: bool) -> bool {
     };
     match outside {
         None => true,
-        // `flip` is `Some(false)` here: `None` means the payload runs past the end, and then
-        // no record is counted after it.
+        // `flips` is `Some` here: `None` means the payload runs past the end, and then no
+        // record is counted after it.
         Some(n) => crash_shaped_gap(data, pos, n),
     }
 }
@@ -599,31 +627,72 @@ mod tests {
                 "{from}..{to} = {byte}: {end:?}"
             );
         }
-        // A payload of 0x01 bytes: one flipped bit makes the byte before the sector boundary
-        // zero, which alone would look like a stale sector's last zero. It is one bit: corruption.
+        // A payload of 0x01 bytes: one flipped bit makes a byte zero away from a sector
+        // boundary. It is one bit, and no stale sector ends there: corruption.
         let payloads: Vec<Vec<u8>> = (0..4).map(|_| vec![1u8; 300]).collect();
         let recs: Vec<(u8, &[u8])> = payloads
             .iter()
             .map(|p| (COMPACT_BATCH, p.as_slice()))
             .collect();
         let mut data = encode_typed(&recs);
-        data[511] ^= 1;
+        data[400] ^= 1;
         assert!(matches!(
             read_wal_records(&data).1,
             LogEnd::Corrupt { offset: 309, .. }
         ));
-        // One flipped bit of the stored checksum is one bit; two flipped bits are not.
+        // One flipped bit that sets a bit before the boundary is not a stale sector's zero.
+        let mut data = encode_typed(&recs);
+        data[511] ^= 2;
+        assert!(matches!(
+            read_wal_records(&data).1,
+            LogEnd::Corrupt { offset: 309, .. }
+        ));
+        // One flipped bit of the stored checksum is one bit, found in its byte; two are not.
         let mut data = encode_typed(&recs);
         data[309 + 2] ^= 0x40;
-        assert_eq!(one_bit_flip(&data, 309, WAL_TYPES), Some(true));
+        assert_eq!(one_bit_flips(&data, 309, WAL_TYPES), Some(vec![309 + 2]));
         data[309 + 3] ^= 0x01;
-        assert_eq!(one_bit_flip(&data, 309, WAL_TYPES), Some(false));
+        assert_eq!(one_bit_flips(&data, 309, WAL_TYPES), Some(vec![]));
         // Six zeros instead (no single flip gives them): a stale sector, a torn tail.
         let mut data = encode_typed(&recs);
         for b in &mut data[506..512] {
             *b = 0;
         }
         assert_eq!(read_wal_records(&data).1, LogEnd::TornTail { offset: 309 });
+    }
+
+    /// Found by review (session 22): a power loss kept a page whose append point was one byte
+    /// before its end, and that byte had one bit set (0x40). The zero left there is also one
+    /// flipped bit, which was judged corruption first, so the default recovery refused a
+    /// database no synced write of which was touched. A flip inside zeros that end at a
+    /// sector boundary is now the stale sector it equally is.
+    #[test]
+    fn a_stale_sector_whose_lost_bytes_held_one_set_bit_is_a_torn_tail() {
+        // Record 1 starts at 309, its payload at 318: the bytes at 510 and 511 are its 192nd
+        // and 193rd. The last byte lost, or the last two of which only the first held a bit.
+        for (from, last) in [(511, 0x40u8), (510, 0x00)] {
+            let mut payloads: Vec<Vec<u8>> = (0..4).map(|_| vec![0x40u8; 300]).collect();
+            payloads[1][193] = last;
+            let recs: Vec<(u8, &[u8])> = payloads
+                .iter()
+                .map(|p| (COMPACT_BATCH, p.as_slice()))
+                .collect();
+            let mut data = encode_typed(&recs);
+            for b in &mut data[from..512] {
+                *b = 0;
+            }
+            assert_eq!(one_bit_flips(&data, 309, WAL_TYPES), Some(vec![from]));
+            let (read, end) = read_wal_records(&data);
+            assert_eq!(read.len(), 1, "zeros from {from}");
+            assert_eq!(end, LogEnd::TornTail { offset: 309 }, "zeros from {from}");
+        }
+        // A manifest is synced edit by edit: the same bytes there stay corruption.
+        let mut m = encode(&[&[0x40; 300][..], &[0x40; 300], &[0x40; 300]]);
+        m[511] = 0;
+        assert!(matches!(
+            read_records(&m).1,
+            LogEnd::Corrupt { offset: 309, .. }
+        ));
     }
 
     /// Found by review (2026-11-24): a torn record whose payload holds the bytes of a valid
@@ -700,15 +769,20 @@ mod tests {
         for len in [1usize, 2, 9, 64, 300] {
             let body: Vec<u8> = (0..len).map(|_| next() as u8).collect();
             let want = crc32c::crc32c(&body);
-            assert!(
-                !one_bit_gives(&body, want),
+            assert_eq!(
+                one_bit_gives(&body, want),
+                None,
                 "no flip needed is not one flip"
             );
             for _ in 0..20 {
                 let (i, b) = ((next() as usize) % len, next() % 8);
                 let mut bad = body.clone();
                 bad[i] ^= 1 << b;
-                assert!(one_bit_gives(&bad, want), "len {len}, byte {i}, bit {b}");
+                assert_eq!(
+                    one_bit_gives(&bad, want),
+                    Some((i, b as u8)),
+                    "len {len}, byte {i}, bit {b}"
+                );
                 // Two flipped bits are not one.
                 let j = (i + 1 + (next() as usize) % len.max(2)) % len;
                 if j != i {
@@ -718,7 +792,11 @@ mod tests {
                         t[k / 8] ^= 1 << (k % 8);
                         crc32c::crc32c(&t) == want
                     });
-                    assert_eq!(one_bit_gives(&bad, want), brute, "len {len}, two flips");
+                    assert_eq!(
+                        one_bit_gives(&bad, want).is_some(),
+                        brute,
+                        "len {len}, two flips"
+                    );
                 }
             }
         }
