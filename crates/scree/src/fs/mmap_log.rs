@@ -395,7 +395,12 @@ mod tests {
 
     /// A new log file `000001.log` in `dir`, and its writer.
     fn fresh_log(dir: &std::path::Path) -> (std::path::PathBuf, MmapLog) {
-        let path = dir.join("000001.log");
+        fresh_log_named(dir, "000001.log")
+    }
+
+    /// A new log file `name` in `dir`, and its writer.
+    fn fresh_log_named(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, MmapLog) {
+        let path = dir.join(name);
         let f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -476,15 +481,7 @@ mod tests {
     fn logs_dropped_or_synced_while_chunks_are_being_faulted_in_read_back_exactly() {
         let dir = tempfile::tempdir().expect("tempdir");
         for round in 0..64u32 {
-            let path = dir.path().join(format!("{round:06}.log"));
-            let f = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&path)
-                .expect("open");
-            let mut log = MmapLog::new(f).expect("mmap log");
+            let (path, mut log) = fresh_log_named(dir.path(), &format!("{round:06}.log"));
             // 0 to ~1.3 windows, so some logs end before their first chunk is in and some
             // right after a window switch.
             let bytes = u64::from(round) * WINDOW / 48;
