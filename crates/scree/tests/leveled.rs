@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use scree::fs::fault::{FaultFs, OpKind};
@@ -84,4 +85,61 @@ fn a_background_move_into_the_level_a_manual_compaction_writes_cannot_overlap_it
     assert!(is("a", b"1"));
     assert!(is("z", &big));
     db.check_invariants().expect("invariants");
+}
+
+/// Parallel search on `leveled` probes the deepest non-empty level on the search pool beside
+/// the levels above it; an answer from above wins. With every key's oldest value in the last
+/// level and newer values and tombstones above it, every get must answer the newest write,
+/// as a serial get does.
+#[test]
+fn parallel_search_answers_what_serial_search_answers_across_levels() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let n = 3000u32;
+    let key = |i: u32| format!("k{i:05}");
+    let mut want: BTreeMap<String, Option<String>> = BTreeMap::new();
+    {
+        let db = Db::open(dir.path(), common::small_db()).expect("open");
+        let ks = db
+            .keyspace("ks", common::small_ks(Layout::Leveled))
+            .expect("keyspace");
+        for i in 0..n {
+            ks.put(key(i), format!("0-{i}")).expect("put");
+            want.insert(key(i), Some(format!("0-{i}")));
+        }
+        db.compact().expect("compact");
+        for (gen, step) in [(1u32, 3u32), (2, 7)] {
+            for i in (0..n).step_by(step as usize) {
+                if (i / step) % 2 == 0 {
+                    ks.delete(key(i)).expect("delete");
+                    want.insert(key(i), None);
+                } else {
+                    ks.put(key(i), format!("{gen}-{i}")).expect("put");
+                    want.insert(key(i), Some(format!("{gen}-{i}")));
+                }
+            }
+            db.flush().expect("flush");
+        }
+        db.wait_for_compactions().expect("wait");
+        let levels = table_levels(&db);
+        assert!(
+            levels.len() >= 2,
+            "a last level and tables above it: {levels:?}"
+        );
+    }
+    for parallel in [false, true] {
+        let mut o = common::small_db();
+        o.parallel_search = parallel;
+        let db = Db::open(dir.path(), o).expect("open");
+        let ks = db
+            .keyspace("ks", common::small_ks(Layout::Leveled))
+            .expect("keyspace");
+        for (k, v) in &want {
+            let got = ks.get(k).expect("get");
+            assert_eq!(
+                got.as_deref(),
+                v.as_deref().map(str::as_bytes),
+                "{k} (parallel {parallel})"
+            );
+        }
+    }
 }

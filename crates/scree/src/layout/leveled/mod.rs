@@ -84,15 +84,56 @@ impl LeveledVersion {
     fn level(&self, l: usize) -> &[Arc<TableFile>] {
         self.levels.get(l).map_or(&[], |v| v.as_slice())
     }
+
+    /// The deepest level below L0 that holds a table (0 when none does).
+    fn deepest_nonempty(&self) -> usize {
+        (1..self.levels.len())
+            .rev()
+            .find(|&l| !self.level(l).is_empty())
+            .unwrap_or(0)
+    }
+
+    /// Newest version of `user_key` at `seq` in L0 (when `with_l0`), then in the one table of
+    /// each of `levels` whose range can hold the key.
+    fn lookup(
+        &self,
+        user_key: &[u8],
+        seq: u64,
+        with_l0: bool,
+        levels: std::ops::Range<usize>,
+    ) -> Result<Lookup> {
+        let l0 = if with_l0 { self.level(0) } else { &[] };
+        let below = levels.filter_map(|l| {
+            let files = self.level(l);
+            files.get(files.partition_point(|f| f.meta.largest_user() < user_key))
+        });
+        get_in_tables(l0.iter().chain(below), user_key, seq)
+    }
 }
 
 impl LayoutVersion for LeveledVersion {
     fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
         // L0 newest first, then the one table of each level whose range can hold the key.
-        let below = self.levels.iter().skip(1).filter_map(|files| {
-            files.get(files.partition_point(|f| f.meta.largest_user() < user_key))
-        });
-        get_in_tables(self.level(0).iter().chain(below), user_key, seq)
+        self.lookup(user_key, seq, true, 1..self.levels.len())
+    }
+
+    /// The deepest non-empty level is the last level (it holds most of the data once the tree
+    /// has settled), when some table lies above it.
+    fn has_distinct_last_level(&self) -> bool {
+        let last = self.deepest_nonempty();
+        last >= 1 && (0..last).any(|l| !self.level(l).is_empty())
+    }
+
+    fn get_upper(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
+        self.lookup(user_key, seq, true, 1..self.deepest_nonempty())
+    }
+
+    fn get_last(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
+        let last = self.deepest_nonempty();
+        if last == 0 {
+            return Ok(Lookup::Absent);
+        }
+        self.lookup(user_key, seq, false, last..last + 1)
     }
 
     fn add_iters(&self, out: &mut Vec<Box<dyn InternalIter>>) -> Result<()> {
@@ -642,6 +683,28 @@ mod tests {
             .empty_version(&t)
             .apply(&e, &t)
             .expect("apply")
+    }
+
+    /// Parallel search probes the deepest non-empty level beside the levels above it, and
+    /// only when some table lies above it.
+    #[test]
+    fn the_last_level_is_distinct_only_below_other_tables() {
+        let distinct = |tables: Vec<AddedTable>| version(tables).has_distinct_last_level();
+        assert!(!distinct(vec![]));
+        assert!(!distinct(vec![table(0, 1, "a", "z", 5)]));
+        assert!(!distinct(vec![table(3, 1, "a", "z", 5)]));
+        assert!(distinct(vec![
+            table(0, 2, "a", "c", 9),
+            table(3, 1, "a", "z", 5)
+        ]));
+        assert!(distinct(vec![
+            table(1, 2, "a", "c", 9),
+            table(3, 1, "a", "z", 5)
+        ]));
+        assert!(!distinct(vec![
+            table(3, 2, "a", "c", 9),
+            table(3, 1, "d", "z", 5)
+        ]));
     }
 
     /// Found by the concurrency test (a snapshot read twice differed, scans lost money): an
