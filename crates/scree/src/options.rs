@@ -355,8 +355,9 @@ pub struct FragmentedOptions {
     pub level_base_bytes: u64,
     /// Budget ratio between adjacent levels. Default 10.
     pub level_size_ratio: u64,
-    /// Aggressive compaction: level i is compacted into level i+1 when it holds at least
-    /// (1 − ratio) of level i+1's bytes (0 disables). Default 0.25.
+    /// Aggressive compaction: level i is compacted into level i+1 when their sizes are within
+    /// `ratio` of level i+1's bytes of each other (|bytes(i) − bytes(i+1)| ≤ ratio ·
+    /// bytes(i+1)), the paper's "within 25 %" (0 disables). Default 0.25.
     pub aggressive_ratio: f64,
     /// The second-to-last level rewrites a guard in place when merging it into the last level
     /// would rewrite more than this many times its bytes (the paper's 25×). Default 25.

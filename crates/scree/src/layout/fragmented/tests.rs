@@ -207,7 +207,7 @@ mod policy_tests {
     use std::sync::Arc;
 
     use super::super::version::{guard_record, FragmentedVersion, GKey, TAG_COMMIT};
-    use super::super::{target_level, Why};
+    use super::super::{target_level, Cand, Fragmented, Why};
     use super::version_tests_support::{ctx, empty, table_sized};
     use crate::layout::LayoutVersion;
     use crate::manifest::edit::KsEdit;
@@ -277,6 +277,43 @@ mod policy_tests {
         assert_eq!(target_level(&fv(&v), &o, 2, 1, Why::Count), Some(2));
         // Manual compaction ignores the rule and stops at the deepest level.
         assert_eq!(target_level(&fv(&v), &o, 1, 1, Why::Manual), Some(2));
+    }
+
+    /// Aggressive compaction (the paper's "within 25 %"): a level about as large as the next
+    /// one is pushed down; one far smaller than the next is not, nor any with the ratio 0.
+    #[test]
+    fn a_level_within_the_aggressive_ratio_of_the_next_is_pushed_down() {
+        let p = Fragmented::new();
+        let o = FragmentedOptions {
+            max_levels: 3,
+            max_sstables_per_guard: 2,
+            ..Default::default()
+        };
+        let size_candidates = |v: &Arc<dyn LayoutVersion>, o: &FragmentedOptions| {
+            let f: &FragmentedVersion = v.as_any().downcast_ref().expect("fragmented");
+            p.candidates(f, o, false)
+                .into_iter()
+                .filter_map(|c| match c {
+                    Cand::Guard {
+                        level,
+                        why: Why::Size,
+                        ..
+                    } => Some(level),
+                    _ => None,
+                })
+                .collect::<Vec<usize>>()
+        };
+        // Level 1 holds 200 bytes, level 2 holds 2 × 90: within 25 % of each other.
+        let v = version(1, 90);
+        assert_eq!(size_candidates(&v, &o), vec![1]);
+        // Level 2 holds 2 × 1000: level 1 is a tenth of it.
+        assert!(size_candidates(&version(1, 1000), &o).is_empty());
+        // Off.
+        let off = FragmentedOptions {
+            aggressive_ratio: 0.0,
+            ..o.clone()
+        };
+        assert!(size_candidates(&v, &off).is_empty());
     }
 }
 
@@ -448,6 +485,11 @@ mod consolidation_tests {
         //    e4..e9 with interleaving sequence numbers, so that child is merged instead.
         v = run(&f, &v, p.guard_job(fv(&v), &o, 1, 0, Why::Count));
         v.check_invariants().expect("step 4");
+        assert!(
+            !fv(&v).is_guard(2, b"e3"),
+            "the skewed guard joined the sentinel"
+        );
+        assert!(fv(&v).is_guard(2, b"m"));
         for (key, want) in [
             ("a", "a@90"),
             ("e1", "e1@35"),
