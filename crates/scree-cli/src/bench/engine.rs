@@ -163,6 +163,8 @@ pub struct ScreeTuning {
     pub trie_last_level_depth: Option<u32>,
     /// `FragmentedOptions::max_sstables_per_guard`.
     pub frag_tables_per_guard: Option<usize>,
+    /// `FragmentedOptions::parallel_seeks`.
+    pub frag_parallel_seeks: bool,
     /// `Options::parallel_search` (search the last level on a search thread).
     pub parallel_search: bool,
     /// `Options::mmap_reads`.
@@ -183,6 +185,9 @@ impl Default for ScreeTuning {
             trie_pile_size: None,
             trie_last_level_depth: None,
             frag_tables_per_guard: None,
+            frag_parallel_seeks: scree::KeyspaceOptions::new(scree::Layout::Fragmented)
+                .fragmented
+                .parallel_seeks,
             parallel_search: scree::Options::default().parallel_search,
             mmap_reads: scree::Options::default().mmap_reads,
             max_open_files: scree::Options::default().max_open_files,

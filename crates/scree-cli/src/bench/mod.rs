@@ -142,6 +142,11 @@ pub struct BenchArgs {
     /// [default: FragmentedOptions::default()].
     #[arg(long)]
     pub frag_tables_per_guard: Option<usize>,
+    /// `fragmented`: position the tables of a guard of the level holding the most data on the
+    /// seek pool (`FragmentedOptions::parallel_seeks`; off by default: it pays only for cold
+    /// reads).
+    #[arg(long)]
+    pub frag_parallel_seeks: bool,
     /// Scree: search the last level on a search thread while the levels above are searched
     /// (`Options::parallel_search`, LSM-trie's parallel search; layouts with a distinct last level).
     #[arg(long)]
@@ -270,6 +275,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             trie_pile_size: args.trie_pile_size,
             trie_last_level_depth: args.trie_last_level_depth,
             frag_tables_per_guard: args.frag_tables_per_guard,
+            frag_parallel_seeks: args.frag_parallel_seeks,
             parallel_search: args.parallel_search,
             mmap_reads: !args.no_mmap_reads,
             max_open_files: args.max_open_files,

@@ -93,6 +93,7 @@ impl ScreeEngine {
         if let Some(n) = t.frag_tables_per_guard {
             ko.fragmented.max_sstables_per_guard = n;
         }
+        ko.fragmented.parallel_seeks = t.frag_parallel_seeks;
         let mut settings = vec![
             (
                 "write_buffer_bytes".into(),
@@ -138,10 +139,16 @@ impl ScreeEngine {
                     ko.trie.last_level_depth.to_string(),
                 ));
             }
-            Layout::Fragmented => settings.push((
-                "fragmented.max_sstables_per_guard".into(),
-                ko.fragmented.max_sstables_per_guard.to_string(),
-            )),
+            Layout::Fragmented => {
+                settings.push((
+                    "fragmented.max_sstables_per_guard".into(),
+                    ko.fragmented.max_sstables_per_guard.to_string(),
+                ));
+                settings.push((
+                    "fragmented.parallel_seeks".into(),
+                    ko.fragmented.parallel_seeks.to_string(),
+                ));
+            }
             _ => {}
         }
         let db = Db::open(dir, opts)

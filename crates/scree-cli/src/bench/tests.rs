@@ -319,6 +319,7 @@ fn scree_tuning_flags_reach_the_keyspace() {
             trie_pile_size: Some(3),
             trie_last_level_depth: Some(2),
             frag_tables_per_guard: Some(1),
+            frag_parallel_seeks: true,
             parallel_search: true,
             mmap_reads: false,
             max_open_files: 0,
@@ -359,6 +360,14 @@ fn scree_tuning_flags_reach_the_keyspace() {
     assert!(s
         .iter()
         .any(|(n, v)| n == "fragmented.max_sstables_per_guard" && v == "1"));
+    assert!(s
+        .iter()
+        .any(|(n, v)| n == "fragmented.parallel_seeks" && v == "true"));
+    assert!(
+        parse_args(["bench", "--frag-parallel-seeks"])
+            .expect("args")
+            .frag_parallel_seeks
+    );
 }
 
 #[cfg(feature = "peers")]
