@@ -287,9 +287,8 @@ fn in_stale_zeros(data: &[u8], at: usize, next: usize) -> bool {
 /// One is enough because this is asked only about a bad record lying whole before the end that
 /// no one-bit flip explains but one inside such zeros (a record running past the end is a torn
 /// tail before this; until session 15 a rule asking 8 zeros for the other case sat here,
-/// unreachable). Garbage has no
-/// zero just before a sector boundary unless the data itself held one there, so it stays
-/// corruption.
+/// unreachable). Garbage has no zero just before a sector boundary unless the data itself held
+/// one there, so it stays corruption.
 fn crash_shaped_gap(data: &[u8], bad: usize, next: usize) -> bool {
     let first = (bad + 1).div_ceil(TEAR_ALIGN) * TEAR_ALIGN;
     (first..=next)

@@ -248,6 +248,10 @@ impl MmapLog {
         if in_background(job).is_ok() {
             self.populating = Some(rx);
             self.populated_to = to;
+        } else {
+            // No thread: the writer's copies fault the window's pages in, as a synced log's
+            // do; asking again at every append would only cost a job each time.
+            self.populated_to = end;
         }
     }
 
