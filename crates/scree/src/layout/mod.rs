@@ -162,6 +162,41 @@ pub trait LayoutVersion: Send + Sync {
     fn as_any(&self) -> &dyn Any;
 }
 
+/// A version that looks a key up in L0, then in one place per level below it (`leveled`,
+/// `fragmented`). Parallel search splits that lookup into the levels above the deepest level
+/// holding a table, and that level alone.
+pub(crate) trait LevelSplit {
+    /// The deepest level below L0 that holds a table (0 when none does).
+    fn deepest_level(&self) -> usize;
+    /// Whether level `l` (0: L0) holds a table.
+    fn holds_tables(&self, l: usize) -> bool;
+    /// Newest version of `user_key` visible at `seq` in L0 (when `with_l0`), then in `levels`.
+    fn lookup_levels(
+        &self,
+        user_key: &[u8],
+        seq: u64,
+        with_l0: bool,
+        levels: std::ops::Range<usize>,
+    ) -> Result<Lookup>;
+
+    /// [`LayoutVersion::has_distinct_last_level`]: the deepest level, when a table lies above.
+    fn last_is_distinct(&self) -> bool {
+        let last = self.deepest_level();
+        last >= 1 && (0..last).any(|l| self.holds_tables(l))
+    }
+    /// [`LayoutVersion::get_upper`].
+    fn get_above_last(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
+        self.lookup_levels(user_key, seq, true, 1..self.deepest_level())
+    }
+    /// [`LayoutVersion::get_last`].
+    fn get_in_last(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
+        match self.deepest_level() {
+            0 => Ok(Lookup::Absent),
+            last => self.lookup_levels(user_key, seq, false, last..last + 1),
+        }
+    }
+}
+
 /// A background job (a compaction). Dropping it releases whatever it reserved; the engine
 /// drops it only after the job's edit is installed, so no other job can pick the same inputs
 /// in between.

@@ -13,7 +13,7 @@ use super::iter::{LevelIter, SeekPool};
 use crate::coding::{put_slice, put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::iter::InternalIter;
-use crate::layout::{check_edit_tables, LayoutVersion, TablePlace};
+use crate::layout::{check_edit_tables, LayoutVersion, LevelSplit, TablePlace};
 use crate::manifest::edit::{AddedTable, KsEdit, LayoutRecord, FORMAT_SORTED};
 use crate::memtable::Lookup;
 use crate::stats::LevelStats;
@@ -439,28 +439,45 @@ pub(crate) fn intersects(t: &TableFile, lo: Option<&[u8]>, hi: Option<&[u8]>) ->
     lo.is_none_or(|l| t.meta.largest_user() >= l) && hi.is_none_or(|h| t.meta.smallest_user() < h)
 }
 
+impl LevelSplit for FragmentedVersion {
+    fn deepest_level(&self) -> usize {
+        self.deepest_nonempty()
+    }
+
+    fn holds_tables(&self, l: usize) -> bool {
+        if l == 0 {
+            !self.l0.is_empty()
+        } else {
+            self.level(l).is_some_and(|lvl| lvl.tables > 0)
+        }
+    }
+
+    fn lookup_levels(
+        &self,
+        user_key: &[u8],
+        seq: u64,
+        with_l0: bool,
+        levels: std::ops::Range<usize>,
+    ) -> Result<Lookup> {
+        self.lookup(user_key, seq, with_l0, levels)
+    }
+}
+
 impl LayoutVersion for FragmentedVersion {
     fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
         self.lookup(user_key, seq, true, 1..self.levels.len())
     }
 
     fn has_distinct_last_level(&self) -> bool {
-        let last = self.deepest_nonempty();
-        last >= 1
-            && (!self.l0.is_empty()
-                || (1..last).any(|j| self.level(j).is_some_and(|l| l.tables > 0)))
+        self.last_is_distinct()
     }
 
     fn get_upper(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
-        self.lookup(user_key, seq, true, 1..self.deepest_nonempty())
+        self.get_above_last(user_key, seq)
     }
 
     fn get_last(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
-        let last = self.deepest_nonempty();
-        if last == 0 {
-            return Ok(Lookup::Absent);
-        }
-        self.lookup(user_key, seq, false, last..last + 1)
+        self.get_in_last(user_key, seq)
     }
 
     fn add_iters(&self, out: &mut Vec<Box<dyn InternalIter>>) -> Result<()> {

@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 use crate::iter::{InternalIter, MergingIter};
 use crate::key::cmp_ikey;
 use crate::layout::{
-    check_edit_tables, Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure,
-    TablePlace,
+    check_edit_tables, Job, JobCtx, Layout, LayoutVersion, LevelSplit, ManualScope, ManualStep,
+    Pressure, TablePlace,
 };
 use crate::manifest::edit::{AddedTable, KsEdit, FORMAT_SORTED};
 use crate::memtable::{Lookup, Memtable};
@@ -84,18 +84,22 @@ impl LeveledVersion {
     fn level(&self, l: usize) -> &[Arc<TableFile>] {
         self.levels.get(l).map_or(&[], |v| v.as_slice())
     }
+}
 
-    /// The deepest level below L0 that holds a table (0 when none does).
-    fn deepest_nonempty(&self) -> usize {
+impl LevelSplit for LeveledVersion {
+    fn deepest_level(&self) -> usize {
         (1..self.levels.len())
             .rev()
             .find(|&l| !self.level(l).is_empty())
             .unwrap_or(0)
     }
 
-    /// Newest version of `user_key` at `seq` in L0 (when `with_l0`), then in the one table of
-    /// each of `levels` whose range can hold the key.
-    fn lookup(
+    fn holds_tables(&self, l: usize) -> bool {
+        !self.level(l).is_empty()
+    }
+
+    /// L0 newest first, then the one table of each level whose range can hold the key.
+    fn lookup_levels(
         &self,
         user_key: &[u8],
         seq: u64,
@@ -113,27 +117,21 @@ impl LeveledVersion {
 
 impl LayoutVersion for LeveledVersion {
     fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
-        // L0 newest first, then the one table of each level whose range can hold the key.
-        self.lookup(user_key, seq, true, 1..self.levels.len())
+        self.lookup_levels(user_key, seq, true, 1..self.levels.len())
     }
 
     /// The deepest non-empty level is the last level (it holds most of the data once the tree
     /// has settled), when some table lies above it.
     fn has_distinct_last_level(&self) -> bool {
-        let last = self.deepest_nonempty();
-        last >= 1 && (0..last).any(|l| !self.level(l).is_empty())
+        self.last_is_distinct()
     }
 
     fn get_upper(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
-        self.lookup(user_key, seq, true, 1..self.deepest_nonempty())
+        self.get_above_last(user_key, seq)
     }
 
     fn get_last(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
-        let last = self.deepest_nonempty();
-        if last == 0 {
-            return Ok(Lookup::Absent);
-        }
-        self.lookup(user_key, seq, false, last..last + 1)
+        self.get_in_last(user_key, seq)
     }
 
     fn add_iters(&self, out: &mut Vec<Box<dyn InternalIter>>) -> Result<()> {
