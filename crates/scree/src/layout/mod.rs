@@ -131,21 +131,33 @@ pub trait LayoutVersion: Send + Sync {
     /// Every live file with the level and the place in it that hold it, in the layout's
     /// order (for `Keyspace::tables`).
     fn table_places(&self) -> Vec<TablePlace>;
+    /// The version as levels below L0 with one place per level for a key, when it is one
+    /// (`leveled`, `fragmented`): the parallel-search methods below then split it.
+    fn level_split(&self) -> Option<&dyn LevelSplit> {
+        None
+    }
     /// Parallel search: whether this version has a distinct last level that a lookup may probe
     /// concurrently with the levels above it ([`LayoutVersion::get_upper`] then
-    /// [`LayoutVersion::get_last`]). Default: no distinct last level.
+    /// [`LayoutVersion::get_last`]). Default: [`LevelSplit::last_is_distinct`], or none.
     fn has_distinct_last_level(&self) -> bool {
-        false
+        self.level_split().is_some_and(|s| s.last_is_distinct())
     }
     /// Newest version of `user_key` visible at `seq` in the levels above the last one
-    /// (`Absent` when none holds it). Default: the whole lookup.
+    /// (`Absent` when none holds it). Default: [`LevelSplit::get_above_last`], or the whole
+    /// lookup.
     fn get_upper(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
-        self.get(user_key, seq)
+        match self.level_split() {
+            Some(s) => s.get_above_last(user_key, seq),
+            None => self.get(user_key, seq),
+        }
     }
     /// Newest version of `user_key` visible at `seq` in the last level only; used only when
     /// [`LayoutVersion::has_distinct_last_level`]. An upper-level result always wins.
-    fn get_last(&self, _user_key: &[u8], _seq: u64) -> Result<Lookup> {
-        Ok(Lookup::Absent)
+    fn get_last(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
+        match self.level_split() {
+            Some(s) => s.get_in_last(user_key, seq),
+            None => Ok(Lookup::Absent),
+        }
     }
     /// Block reads of point lookups per level, for layouts that count them.
     fn level_reads(&self) -> Vec<LevelReads> {
@@ -165,7 +177,7 @@ pub trait LayoutVersion: Send + Sync {
 /// A version that looks a key up in L0, then in one place per level below it (`leveled`,
 /// `fragmented`). Parallel search splits that lookup into the levels above the deepest level
 /// holding a table, and that level alone.
-pub(crate) trait LevelSplit {
+pub trait LevelSplit {
     /// The deepest level below L0 that holds a table (0 when none does).
     fn deepest_level(&self) -> usize;
     /// Whether level `l` (0: L0) holds a table.
@@ -179,16 +191,16 @@ pub(crate) trait LevelSplit {
         levels: std::ops::Range<usize>,
     ) -> Result<Lookup>;
 
-    /// [`LayoutVersion::has_distinct_last_level`]: the deepest level, when a table lies above.
+    /// Whether the deepest level is a distinct last level: some table lies above it.
     fn last_is_distinct(&self) -> bool {
         let last = self.deepest_level();
         last >= 1 && (0..last).any(|l| self.holds_tables(l))
     }
-    /// [`LayoutVersion::get_upper`].
+    /// The lookup in L0 and the levels above the deepest one.
     fn get_above_last(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
         self.lookup_levels(user_key, seq, true, 1..self.deepest_level())
     }
-    /// [`LayoutVersion::get_last`].
+    /// The lookup in the deepest level alone.
     fn get_in_last(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
         match self.deepest_level() {
             0 => Ok(Lookup::Absent),

@@ -379,30 +379,7 @@ impl FragmentedVersion {
     }
 }
 
-impl FragmentedVersion {
-    /// Looks `user_key` up in L0 (if `l0`) and `levels`: one guard per level, its tables
-    /// newest first. Fragments arrive in sequence order, so the first table holding the key
-    /// has its newest version (each table's Bloom filter is asked first, in `table_get`).
-    fn lookup(
-        &self,
-        user_key: &[u8],
-        seq: u64,
-        l0: bool,
-        levels: std::ops::Range<usize>,
-    ) -> Result<Lookup> {
-        let l0 = if l0 { self.l0.as_slice() } else { &[] };
-        // The one guard per level that can hold the key, its tables newest first.
-        let guards = self
-            .levels
-            .get(levels)
-            .unwrap_or_default()
-            .iter()
-            .filter(|lvl| lvl.tables > 0)
-            .filter_map(|lvl| lvl.guards.get(lvl.guard_index(user_key)))
-            .flat_map(|g| g.tables.iter());
-        get_in_tables(l0.iter().chain(guards), user_key, seq)
-    }
-}
+impl FragmentedVersion {}
 
 #[cfg(test)]
 impl FragmentedVersion {
@@ -452,6 +429,9 @@ impl LevelSplit for FragmentedVersion {
         }
     }
 
+    /// Looks `user_key` up in L0 (if `with_l0`) and `levels`: one guard per level, its tables
+    /// newest first. Fragments arrive in sequence order, so the first table holding the key
+    /// has its newest version (each table's Bloom filter is asked first, in `table_get`).
     fn lookup_levels(
         &self,
         user_key: &[u8],
@@ -459,25 +439,27 @@ impl LevelSplit for FragmentedVersion {
         with_l0: bool,
         levels: std::ops::Range<usize>,
     ) -> Result<Lookup> {
-        self.lookup(user_key, seq, with_l0, levels)
+        let l0 = if with_l0 { self.l0.as_slice() } else { &[] };
+        // The one guard per level that can hold the key, its tables newest first.
+        let guards = self
+            .levels
+            .get(levels)
+            .unwrap_or_default()
+            .iter()
+            .filter(|lvl| lvl.tables > 0)
+            .filter_map(|lvl| lvl.guards.get(lvl.guard_index(user_key)))
+            .flat_map(|g| g.tables.iter());
+        get_in_tables(l0.iter().chain(guards), user_key, seq)
     }
 }
 
 impl LayoutVersion for FragmentedVersion {
     fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
-        self.lookup(user_key, seq, true, 1..self.levels.len())
+        self.lookup_levels(user_key, seq, true, 1..self.levels.len())
     }
 
-    fn has_distinct_last_level(&self) -> bool {
-        self.last_is_distinct()
-    }
-
-    fn get_upper(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
-        self.get_above_last(user_key, seq)
-    }
-
-    fn get_last(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
-        self.get_in_last(user_key, seq)
+    fn level_split(&self) -> Option<&dyn LevelSplit> {
+        Some(self)
     }
 
     fn add_iters(&self, out: &mut Vec<Box<dyn InternalIter>>) -> Result<()> {

@@ -122,16 +122,8 @@ impl LayoutVersion for LeveledVersion {
 
     /// The deepest non-empty level is the last level (it holds most of the data once the tree
     /// has settled), when some table lies above it.
-    fn has_distinct_last_level(&self) -> bool {
-        self.last_is_distinct()
-    }
-
-    fn get_upper(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
-        self.get_above_last(user_key, seq)
-    }
-
-    fn get_last(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
-        self.get_in_last(user_key, seq)
+    fn level_split(&self) -> Option<&dyn LevelSplit> {
+        Some(self)
     }
 
     fn add_iters(&self, out: &mut Vec<Box<dyn InternalIter>>) -> Result<()> {
