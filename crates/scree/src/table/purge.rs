@@ -19,6 +19,14 @@ use parking_lot::{Condvar, Mutex};
 /// A teardown to run.
 pub type PurgeJob = Box<dyn FnOnce() + Send>;
 
+/// Jobs waiting for the purge thread at which a new one runs on the thread that hands it over
+/// instead. Each waiting job keeps an obsolete table's file, mapping and metadata (a 64 MiB
+/// HTable's in-memory filters are about 1 MB), so a thread that falls behind (a slow file
+/// system's `unlink`, say) must not let them pile up without bound. A compaction drops at most
+/// a pile or a guard's tables at once (8 at the trie's default), so the queue stays far below
+/// this in normal work.
+pub const MAX_QUEUED: u64 = 64;
+
 /// Runs teardowns of obsolete tables on a thread of its own (see the module comment).
 pub struct Purger {
     tx: Mutex<Option<mpsc::Sender<PurgeJob>>>,
@@ -75,18 +83,30 @@ impl Purger {
         p
     }
 
-    /// Runs `job` on the purge thread, or here when there is none (inline, or closed).
+    /// Runs `job` on the purge thread, or here when there is none (inline, or closed) or
+    /// [`MAX_QUEUED`] jobs are already waiting for it.
     pub fn run(&self, job: PurgeJob) {
         let job = {
             let tx = self.tx.lock();
             match &*tx {
                 Some(tx) => {
-                    self.counts.0.lock().submitted += 1;
-                    match tx.send(job) {
-                        Ok(()) => return,
-                        Err(back) => {
-                            finished(&self.counts);
-                            back.0
+                    let queued = {
+                        let mut c = self.counts.0.lock();
+                        let queued = c.submitted - c.done;
+                        if queued < MAX_QUEUED {
+                            c.submitted += 1;
+                        }
+                        queued
+                    };
+                    if queued >= MAX_QUEUED {
+                        job
+                    } else {
+                        match tx.send(job) {
+                            Ok(()) => return,
+                            Err(back) => {
+                                finished(&self.counts);
+                                back.0
+                            }
                         }
                     }
                 }
@@ -213,6 +233,51 @@ mod tests {
         assert_eq!(ran.load(Ordering::SeqCst), 1);
         held.release();
         p.wait_idle();
+        p.close();
+    }
+
+    /// The queue is bounded: with the thread held and [`MAX_QUEUED`] jobs waiting, the next
+    /// job runs on the thread that hands it over, and the waiting ones still run in order.
+    #[test]
+    fn a_full_queue_runs_the_next_job_on_the_handing_thread() {
+        let p = Purger::spawn("scree-purge-test");
+        let held = HeldJob::default();
+        let ran = Arc::new(AtomicU64::new(0));
+        p.run(held.job(|| {}));
+        for _ in 1..MAX_QUEUED {
+            let ran = ran.clone();
+            p.run(Box::new(move || {
+                ran.fetch_add(1, Ordering::SeqCst);
+            }));
+        }
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            0,
+            "all queued behind the held job"
+        );
+        let here = std::thread::current().id();
+        let on = Arc::new(Mutex::new(None));
+        {
+            let on = on.clone();
+            p.run(Box::new(move || {
+                *on.lock() = Some(std::thread::current().id());
+            }));
+        }
+        assert_eq!(*on.lock(), Some(here), "the queue was full: ran here");
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        held.release();
+        p.wait_idle();
+        assert_eq!(ran.load(Ordering::SeqCst), MAX_QUEUED - 1);
+        // With room again, jobs go to the thread.
+        let on = Arc::new(Mutex::new(None));
+        {
+            let on = on.clone();
+            p.run(Box::new(move || {
+                *on.lock() = std::thread::current().name().map(String::from);
+            }));
+        }
+        p.wait_idle();
+        assert_eq!(on.lock().as_deref(), Some("scree-purge-test"));
         p.close();
     }
 
