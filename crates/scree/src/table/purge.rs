@@ -86,34 +86,27 @@ impl Purger {
     /// Runs `job` on the purge thread, or here when there is none (inline, or closed) or
     /// [`MAX_QUEUED`] jobs are already waiting for it.
     pub fn run(&self, job: PurgeJob) {
-        let job = {
-            let tx = self.tx.lock();
-            match &*tx {
-                Some(tx) => {
-                    let queued = {
-                        let mut c = self.counts.0.lock();
-                        let queued = c.submitted - c.done;
-                        if queued < MAX_QUEUED {
-                            c.submitted += 1;
-                        }
-                        queued
-                    };
-                    if queued >= MAX_QUEUED {
-                        job
-                    } else {
-                        match tx.send(job) {
-                            Ok(()) => return,
-                            Err(back) => {
-                                finished(&self.counts);
-                                back.0
-                            }
-                        }
-                    }
+        let job = match &*self.tx.lock() {
+            Some(tx) if self.take_slot() => match tx.send(job) {
+                Ok(()) => return,
+                Err(back) => {
+                    finished(&self.counts);
+                    back.0
                 }
-                None => job,
-            }
+            },
+            _ => job,
         };
         job();
+    }
+
+    /// Counts one more job handed to the thread, unless [`MAX_QUEUED`] are already waiting.
+    fn take_slot(&self) -> bool {
+        let mut c = self.counts.0.lock();
+        let room = c.submitted - c.done < MAX_QUEUED;
+        if room {
+            c.submitted += 1;
+        }
+        room
     }
 
     /// Waits until every job handed over before the call has run.

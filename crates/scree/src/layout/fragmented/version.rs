@@ -379,8 +379,6 @@ impl FragmentedVersion {
     }
 }
 
-impl FragmentedVersion {}
-
 #[cfg(test)]
 impl FragmentedVersion {
     /// A copy with one more table placed by its smallest key, without any checks (tests).
