@@ -3,6 +3,10 @@
 //! driver), `check` (offline verification) and the inspection commands `get`, `put`, `delete`,
 //! `scan`, `stats` and `dump`.
 
+#![deny(clippy::unwrap_used, clippy::indexing_slicing)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::indexing_slicing))]
+#![warn(missing_docs)]
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

@@ -296,47 +296,6 @@ impl InternalIter for MergingIter {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::key::{make_ikey, ValueKind};
-
-    #[test]
-    fn merging_both_directions() {
-        let a = Arc::new(Memtable::new(0, 0));
-        let b = Arc::new(Memtable::new(0, 0));
-        for i in 0..20u32 {
-            let m = if i % 2 == 0 { &a } else { &b };
-            m.insert(
-                format!("{i:02}").as_bytes(),
-                u64::from(i) + 1,
-                ValueKind::Put,
-                b"v",
-            );
-        }
-        let mut it = MergingIter::new(vec![
-            Box::new(MemIter::new(a.clone())),
-            Box::new(MemIter::new(b.clone())),
-        ]);
-        it.seek_to_first().unwrap();
-        let mut n = 0;
-        while it.valid() {
-            n += 1;
-            it.next().unwrap();
-        }
-        assert_eq!(n, 20);
-        it.seek(&make_ikey(b"10", u64::MAX >> 8, ValueKind::Put))
-            .unwrap();
-        assert_eq!(crate::key::user_key(it.key()), b"10");
-        it.prev().unwrap();
-        assert_eq!(crate::key::user_key(it.key()), b"09");
-        it.next().unwrap();
-        assert_eq!(crate::key::user_key(it.key()), b"10");
-        it.next().unwrap();
-        assert_eq!(crate::key::user_key(it.key()), b"11");
-    }
-}
-
 /// The parts of a sorted run, in key order and not overlapping: what [`Concat`] walks.
 pub trait RunParts: Send {
     /// A part's cursor.
@@ -474,5 +433,46 @@ impl<P: RunParts> InternalIter for Concat<P> {
             c.prev()?;
         }
         self.backward_fix()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{make_ikey, ValueKind};
+
+    #[test]
+    fn merging_both_directions() {
+        let a = Arc::new(Memtable::new(0, 0));
+        let b = Arc::new(Memtable::new(0, 0));
+        for i in 0..20u32 {
+            let m = if i % 2 == 0 { &a } else { &b };
+            m.insert(
+                format!("{i:02}").as_bytes(),
+                u64::from(i) + 1,
+                ValueKind::Put,
+                b"v",
+            );
+        }
+        let mut it = MergingIter::new(vec![
+            Box::new(MemIter::new(a.clone())),
+            Box::new(MemIter::new(b.clone())),
+        ]);
+        it.seek_to_first().unwrap();
+        let mut n = 0;
+        while it.valid() {
+            n += 1;
+            it.next().unwrap();
+        }
+        assert_eq!(n, 20);
+        it.seek(&make_ikey(b"10", u64::MAX >> 8, ValueKind::Put))
+            .unwrap();
+        assert_eq!(crate::key::user_key(it.key()), b"10");
+        it.prev().unwrap();
+        assert_eq!(crate::key::user_key(it.key()), b"09");
+        it.next().unwrap();
+        assert_eq!(crate::key::user_key(it.key()), b"10");
+        it.next().unwrap();
+        assert_eq!(crate::key::user_key(it.key()), b"11");
     }
 }

@@ -291,7 +291,7 @@ fn snapshots_out_of_order_across_compactions() {
             drop(s2);
         }
         let expect = |round: u32, i: u32| -> Option<Vec<u8>> {
-            if (i + round) % 5 == 0 {
+            if (i + round).is_multiple_of(5) {
                 None
             } else {
                 Some(format!("r{round}-{i}").into_bytes())
@@ -791,7 +791,7 @@ fn parallel_search_at_snapshots() {
         for (round, s) in snaps.iter().enumerate() {
             let round = round as u32;
             for i in 0..1500u32 {
-                let want = if (i + round) % 4 == 0 {
+                let want = if (i + round).is_multiple_of(4) {
                     None
                 } else {
                     Some(format!("{round}").into_bytes())

@@ -127,7 +127,7 @@ fn run(layout: Layout, secs: f64, threads: (usize, usize)) -> Result<String, Str
                     b.put(&acc, acct(mine[a]), padded(bal[a]));
                     b.put(&acc, acct(mine[bi]), padded(bal[bi]));
                     b.put(&meta, counter(w), n.to_string());
-                    let sync = n % 64 == 0;
+                    let sync = n.is_multiple_of(64);
                     db.write(b, &WriteOptions { sync })
                         .map_err(|e| format!("writer {w}: {e}"))?;
                     transfers.fetch_add(1, Ordering::Relaxed);
@@ -222,7 +222,7 @@ fn run(layout: Layout, secs: f64, threads: (usize, usize)) -> Result<String, Str
                 while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(40));
                     i += 1;
-                    if i % 5 == 0 {
+                    if i.is_multiple_of(5) {
                         db.compact().map_err(|e| format!("compact: {e}"))?;
                     } else {
                         db.flush().map_err(|e| format!("flush: {e}"))?;
@@ -403,7 +403,7 @@ fn compact_returns_while_writes_go_on() {
                     ks.put((1_000_000 + i).to_be_bytes(), [6u8; 200])
                         .expect("put");
                     i += 1;
-                    if i % 5000 == 0 {
+                    if i.is_multiple_of(5000) {
                         std::thread::sleep(std::time::Duration::from_millis(1));
                     }
                 }

@@ -143,14 +143,16 @@ fn a_snapshot_scan_stops_at_its_upper_bound() {
         };
         let (n, at_snapshot) = reads(&|| {
             snap.range(&ks, b"a".to_vec()..b"b".to_vec())
-                .map(|r| r.expect("scan"))
-                .count()
+                .collect::<scree::Result<Vec<_>>>()
+                .expect("scan")
+                .len()
         });
         assert_eq!(n, 10);
         let (n, latest) = reads(&|| {
             ks.range(b"a".to_vec()..b"b".to_vec())
-                .map(|r| r.expect("scan"))
-                .count()
+                .collect::<scree::Result<Vec<_>>>()
+                .expect("scan")
+                .len()
         });
         assert_eq!(n, 10);
         assert!(

@@ -417,7 +417,7 @@ fn parallel_search_matches_serial_search_under_concurrent_writes() {
                 while !stop.load(Ordering::Relaxed) && gen < 8 {
                     for j in 0..keys {
                         let i = (j * 7919 + gen * 13) % keys;
-                        let v = if (i + gen) % 5 == 0 {
+                        let v = if (i + gen).is_multiple_of(5) {
                             ks.delete(key(i)).unwrap();
                             None
                         } else {

@@ -77,7 +77,7 @@ fn color(i: usize) -> RGBColor {
         RGBColor(227, 119, 194),
         RGBColor(127, 127, 127),
     ];
-    P[i % P.len()]
+    P.get(i % P.len()).copied().unwrap_or(RGBColor(0, 0, 0))
 }
 
 fn file_name(kind: &str, workload: &str) -> String {

@@ -129,10 +129,12 @@ impl FromStr for Workload {
             "deleterandom" => Workload::DeleteRandom,
             "readwhilewriting" => Workload::ReadWhileWriting,
             "ycsb-load" | "ycsbload" => Workload::YcsbLoad,
-            other => match other.strip_prefix("ycsb-").or(other.strip_prefix("ycsb")) {
-                Some(l) if l.len() == 1 && ('a'..='f').contains(&l.as_bytes()[0].into()) => {
-                    Workload::Ycsb(l.as_bytes()[0].into())
-                }
+            other => match other
+                .strip_prefix("ycsb-")
+                .or(other.strip_prefix("ycsb"))
+                .map(str::as_bytes)
+            {
+                Some(&[l @ b'a'..=b'f']) => Workload::Ycsb(l.into()),
                 _ => {
                     return Err(format!(
                         "unknown workload `{s}` (known: {})",

@@ -42,6 +42,7 @@ pub unsafe fn take_string(
     s: *mut c_char,
     free: unsafe extern "C" fn(*mut c_void),
 ) -> Option<String> {
-    // Same ownership rules as an error string.
+    // SAFETY: the caller's contract for `s` is `take_error`'s for `err`: null, or a
+    // NUL-terminated string allocated by the library whose `free` is given.
     unsafe { take_error(s, free) }
 }

@@ -92,7 +92,7 @@ pub fn parse_leveldb_stats_write_mb(stats: &str) -> Option<f64> {
         let cols: Vec<&str> = line.split_whitespace().collect();
         // Level Files Size(MB) Time(sec) Read(MB) Write(MB)
         if cols.len() == 6 && cols.iter().all(|c| c.parse::<f64>().is_ok()) {
-            total += cols[5].parse::<f64>().ok()?;
+            total += cols.get(5)?.parse::<f64>().ok()?;
             rows += 1;
         }
     }

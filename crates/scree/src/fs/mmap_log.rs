@@ -439,7 +439,7 @@ mod tests {
             let rec: Vec<u8> = (0..(i % 5000) + 1).map(|j| (i ^ j) as u8).collect();
             log.append(&rec).expect("append");
             want.extend_from_slice(&rec);
-            if i % 700 == 0 {
+            if i.is_multiple_of(700) {
                 // A sync unmaps the window; the next append maps it again.
                 log.sync().expect("sync");
             }

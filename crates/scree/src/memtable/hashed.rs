@@ -294,12 +294,13 @@ mod tests {
             for seq in [0u64, 500, 1500, 2999, u64::MAX >> 8] {
                 let want = versions.range(..=(seq << 8 | 0xff)).next_back();
                 let got = idx.get(k, seq);
-                assert_eq!(got.as_ref().map(|(t, v)| (t, v)), want.map(|(t, v)| (t, v)));
+                assert_eq!(got.as_ref().map(|(t, v)| (t, v)), want);
             }
         }
         assert_eq!(idx.get(b"absent", u64::MAX >> 8), None);
         // Both visitors: `for_each` (table order) and the flush's `visit_held` (arena order).
-        let mut visited: Vec<Vec<(Vec<u8>, u64, Vec<u8>)>> = vec![Vec::new(), Vec::new()];
+        type Visit = (Vec<u8>, u64, Vec<u8>);
+        let mut visited: [Vec<Visit>; 2] = [Vec::new(), Vec::new()];
         idx.for_each(|k, t, v| {
             visited[0].push((k.to_vec(), t, v.to_vec()));
             Ok::<(), ()>(())

@@ -340,6 +340,34 @@ impl Memtable {
     }
 }
 
+/// A read-locked memtable whose entries a flush borrows ([`Memtable::flush_view`]).
+pub struct FlushView<'m>(Held<'m>);
+
+enum Held<'m> {
+    /// A sorted memtable's map.
+    Sorted(parking_lot::RwLockReadGuard<'m, Sorted>),
+    /// A hashed memtable's shards.
+    Hashed(Vec<parking_lot::RwLockReadGuard<'m, hashed::Shard>>),
+}
+
+impl FlushView<'_> {
+    /// Visits every entry as (user key, trailer, value), borrowed for as long as the view
+    /// lives; the versions of one user key together, newest first (internal-key order in a
+    /// sorted memtable, no key order in a hashed one).
+    pub fn for_each<'a>(&'a self, mut f: impl FnMut(&'a [u8], u64, &'a [u8])) {
+        match &self.0 {
+            Held::Sorted(g) => {
+                let g: &'a Sorted = g;
+                for (k, &v) in g.map.iter() {
+                    let p = key::parse(&k.0);
+                    f(p.user_key, p.trailer(), g.value(v));
+                }
+            }
+            Held::Hashed(guards) => HashIndex::visit_held(guards, f),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -420,33 +448,5 @@ mod tests {
         m.insert(b"k", 2, ValueKind::Put, b"v2");
         assert_eq!(m.get(b"k", 3), Lookup::Value(b"v2".to_vec()));
         assert_eq!(m.get(b"k", 9), Lookup::Value(b"v5".to_vec()));
-    }
-}
-
-/// A read-locked memtable whose entries a flush borrows ([`Memtable::flush_view`]).
-pub struct FlushView<'m>(Held<'m>);
-
-enum Held<'m> {
-    /// A sorted memtable's map.
-    Sorted(parking_lot::RwLockReadGuard<'m, Sorted>),
-    /// A hashed memtable's shards.
-    Hashed(Vec<parking_lot::RwLockReadGuard<'m, hashed::Shard>>),
-}
-
-impl FlushView<'_> {
-    /// Visits every entry as (user key, trailer, value), borrowed for as long as the view
-    /// lives; the versions of one user key together, newest first (internal-key order in a
-    /// sorted memtable, no key order in a hashed one).
-    pub fn for_each<'a>(&'a self, mut f: impl FnMut(&'a [u8], u64, &'a [u8])) {
-        match &self.0 {
-            Held::Sorted(g) => {
-                let g: &'a Sorted = g;
-                for (k, &v) in g.map.iter() {
-                    let p = key::parse(&k.0);
-                    f(p.user_key, p.trailer(), g.value(v));
-                }
-            }
-            Held::Hashed(guards) => HashIndex::visit_held(guards, f),
-        }
     }
 }

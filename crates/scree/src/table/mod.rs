@@ -1215,8 +1215,8 @@ mod concat_tests {
 
     /// `ConcatIter::seek` and `seek_for_prev` keep the `InternalIter` contract (first entry
     /// >= target, last entry <= target) when the target is exactly a table's smallest or
-    /// largest internal key, or falls in the gap between two tables: a table whose smallest
-    /// key equals the target must be the one searched, not skipped for its predecessor.
+    /// > largest internal key, or falls in the gap between two tables: a table whose smallest
+    /// > key equals the target must be the one searched, not skipped for its predecessor.
     #[test]
     fn seeks_on_table_boundaries_find_the_exact_entry() {
         let dir = tempfile::tempdir().expect("dir");
