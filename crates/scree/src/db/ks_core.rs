@@ -1,0 +1,124 @@
+use std::collections::HashSet;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::layout::{Layout, LayoutVersion, ManualScope};
+use crate::manifest::edit::KsEdit;
+use crate::memtable::Memtable;
+use crate::options::{KeyspaceOptions, Layout as LayoutKind};
+use crate::stats::LevelWrites;
+use crate::table::TableFile;
+
+/// What readers of a keyspace see: memtables and the layout's version, swapped atomically.
+pub(crate) struct SuperVersion {
+    pub mem: Arc<Memtable>,
+    /// Frozen memtables, newest first.
+    pub imms: Vec<Arc<Memtable>>,
+    pub version: Arc<dyn LayoutVersion>,
+}
+
+pub(crate) struct KsCore {
+    pub id: u32,
+    pub name: String,
+    pub kind: LayoutKind,
+    pub opts: RwLock<Arc<KeyspaceOptions>>,
+    pub layout: Arc<dyn Layout>,
+    pub sv: RwLock<Arc<SuperVersion>>,
+    /// Oldest WAL that may hold unflushed data of this keyspace, as persisted.
+    pub log_number: AtomicU64,
+    /// What flushes and compactions put into each level since open (index = level).
+    pub level_writes: Mutex<Vec<LevelWrites>>,
+    /// The scopes of the manual compactions running on this keyspace, by token; every
+    /// installed edit updates them ([`ManualScope::follow`]).
+    pub manual: Mutex<ManualScopes>,
+}
+
+/// Scopes of the running manual compactions of one keyspace.
+#[derive(Default)]
+pub(crate) struct ManualScopes {
+    next_token: u64,
+    pub(super) running: Vec<(u64, ManualScope)>,
+}
+
+impl ManualScopes {
+    pub(super) fn register(&mut self, scope: ManualScope) -> u64 {
+        self.next_token += 1;
+        self.running.push((self.next_token, scope));
+        self.next_token
+    }
+    pub(super) fn get(&self, token: u64) -> ManualScope {
+        self.running
+            .iter()
+            .find(|(t, _)| *t == token)
+            .map(|(_, s)| s.clone())
+            .unwrap_or_default()
+    }
+    pub(super) fn remove(&mut self, token: u64) {
+        self.running.retain(|(t, _)| *t != token);
+    }
+}
+
+/// Ends a manual compaction's scope however the call returns.
+pub(super) struct ScopeToken<'a> {
+    pub(super) ks: &'a KsCore,
+    pub(super) token: u64,
+}
+
+impl Drop for ScopeToken<'_> {
+    fn drop(&mut self) {
+        self.ks.manual.lock().remove(self.token);
+    }
+}
+
+impl KsCore {
+    pub(super) fn sv(&self) -> Arc<SuperVersion> {
+        self.sv.read().clone()
+    }
+    pub(super) fn opts(&self) -> Arc<KeyspaceOptions> {
+        self.opts.read().clone()
+    }
+
+    /// Counts what an edit about to be installed writes into each level: its added tables (a
+    /// table also named as removed is a move), and the tables it merges away (`merged`: removed
+    /// and not re-added), at the deepest level it writes to. `old` holds the tables of the
+    /// version the edit applies to.
+    pub(super) fn count_level_writes(
+        &self,
+        edit: &KsEdit,
+        old: &[Arc<TableFile>],
+        merged: &HashSet<u64>,
+        flush: bool,
+    ) {
+        let mut w = self.level_writes.lock();
+        let mut deepest: Option<usize> = None;
+        for a in &edit.added {
+            let level = a.level as usize;
+            if w.len() <= level {
+                w.resize_with(level + 1, LevelWrites::default);
+            }
+            let Some(lw) = w.get_mut(level) else { continue };
+            let bytes = a.meta.size;
+            if edit.removed.contains(&a.meta.file_no) {
+                lw.moved_bytes += bytes;
+                continue;
+            }
+            if flush {
+                lw.flush_bytes += bytes;
+            } else {
+                lw.compaction_bytes += bytes;
+            }
+            lw.tables_written += 1;
+            deepest = deepest.max(Some(level));
+        }
+        let merged: u64 = old
+            .iter()
+            .filter(|t| merged.contains(&t.meta.file_no))
+            .map(|t| t.meta.size)
+            .sum();
+        if let Some(lw) = deepest.and_then(|d| w.get_mut(d)) {
+            lw.input_bytes += merged;
+        }
+    }
+}

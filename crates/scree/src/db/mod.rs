@@ -1,0 +1,241 @@
+//! The database: the state every handle shares ([`DbInner`]), the keyspaces' cores, and the
+//! map of the modules that work on it.
+//!
+//! - `handle`: the public handles `Db`, `Keyspace`, `Snapshot` and their calls;
+//! - `open`: `Db::open` and the close ([`DbHandle`]'s drop);
+//! - `write`: the write path: group commit into the WAL, then the memtables; WAL rotation;
+//! - `read`: the read path: memtables, then the layout's version;
+//! - `background`: the flush and compaction threads, picking and running jobs;
+//! - `install`: logging an edit to the manifest and publishing the new version;
+//! - `ks_core`: a keyspace's shared state ([`KsCore`], [`SuperVersion`]);
+//! - `recovery`: manifest replay, WAL replay and cleanup at open.
+//!
+//! Lock order (a thread holding one may take only those after it):
+//! `manifest` → `pick_lock` → `keyspaces` → `KsCore::sv`; `wal` → `old_logs`;
+//! `queue` is taken alone. See the section at the end of this comment's list in
+//! docs/architecture.md.
+
+mod background;
+mod handle;
+mod install;
+mod ks_core;
+mod open;
+mod read;
+mod recovery;
+#[cfg(test)]
+mod tests;
+mod write;
+
+pub use handle::{Db, Keyspace, Snapshot};
+pub(crate) use ks_core::{KsCore, ManualScopes, SuperVersion};
+
+use background::guard_panic;
+use ks_core::ScopeToken;
+use open::DbHandle;
+use recovery::recover;
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::batch::KsIds;
+use crate::error::{Error, Result};
+use crate::fs::{Env, FileSystem};
+use crate::layout::{self, JobCtx};
+use crate::log::LogWriter;
+use crate::manifest::ManifestWriter;
+use crate::options::{KeyspaceOptions, Options};
+use crate::stats::IoStats;
+use crate::table::TableCtx;
+
+/// Path of WAL file `n`.
+fn wal_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.log"))
+}
+
+struct Pending {
+    /// The batch's entries, compact-encoded (batch::WriteBatch::rep): the WAL record's payload
+    /// after its header.
+    rep: Vec<u8>,
+    count: u32,
+    ks_ids: KsIds,
+    user_bytes: u64,
+    sync: bool,
+    result: Mutex<Option<Result<()>>>,
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: VecDeque<Arc<Pending>>,
+    leader: bool,
+}
+
+struct WalState {
+    log: LogWriter,
+    number: u64,
+}
+
+#[derive(Default)]
+struct BgState {
+    running: usize,
+    flushing: HashSet<u32>,
+    closing: bool,
+}
+
+/// The largest file number a database uses: a manifest, table or WAL naming a larger one is
+/// corruption (the next number, and the two recovery takes, must not overflow).
+const MAX_FILE_NO: u64 = u64::MAX >> 1;
+
+/// Source of [`DbInner::instance`].
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) struct DbInner {
+    /// Unique among the databases this process opens: what a `WriteBatch` records to refuse
+    /// being written to another database. (The `DbInner` address was used before, and a
+    /// database opened after another closed often got the same one: a batch of the closed
+    /// database was accepted by the new one, into whichever keyspace had the same id. Found
+    /// in review, 2026-11-23.)
+    instance: u64,
+    dir: PathBuf,
+    env: Env,
+    opts: Options,
+    tables: Arc<TableCtx>,
+    next_file: AtomicU64,
+    last_seq: AtomicU64,
+    hash_key: [u8; 16],
+    /// Threads probing the last level during point lookups (`Options::parallel_search`).
+    search_pool: Option<Arc<layout::parallel::SearchPool>>,
+    keyspaces: RwLock<HashMap<u32, Arc<KsCore>>>,
+    queue: Mutex<Queue>,
+    queue_cv: Condvar,
+    wal: Mutex<WalState>,
+    /// Retired (sealed) WAL writers not yet synced (lock order: `wal` before `old_logs`; held
+    /// only to push or take, never across a sync).
+    old_logs: Mutex<Vec<LogWriter>>,
+    /// Held while retired WALs are synced: when `sync_old_logs` returns, every log retired
+    /// before it was called is durable, whichever thread synced it.
+    log_sync: Mutex<()>,
+    /// A WAL was created since the directory was last synced: its entry is not durable yet.
+    wal_dir_unsynced: AtomicBool,
+    /// Held across the check of `wal_dir_unsynced` and the directory sync, so that no caller
+    /// returns while another's sync covering its WAL is still running (found in review).
+    wal_dir_sync: Mutex<()>,
+    /// A retired WAL failed to sync: no later sync may succeed in its place (a retried
+    /// `fdatasync` can report success for pages the failed one dropped).
+    wal_sync_failed: AtomicBool,
+    /// The first WAL of this open (`Edit::sealed_logs_from`): every older WAL was synced whole
+    /// by the recovery; this one and later ones are sealed when retired (`wal_chain`).
+    sealed_from: u64,
+    /// Number of the WAL being written (readable without the WAL lock).
+    wal_number: AtomicU64,
+    live_logs: Mutex<Vec<u64>>,
+    manifest: Mutex<ManifestWriter>,
+    bg: Mutex<BgState>,
+    bg_cv: Condvar,
+    bg_error: Mutex<Option<String>>,
+    /// Held while a compaction is picked (version read + inputs reserved) and while a
+    /// compaction's edit is installed and its reservation released: a pick then sees either
+    /// the inputs reserved or the version without them, never stale inputs already replaced.
+    pick_lock: Mutex<()>,
+    snapshots: Mutex<BTreeMap<u64, usize>>,
+    stats: Arc<IoStats>,
+}
+
+/// Whether `ext` names a table file a layout writes (sorted tables, HTables, BloomClusters).
+pub(crate) fn is_table_ext(ext: &str) -> bool {
+    ext == "sst"
+        || ext == layout::trie::version::HTABLE_EXT
+        || ext == layout::trie::version::CLUSTER_EXT
+}
+
+/// Whether the WAL at `path` may hold a write: a byte that is not zero (or it cannot be read).
+/// A memory-mapped WAL is preallocated with zeros, and a process killed before its writer was
+/// dropped leaves them (found in review, 2026-11-24: a database whose creation was killed after
+/// its first WAL existed could never be opened, the zeros counted as data).
+pub(crate) fn log_may_hold_data(fs: &dyn FileSystem, path: &Path) -> bool {
+    fs.read_all(path)
+        .map_or(true, |data| data.iter().any(|&b| b != 0))
+}
+
+fn parse_file_name(name: &str) -> Option<(u64, &str)> {
+    let (num, ext) = name.split_once('.')?;
+    Some((num.parse().ok()?, ext))
+}
+
+impl DbInner {
+    /// Waits until no keyspace has an immutable memtable (all flushed).
+    fn wait_for_immutable_memtables(&self) -> Result<()> {
+        self.bg_cv.notify_all();
+        let mut bg = self.bg.lock();
+        loop {
+            self.check_bg_error()?;
+            let pending = self
+                .keyspaces
+                .read()
+                .values()
+                .any(|k| !k.sv().imms.is_empty());
+            if !pending {
+                return Ok(());
+            }
+            self.bg_cv.wait_for(&mut bg, Duration::from_millis(50));
+        }
+    }
+
+    /// `Error::ReadOnly` naming `op` if the database was opened read-only.
+    fn check_writable(&self, op: &'static str) -> Result<()> {
+        if self.opts.read_only {
+            return Err(Error::ReadOnly {
+                path: self.dir.clone(),
+                op,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_bg_error(&self) -> Result<()> {
+        match &*self.bg_error.lock() {
+            Some(e) => Err(Error::BackgroundError(e.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Records the first background error: what failed (`what`: the operation) and why.
+    fn set_bg_error(&self, what: &str, e: &Error) {
+        let mut g = self.bg_error.lock();
+        if g.is_none() {
+            *g = Some(match e {
+                // A panic turned into an error already reads as a background error.
+                Error::BackgroundError(m) => format!("{what}: {m}"),
+                e => format!("{what}: {e}"),
+            });
+        }
+        drop(g);
+        self.bg_cv.notify_all();
+    }
+
+    fn smallest_snapshot(&self) -> u64 {
+        let s = self.snapshots.lock();
+        let last = self.last_seq.load(Ordering::Acquire);
+        s.keys().next().copied().unwrap_or(last).min(last)
+    }
+
+    fn job_ctx<'a>(&'a self, opts: &'a KeyspaceOptions, smallest_snapshot: u64) -> JobCtx<'a> {
+        JobCtx {
+            tables: &self.tables,
+            next_file: &self.next_file,
+            smallest_snapshot,
+            opts,
+            stats: &self.stats,
+            hash_key: self.hash_key,
+            flush_point: None,
+        }
+    }
+
+    fn keyspace(&self, id: u32) -> Option<Arc<KsCore>> {
+        self.keyspaces.read().get(&id).cloned()
+    }
+}

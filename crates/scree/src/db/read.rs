@@ -1,0 +1,58 @@
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::iterator::{self, RangeIter, Value};
+use crate::key::ValueKind;
+use crate::memtable::{Lookup, Memtable};
+
+use super::Keyspace;
+
+impl Keyspace {
+    /// Reads at `seq`, or (None) at the latest sequence number. The latest one is loaded after
+    /// the super-version: a flush or compaction may drop a version that a newer version
+    /// shadows once both are older than every snapshot, so a read at a sequence number loaded
+    /// before the super-version could find only the newer version (invisible to it) and miss
+    /// the key. Loaded after, every output in the super-version was made with a smallest
+    /// snapshot at or below it (tests/concurrency.rs found this on `fragmented`).
+    pub(super) fn get_at(&self, key: &[u8], seq: Option<u64>) -> Result<Option<Value>> {
+        self.h.inner.stats.gets.fetch_add(1, Ordering::Relaxed);
+        let sv = self.core.sv();
+        let seq = seq.unwrap_or_else(|| self.h.inner.last_seq.load(Ordering::Acquire));
+        let lk = crate::key::InternalKey::new(key, seq, ValueKind::Put);
+        for m in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
+            match m.get_key(key, &lk) {
+                Lookup::Value(v) => return Ok(Some(v)),
+                Lookup::Deleted => return Ok(None),
+                Lookup::Absent => {}
+            }
+        }
+        // Parallel search: the last level on a search thread, the levels above it here.
+        let found = match &self.h.inner.search_pool {
+            Some(pool) => pool.get(&sv.version, key, seq)?,
+            None => sv.version.get(key, seq)?,
+        };
+        match found {
+            Lookup::Value(v) => Ok(Some(v)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Iterates at `seq`, or (None) at the latest sequence number, loaded after the
+    /// super-version for the reason given at [`Keyspace::get_at`].
+    pub(super) fn range_at(
+        &self,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        seq: Option<u64>,
+    ) -> RangeIter {
+        let sv = self.core.sv();
+        let seq = seq.unwrap_or_else(|| self.h.inner.last_seq.load(Ordering::Acquire));
+        let mems: Vec<Arc<Memtable>> = std::iter::once(sv.mem.clone())
+            .chain(sv.imms.iter().cloned())
+            .collect();
+        RangeIter::new(iterator::sources_for(mems, sv.version.clone()), seq, lo, hi)
+            .holding(self.h.clone())
+    }
+}
