@@ -2,7 +2,7 @@
 # Builds a release RocksDB (assertions off: -DNDEBUG) as a shared library and a `scree` binary
 # linked against it, to check the peer comparison against more than Debian's package. Debian 12's
 # librocksdb 7.8.3 keeps RocksDB's assertions compiled in, which RocksDB's tracker reports as
-# making writes up to 2x slower (facebook/rocksdb#4041; docs/benchmarks.md, session 10).
+# making writes up to 2x slower (facebook/rocksdb#4041; docs/benchmarks.md, "The peers").
 #
 # The source is RocksDB 7.9.2 as bundled in the crates.io package librocksdb-sys 0.10.0+7.9.2
 # (fetched by cargo, so only crates.io is needed). Built with cmake + ninja, no compression

@@ -1,8 +1,8 @@
 //! HTables (LSM-trie buckets): opening arbitrary bytes, reading every item and probing keys
 //! never panics, on both read paths (copied and memory-mapped). Each input is tried twice: as
 //! it is, and with its footer's checksum recomputed, so that mutated footer fields (counts,
-//! offsets, shifts) reach the reader's checks instead of stopping at the checksum. A crafted
-//! item count that overflowed a multiplication was found this way by hand (2026-11-23).
+//! offsets, shifts) reach the reader's checks instead of stopping at the checksum: a crafted
+//! item count, say, reaches the check that keeps it from overflowing a multiplication.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

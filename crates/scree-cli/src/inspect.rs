@@ -244,7 +244,7 @@ pub fn scan(args: ScanArgs) -> anyhow::Result<bool> {
         _ => {
             use std::ops::Bound;
             // With a prefix too, the range is narrowed to the prefix's keys, so that the scan
-            // does not walk the rest of the keyspace (found in review).
+            // does not walk the rest of the keyspace.
             let mut lo = from.clone();
             let mut hi = to.clone();
             if let Some(p) = &prefix {

@@ -346,7 +346,7 @@ pub fn run(args: StressArgs) -> anyhow::Result<bool> {
     let acked = Arc::new(AtomicU64::new(0));
     let snapshots_checked = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs_f64(args.seconds.max(0.0));
-    let scans = !matches!(layout, Layout::Trie);
+    let scans = layout.order().serves_range();
     std::thread::scope(|s| {
         for t in 0..p.threads {
             let (db, ks, log, stop, failure, acked, p) = (
@@ -577,7 +577,7 @@ fn verify(args: &StressArgs) -> anyhow::Result<bool> {
     let got = read_all(&ks, p)?;
     let mut problems: Vec<String> = Vec::new();
     // Nothing outside the key space (layouts with scans).
-    if !matches!(layout, Layout::Trie) {
+    if layout.order().serves_range() {
         for (i, k) in ks.iter().enumerate() {
             for r in k.range::<Vec<u8>, _>(..) {
                 let (key, v) = r?;

@@ -214,7 +214,7 @@ impl WriteBatch {
         self.ks_ids.clear();
         self.user_bytes = 0;
         self.error = None;
-        // A cleared batch may be filled for another database (found in review).
+        // A cleared batch may be filled for another database, so it forgets this one.
         self.db_id = None;
     }
 

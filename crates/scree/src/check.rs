@@ -801,9 +801,9 @@ mod tests {
         assert!(problems[0].offset < 600, "{problems:?}");
     }
 
-    /// Found in review (2026-11-24, session 13): `scree check -v` noted any `<digits>.<ext>`
-    /// file the manifest does not name as "removed at the next open", a user's `2023.csv` too,
-    /// while the open removes only the kinds of file Scree writes (and keeps that one).
+    /// `scree check -v` notes as "removed at the next open" only what the open removes: files
+    /// of the kinds Scree writes that the manifest does not name, not any `<digits>.<ext>` file
+    /// such as a user's `2023.csv` (which the open keeps).
     #[test]
     fn check_notes_only_files_the_next_open_removes() {
         let fs = FaultFs::new(3);
@@ -831,9 +831,9 @@ mod tests {
         assert!(fs.file_bytes(stray).is_none());
     }
 
-    /// `scree check` called manifests without `CURRENT` a problem, while `Db::open` takes them,
-    /// with no data beside them, for a creation that did not finish and starts afresh (found in
-    /// review, 2026-11-24). With data beside them both refuse.
+    /// Manifests without `CURRENT` and with no data beside them are no problem for
+    /// `scree check`, as `Db::open` takes them for a creation that did not finish and starts
+    /// afresh. With data beside them both refuse.
     #[test]
     fn manifests_without_current_or_data_are_an_unfinished_creation() {
         let fs = FaultFs::new(5);

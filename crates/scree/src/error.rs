@@ -113,7 +113,7 @@ mod tests {
     use super::*;
 
     /// Writers that joined a failed group commit get a copy of the leader's error; the copy
-    /// kept the error's kind but lost its OS code (found in review, 2026-11-24).
+    /// keeps the error's OS code, not only its kind.
     #[test]
     fn a_duplicated_io_error_keeps_its_os_code() {
         let e = Error::Io {

@@ -36,6 +36,7 @@ pub use batch::{WriteBatch, WriteOptions};
 pub use db::{Db, Keyspace, Snapshot};
 pub use iterator::{Key, RangeIter, Value};
 pub use options::{
-    KeyspaceOptions, Layout, LeveledOptions, Options, WalRecovery, MAX_KEY_BYTES, MAX_VALUE_BYTES,
+    KeyspaceOptions, Layout, LeveledOptions, Options, Order, WalRecovery, MAX_KEY_BYTES,
+    MAX_VALUE_BYTES,
 };
 pub use stats::{BytesWritten, KeyspaceStats, LevelReads, LevelStats, LevelWrites, TableInfo};

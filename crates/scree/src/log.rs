@@ -286,9 +286,8 @@ fn in_stale_zeros(data: &[u8], at: usize, next: usize) -> bool {
 /// one is whole. It must hold an aligned boundary inside the gap preceded by a zero byte.
 /// One is enough because this is asked only about a bad record lying whole before the end that
 /// no one-bit flip explains but one inside such zeros (a record running past the end is a torn
-/// tail before this; until session 15 a rule asking 8 zeros for the other case sat here,
-/// unreachable). Garbage has no zero just before a sector boundary unless the data itself held
-/// one there, so it stays corruption.
+/// tail before this, so no rule for that case is needed here). Garbage has no zero just before
+/// a sector boundary unless the data itself held one there, so it stays corruption.
 fn crash_shaped_gap(data: &[u8], bad: usize, next: usize) -> bool {
     let first = (bad + 1).div_ceil(TEAR_ALIGN) * TEAR_ALIGN;
     (first..=next)
@@ -566,10 +565,10 @@ mod tests {
         encode_typed(&recs)
     }
 
-    /// Found by review (2026-11-24): after a power loss, unsynced appends can reach the disk out
-    /// of order (a page written back before the appends filled it, a later page whole). The
-    /// reader called the gap middle corruption, so the default recovery refused to open the
-    /// database, although no synced write was touched.
+    /// After a power loss, unsynced appends can reach the disk out of order (a page written
+    /// back before the appends filled it, a later page whole). The reader must not call the
+    /// gap middle corruption: the default recovery would refuse to open the database, although
+    /// no synced write was touched.
     #[test]
     fn a_stale_sector_before_later_unsynced_records_is_a_torn_tail() {
         let mut data = wal_of_six(6, 0);
@@ -660,11 +659,11 @@ mod tests {
         assert_eq!(read_wal_records(&data).1, LogEnd::TornTail { offset: 309 });
     }
 
-    /// Found by review (session 22): a power loss kept a page whose append point was one byte
-    /// before its end, and that byte had one bit set (0x40). The zero left there is also one
-    /// flipped bit, which was judged corruption first, so the default recovery refused a
-    /// database no synced write of which was touched. A flip inside zeros that end at a
-    /// sector boundary is now the stale sector it equally is.
+    /// A power loss can keep a page whose append point was one byte before its end, with that
+    /// byte having one bit set (0x40). The zero left there is also one flipped bit; judged
+    /// corruption first, it would make the default recovery refuse a database no synced write
+    /// of which was touched. A flip inside zeros that end at a sector boundary is the stale
+    /// sector it equally is.
     #[test]
     fn a_stale_sector_whose_lost_bytes_held_one_set_bit_is_a_torn_tail() {
         // Record 1 starts at 309, its payload at 318: the bytes at 510 and 511 are its 192nd
@@ -694,10 +693,10 @@ mod tests {
         ));
     }
 
-    /// Found by review (2026-11-24): a torn record whose payload holds the bytes of a valid
-    /// record (a value that is a copy of WAL bytes) made the search find "a valid record after
-    /// the bad one": corruption, and the default recovery refused to open. Frames inside the
-    /// bad record's claimed extent no longer count, unless one flipped length bit explains it.
+    /// A torn record whose payload holds the bytes of a valid record (a value that is a copy
+    /// of WAL bytes) must not make the search find "a valid record after the bad one":
+    /// corruption, and the default recovery would refuse to open. Frames inside the bad
+    /// record's claimed extent do not count, unless one flipped length bit explains it.
     #[test]
     fn a_frame_inside_a_torn_record_does_not_make_it_corruption() {
         let inner = encode_typed(&[(COMPACT_BATCH, b"inner".as_slice())]);

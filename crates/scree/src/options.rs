@@ -69,9 +69,10 @@ pub struct Options {
     pub direct_reads: bool,
     /// Read table files (sorted tables' data blocks, HTable buckets) through a memory map
     /// instead of `pread`: a block read from the page cache costs no system call and no copy
-    /// (docs/benchmarks.md: readrandom +30 %, seekrandom +25–35 % on the sorted layouts). Ignored with `direct_reads`. A table file truncated by
-    /// another process while the database is open then raises SIGBUS on the lost pages
-    /// instead of an I/O error. Default true.
+    /// (docs/architecture.md, "Memory-mapped reads": readrandom +30 %, seekrandom +25–35 % on
+    /// the sorted layouts). Ignored with `direct_reads`. A table file truncated by another
+    /// process while the database is open then raises SIGBUS on the lost pages instead of an
+    /// I/O error. Default true.
     pub mmap_reads: bool,
     /// Manifest size at which it is rolled over to a fresh snapshot, once it is also twice
     /// the snapshot it started with (else a snapshot larger than this, from a store of many
@@ -213,7 +214,83 @@ pub enum Layout {
     Lightweight,
 }
 
+/// How a layout orders keys, which decides the scans it serves and its memtable's index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Order {
+    /// Keys in byte order: `range()` and `prefix()` of any length, forward and reverse.
+    Total,
+    /// Keys grouped by their first `n` bytes (the prefix): `prefix(p)` with `p.len() == n`
+    /// returns the group's keys in the layout's own order (not byte order); `range()` and other
+    /// prefix lengths are not served.
+    PrefixGroups(usize),
+    /// Keys placed by a hash of the whole key: point lookups only, no scans.
+    Hash,
+}
+
+impl Order {
+    /// Whether `range()` is served.
+    pub fn serves_range(&self) -> bool {
+        matches!(self, Order::Total)
+    }
+
+    /// Whether `prefix(p)` is served for a prefix of `len` bytes.
+    pub fn serves_prefix(&self, len: usize) -> bool {
+        match self {
+            Order::Total => true,
+            Order::PrefixGroups(n) => len == *n,
+            Order::Hash => false,
+        }
+    }
+
+    /// Whether the memtable keeps entries in key order (else in a hash index).
+    pub(crate) fn sorted_memtable(&self) -> bool {
+        !matches!(self, Order::Hash)
+    }
+
+    /// `Unsupported` naming why a range scan of keyspace `ks` (of layout `layout`) is refused.
+    pub(crate) fn check_range(&self, ks: &str, layout: &Layout) -> Result<()> {
+        match self {
+            Order::Total => Ok(()),
+            Order::PrefixGroups(n) => Err(Error::Unsupported(format!(
+                "range scan of keyspace {ks:?}: layout `{layout}` keeps keys sorted only within \
+                 groups of a {n}-byte prefix (use prefix() with a {n}-byte prefix)"
+            ))),
+            Order::Hash => Err(Error::Unsupported(format!(
+                "range scan of keyspace {ks:?}: layout `{layout}` places keys by hash and has no \
+                 key order (point lookups only)"
+            ))),
+        }
+    }
+
+    /// `Unsupported` naming why a scan of `prefix` in keyspace `ks` is refused.
+    pub(crate) fn check_prefix(&self, ks: &str, layout: &Layout, prefix: &[u8]) -> Result<()> {
+        match self {
+            Order::Total => Ok(()),
+            Order::PrefixGroups(n) if prefix.len() == *n => Ok(()),
+            Order::PrefixGroups(n) => Err(Error::Unsupported(format!(
+                "prefix scan of keyspace {ks:?}: layout `{layout}` groups keys by their first {n} \
+                 bytes, so it serves prefixes of exactly {n} bytes, not {}",
+                prefix.len()
+            ))),
+            Order::Hash => Err(Error::Unsupported(format!(
+                "prefix scan of keyspace {ks:?}: layout `{layout}` places keys by hash and has no \
+                 key order (point lookups only)"
+            ))),
+        }
+    }
+}
+
 impl Layout {
+    /// How the layout orders keys: which scans it serves.
+    pub fn order(&self) -> Order {
+        match self {
+            Layout::Leveled | Layout::Fragmented | Layout::Lightweight => Order::Total,
+            Layout::SemiSorted { prefix_len } => Order::PrefixGroups(*prefix_len),
+            Layout::Trie => Order::Hash,
+        }
+    }
+
     /// The layout's name.
     pub fn name(&self) -> &'static str {
         match self {
@@ -452,7 +529,21 @@ impl KeyspaceOptions {
                 self.block_size
             ));
         }
-        let l = &self.leveled;
+        // Only the chosen layout's own options are checked: the others are not used, and a
+        // `trie` keyspace is never refused for a `leveled` setting.
+        match self.layout {
+            Layout::Leveled => self.leveled.validate(),
+            Layout::Fragmented => self.fragmented.validate(),
+            Layout::Trie => self.trie.validate(),
+            Layout::SemiSorted { .. } | Layout::Lightweight => Ok(()),
+        }
+    }
+}
+
+impl LeveledOptions {
+    fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidArgument(m));
+        let l = self;
         if l.l0_compaction_trigger == 0
             || l.l0_slowdown_trigger < l.l0_compaction_trigger
             || l.l0_stop_trigger < l.l0_slowdown_trigger
@@ -470,8 +561,7 @@ impl KeyspaceOptions {
         {
             return bad("leveled: need level_size_ratio >= 2, 2 <= max_levels <= 16, target_table_bytes and level_base_bytes >= 4096".into());
         }
-        self.fragmented.validate()?;
-        self.trie.validate()
+        Ok(())
     }
 }
 
@@ -617,5 +707,43 @@ impl TrieOptions {
             return bad("need pile_size <= slowdown_sublevels <= stop_sublevels");
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every layout's order, and what a `PrefixGroups` order serves: prefixes of exactly the
+    /// group length, with an error naming the length it needs otherwise.
+    #[test]
+    fn key_order_decides_the_scans_served() {
+        assert_eq!(Layout::Leveled.order(), Order::Total);
+        assert_eq!(Layout::Fragmented.order(), Order::Total);
+        assert_eq!(Layout::Lightweight.order(), Order::Total);
+        assert_eq!(Layout::Trie.order(), Order::Hash);
+        let semi = Layout::SemiSorted { prefix_len: 4 };
+        let order = semi.order();
+        assert_eq!(order, Order::PrefixGroups(4));
+        assert!(!order.serves_range() && order.serves_prefix(4) && !order.serves_prefix(3));
+        assert!(order.check_prefix("ks", &semi, b"abcd").is_ok());
+        match order.check_prefix("ks", &semi, b"abc") {
+            Err(Error::Unsupported(m)) => {
+                assert!(
+                    m.contains("exactly 4 bytes, not 3") && m.contains("semisorted"),
+                    "{m}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            order.check_range("ks", &semi),
+            Err(Error::Unsupported(m)) if m.contains("4-byte prefix")
+        ));
+        assert!(Order::Total
+            .check_prefix("ks", &Layout::Leveled, b"")
+            .is_ok());
+        assert!(Order::Hash.check_prefix("ks", &Layout::Trie, b"a").is_err());
+        assert!(!Order::Hash.sorted_memtable() && Order::PrefixGroups(4).sorted_memtable());
     }
 }

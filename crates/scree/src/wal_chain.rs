@@ -168,7 +168,7 @@ pub(crate) fn missing_required(
 ) -> Option<(u64, String)> {
     // Both rules need a manifest this build's opens wrote (bit 4): the builds before it
     // removed later WALs where a recovery ended the history, so a crash in that recovery
-    // could leave the newest named WAL removed with no write lost (found in review).
+    // could leave the newest named WAL removed with no write lost.
     if features & crate::manifest::FEATURE_LOG_NUMBERS_EXIST == 0 {
         return None;
     }

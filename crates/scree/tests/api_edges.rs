@@ -8,7 +8,10 @@ use common::*;
 use scree::{Db, Error, Layout, WriteBatch, WriteOptions, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 const SORTED: [Layout; 2] = [Layout::Leveled, Layout::Fragmented];
-const ALL: [Layout; 3] = [Layout::Leveled, Layout::Fragmented, Layout::Trie];
+/// Every layout this build implements.
+fn all() -> Vec<Layout> {
+    Layout::implemented()
+}
 
 #[test]
 fn open_on_a_regular_file_is_an_error() {
@@ -112,7 +115,7 @@ fn keyspace_names() {
             Err(Error::InvalidArgument(_))
         ));
         for (i, n) in names.iter().enumerate() {
-            let ks = db.keyspace(n, small_ks(ALL[i % 3])).unwrap();
+            let ks = db.keyspace(n, small_ks(all()[i % all().len()])).unwrap();
             ks.put(n, n).unwrap();
         }
         db.flush().unwrap();
@@ -122,7 +125,7 @@ fn keyspace_names() {
     want.sort();
     assert_eq!(db.keyspace_names(), want);
     for (i, n) in names.iter().enumerate() {
-        let ks = db.keyspace(n, small_ks(ALL[i % 3])).unwrap();
+        let ks = db.keyspace(n, small_ks(all()[i % all().len()])).unwrap();
         assert_eq!(ks.get(n).unwrap(), Some(n.as_bytes().to_vec()));
     }
     assert!(scree::check::check_db(d.path()).unwrap().is_empty());
@@ -162,7 +165,7 @@ fn layout_mismatch_after_reopen() {
 
 #[test]
 fn size_limits() {
-    for l in ALL {
+    for l in all() {
         let d = tempfile::tempdir().unwrap();
         let big_key = vec![0xabu8; MAX_KEY_BYTES];
         let big_val = vec![0x5au8; MAX_VALUE_BYTES];
@@ -208,7 +211,7 @@ fn size_limits() {
         assert_eq!(ks.get(&big_key).unwrap().as_deref(), Some(&b"v"[..]));
         assert!(ks.get(b"bigv").unwrap() == Some(big_val.clone()), "{l}");
         assert_eq!(ks.get(b"").unwrap(), Some(vec![]));
-        if l != Layout::Trie {
+        if l.order().serves_range() {
             let first = ks.range::<&[u8], _>(..).next().unwrap().unwrap();
             assert_eq!(first, (vec![], vec![]));
             let last = ks.range::<&[u8], _>(..).next_back().unwrap().unwrap();
@@ -227,7 +230,7 @@ fn batch_over_many_keyspaces() {
         let db = Db::open(d.path(), small_db()).unwrap();
         let kss: Vec<_> = (0..n)
             .map(|i| {
-                db.keyspace(&format!("ks{i}"), small_ks(ALL[i % 3]))
+                db.keyspace(&format!("ks{i}"), small_ks(all()[i % all().len()]))
                     .unwrap()
             })
             .collect();
@@ -249,7 +252,7 @@ fn batch_over_many_keyspaces() {
     let db = Db::open(d.path(), small_db()).unwrap();
     for i in 0..n {
         let ks = db
-            .keyspace(&format!("ks{i}"), small_ks(ALL[i % 3]))
+            .keyspace(&format!("ks{i}"), small_ks(all()[i % all().len()]))
             .unwrap();
         assert_eq!(
             ks.get(format!("key{i}")).unwrap(),
@@ -262,7 +265,7 @@ fn batch_over_many_keyspaces() {
     let db = Db::open(d.path(), small_db()).unwrap();
     for i in 0..n {
         let ks = db
-            .keyspace(&format!("ks{i}"), small_ks(ALL[i % 3]))
+            .keyspace(&format!("ks{i}"), small_ks(all()[i % all().len()]))
             .unwrap();
         assert_eq!(
             ks.get(format!("key{i}")).unwrap(),
@@ -273,7 +276,7 @@ fn batch_over_many_keyspaces() {
 
 #[test]
 fn snapshots_out_of_order_across_compactions() {
-    for l in ALL {
+    for l in all() {
         let d = tempfile::tempdir().unwrap();
         let db = Db::open(d.path(), small_db()).unwrap();
         let ks = db.keyspace("k", small_ks(l)).unwrap();
@@ -312,7 +315,7 @@ fn snapshots_out_of_order_across_compactions() {
                     "{l} r{round} k{i}"
                 );
             }
-            if l != Layout::Trie {
+            if l.order().serves_range() {
                 let got: Vec<_> = s.range::<&[u8], _>(&ks, ..).map(|r| r.unwrap()).collect();
                 let want: Vec<_> = (0..600u32)
                     .filter_map(|i| expect(*round, i).map(|v| (format!("k{i:04}").into_bytes(), v)))
@@ -518,7 +521,7 @@ fn huge_options_do_not_panic() {
     o.block_cache_bytes = usize::MAX;
     o.max_manifest_bytes = u64::MAX;
     let db = Db::open(d.path(), o).unwrap();
-    for l in ALL {
+    for l in all() {
         let mut o = small_ks(l);
         o.write_buffer_bytes = 64 * 1024;
         o.bloom_bits_per_key = 64;
@@ -579,7 +582,7 @@ fn leveled_huge_target_table_bytes_compacts() {
 
 #[test]
 fn batch_duplicates_and_iterators_made_before_a_compaction() {
-    for l in ALL {
+    for l in all() {
         let d = tempfile::tempdir().unwrap();
         let db = Db::open(d.path(), small_db()).unwrap();
         let mut o = small_ks(l);
@@ -601,7 +604,7 @@ fn batch_duplicates_and_iterators_made_before_a_compaction() {
             ks.put(format!("k{i:05}"), vec![1u8; 60]).unwrap();
         }
         // An iterator made before a compaction, first stepped after it.
-        let it = if l != Layout::Trie {
+        let it = if l.order().serves_range() {
             Some((ks.range::<&[u8], _>(..), ks.range::<&[u8], _>(..)))
         } else {
             None
@@ -640,7 +643,7 @@ fn batch_duplicates_and_iterators_made_before_a_compaction() {
 
 #[test]
 fn reopen_with_changed_options() {
-    for l in ALL {
+    for l in all() {
         let d = tempfile::tempdir().unwrap();
         let mut model = BTreeMap::new();
         let mut o1 = small_ks(l);
@@ -692,7 +695,7 @@ fn reopen_with_changed_options() {
             for (k, v) in &model {
                 assert_eq!(ks.get(k).unwrap().as_ref(), Some(v), "{l} round {round}");
             }
-            if l != Layout::Trie {
+            if l.order().serves_range() {
                 let got: Vec<_> = ks.range::<&[u8], _>(..).map(|r| r.unwrap()).collect();
                 let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
                 assert!(got == want, "{l} round {round}");
@@ -728,7 +731,7 @@ fn check_on_odd_paths_reports_instead_of_panicking() {
 #[test]
 fn direct_reads_with_large_items() {
     for mmap in [false, true] {
-        for l in ALL {
+        for l in all() {
             let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
             let mut dbo = small_db();
             dbo.direct_reads = true;
@@ -755,7 +758,7 @@ fn direct_reads_with_large_items() {
                     "{l}"
                 );
             }
-            if l != Layout::Trie {
+            if l.order().serves_range() {
                 assert_eq!(ks.range::<&[u8], _>(..).count(), 2001);
                 assert_eq!(ks.range::<&[u8], _>(..).rev().count(), 2001);
             }
@@ -765,7 +768,7 @@ fn direct_reads_with_large_items() {
 
 #[test]
 fn parallel_search_at_snapshots() {
-    for l in ALL {
+    for l in all() {
         let d = tempfile::tempdir().unwrap();
         let mut dbo = small_db();
         dbo.parallel_search = true;
@@ -805,7 +808,7 @@ fn parallel_search_at_snapshots() {
                     assert_eq!(ks.get(format!("k{i:05}")).unwrap(), want, "{l} {round} {i}");
                 }
             }
-            if l != Layout::Trie {
+            if l.order().serves_range() {
                 let n = s.range(&ks, b"k00100".to_vec()..b"k01100".to_vec()).count();
                 assert_eq!(n, 750, "{l}");
                 let n = s
@@ -813,6 +816,98 @@ fn parallel_search_at_snapshots() {
                     .rev()
                     .count();
                 assert_eq!(n, 750, "{l}");
+            }
+        }
+    }
+}
+
+/// A keyspace is checked against its own layout's options only: settings of other layouts are
+/// not used, so they never refuse it; its own bad settings do, naming the layout.
+#[test]
+fn a_keyspace_is_refused_only_for_its_own_layouts_options() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), small_db()).unwrap();
+    // One invalid setting per layout's options, and the layout it belongs to.
+    type Spoil = fn(&mut scree::KeyspaceOptions);
+    let spoilers: [(Layout, Spoil); 3] = [
+        (Layout::Leveled, |o| o.leveled.l0_compaction_trigger = 0),
+        (Layout::Fragmented, |o| {
+            o.fragmented.max_sstables_per_guard = 0
+        }),
+        (Layout::Trie, |o| o.trie.pile_size = 0),
+    ];
+    for l in all() {
+        let mut others = small_ks(l);
+        for (owner, spoil) in &spoilers {
+            if *owner != l {
+                spoil(&mut others);
+            }
+        }
+        let ks = db.keyspace(&format!("ok-{l}"), others).unwrap();
+        ks.put(b"k", b"v").unwrap();
+        assert_eq!(ks.get(b"k").unwrap().as_deref(), Some(&b"v"[..]), "{l}");
+        let Some((_, spoil)) = spoilers.iter().find(|(owner, _)| *owner == l) else {
+            continue;
+        };
+        let mut own = small_ks(l);
+        spoil(&mut own);
+        match db.keyspace(&format!("bad-{l}"), own) {
+            Err(Error::InvalidArgument(m)) => assert!(m.starts_with(l.name()), "{l}: {m}"),
+            other => panic!("{l}: its own bad option was accepted: {other:?}"),
+        }
+    }
+}
+
+/// What a layout's key order serves: `Total` layouts scan ranges and prefixes; others refuse
+/// with an `Unsupported` error that names the keyspace and the layout, from the first item.
+#[test]
+fn scans_follow_the_layouts_key_order() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), small_db()).unwrap();
+    for l in all() {
+        let ks = db.keyspace(&format!("k-{l}"), small_ks(l)).unwrap();
+        ks.put(b"ab1", b"1").unwrap();
+        ks.put(b"ab2", b"2").unwrap();
+        ks.put(b"b", b"3").unwrap();
+        let snap = db.snapshot();
+        let scans = [
+            (
+                "range",
+                ks.range::<&[u8], _>(..).collect::<scree::Result<Vec<_>>>(),
+                l.order().serves_range(),
+            ),
+            (
+                "prefix",
+                ks.prefix(b"ab").collect::<scree::Result<Vec<_>>>(),
+                l.order().serves_prefix(2),
+            ),
+            (
+                "snapshot range",
+                snap.range::<&[u8], _>(&ks, ..)
+                    .collect::<scree::Result<Vec<_>>>(),
+                l.order().serves_range(),
+            ),
+            (
+                "snapshot prefix",
+                snap.prefix(&ks, b"ab").collect::<scree::Result<Vec<_>>>(),
+                l.order().serves_prefix(2),
+            ),
+        ];
+        for (what, got, served) in scans {
+            match got {
+                Ok(items) => {
+                    assert!(served, "{l}: {what} was served");
+                    let want = if what.ends_with("prefix") { 2 } else { 3 };
+                    assert_eq!(items.len(), want, "{l}: {what}");
+                }
+                Err(Error::Unsupported(m)) => {
+                    assert!(!served, "{l}: {what} refused: {m}");
+                    assert!(
+                        m.contains(&format!("k-{l}")) && m.contains(l.name()),
+                        "{l}: {m}"
+                    );
+                }
+                Err(e) => panic!("{l}: {what}: {e}"),
             }
         }
     }

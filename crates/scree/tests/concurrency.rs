@@ -381,9 +381,8 @@ fn without_flush_in_compactions_only_background_threads_flush() {
     assert_eq!(s.flushes_in_compactions, 0);
 }
 
-/// `Db::compact()` returns under a write load that keeps giving it new work (found in review,
-/// 2026-11-23: it looped for as long as the writes went on, on every layout), and the data
-/// stays exact.
+/// `Db::compact()` returns under a write load that keeps giving it new work (rather than
+/// looping for as long as the writes go on, on every layout), and the data stays exact.
 #[test]
 fn compact_returns_while_writes_go_on() {
     for layout in Layout::implemented() {

@@ -565,7 +565,7 @@ fn a_flipped_byte_is_caught_with_mapped_and_read_blocks() {
     }
 }
 
-// ---- Found in review (2026-11-23): crafted fields and a split batch ----
+// ---- Crafted fields and a split batch ----
 
 fn logs(fs: &FaultFs) -> Vec<PathBuf> {
     fs.files()
@@ -826,7 +826,7 @@ fn a_wal_file_number_out_of_range_is_corruption() {
     }
 }
 
-// ---- Found in review (2026-11-24, session 13): damage the read path must name ----
+// ---- Damage the read path must name ----
 
 /// A table file whose length differs from the size the manifest records is `Corruption` when
 /// it is opened, never read as if it were the table the manifest names. Here one table file

@@ -202,9 +202,10 @@ fn prepare_recovery(layout: Layout) -> (FaultFs, History) {
     (fs, History::from_state(base))
 }
 
-/// A database that lost power with writes in two WALs (flushes held, so neither was flushed), keyspace
-/// 1's only in the first: its next open hands the recovered memtables to the background flush
-/// (since session 22), which the loop crashes at every operation of.
+/// A database that lost power with writes in two WALs (flushes held, so neither was flushed),
+/// keyspace 1's only in the first: its next open hands the recovered memtables to the
+/// background flush (recovery flushes what it replayed when it spans several WALs), which the
+/// loop crashes at every operation of.
 fn prepare_recovered_flush(layout: Layout) -> (FaultFs, History) {
     let fs = FaultFs::new(98);
     let opts = fault_opts(&fs);

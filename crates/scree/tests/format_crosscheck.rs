@@ -2,9 +2,9 @@
 //! second decoder written from docs/format.md and docs/format-htable.md alone (in Python). It
 //! reads a database the engine wrote (all three layouts, after a crash, with WAL records of
 //! every type) and must find no problem and replay exactly the live keys that were written.
-//! A format change without its document change fails here. (Session 15: the decoder still
-//! wanted a sorted table's `max_seq` to equal its largest written sequence number, which the
-//! code and format.md had changed in session 14; nothing ran it then.)
+//! A format change without its document change fails here. It runs on every CI run because a
+//! decoder nothing runs drifts unnoticed: it can go on wanting a sorted table's `max_seq` to
+//! equal its largest written sequence number after the code and format.md have changed that.
 //!
 //! Needs `python3` (standard library only); `.ci/run` installs it where it is missing.
 //! The WAL damage cross-check (`scripts/wal_damage_crosscheck.py`) needs the `scree` binary

@@ -371,8 +371,8 @@ fn repro() {
 
 /// A group commit whose second batch hits `ENOSPC` in the WAL: the first batch's record was
 /// appended whole before the failure. A batch that returned an error must not appear after a
-/// reopen, and one that is there must have been acknowledged. (Found in review, 2026-11-24:
-/// the whole group was failed, yet the first batch's whole record replayed after a reopen.)
+/// reopen, and one that is there must have been acknowledged. (Were the whole group failed,
+/// the first batch's whole record would still replay after a reopen.)
 #[test]
 fn a_batch_failed_with_its_group_does_not_reappear_after_reopen() {
     count_panics();
@@ -434,9 +434,9 @@ fn a_batch_failed_with_its_group_does_not_reappear_after_reopen() {
 }
 
 /// A flush that hits `ENOSPC` writing its table: the background error writes then get says
-/// what failed (the flush, and of which keyspace) as well as where (the table's path). (Found
-/// in review, 2026-11-24: it gave the path and the OS error only, so a full disk met by a
-/// flush, a compaction or the WAL read alike.)
+/// what failed (the flush, and of which keyspace) as well as where (the table's path). (With
+/// the path and the OS error only, a full disk met by a flush, a compaction or the WAL would
+/// read alike.)
 #[test]
 fn a_background_error_names_the_operation_that_failed() {
     count_panics();

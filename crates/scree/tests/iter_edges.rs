@@ -1,4 +1,4 @@
-//! Range iterators on the sorted layouts: targeted edge cases (review, 2026-11-24).
+//! Range iterators on the sorted layouts: targeted edge cases.
 
 mod common;
 

@@ -20,10 +20,10 @@ fn deleted_tables_mapped(dir: &std::path::Path) -> Vec<String> {
     out
 }
 
-/// Found in review: a cached `DataBlock` decoded from a mapped table holds the whole file's map,
-/// so after a compaction deleted the table its inode (and every byte of disk it used) stayed
-/// allocated for as long as any of its blocks sat in the block cache — with a read phase
-/// followed by a write-only phase, until the database was closed.
+/// A cached `DataBlock` decoded from a mapped table holds the whole file's map: guards against
+/// a table deleted by a compaction keeping its inode (and every byte of disk it used) allocated
+/// for as long as any of its blocks sits in the block cache — with a read phase followed by a
+/// write-only phase, until the database is closed.
 #[cfg(target_os = "linux")]
 #[test]
 fn cached_blocks_of_a_compacted_away_table_do_not_pin_the_deleted_file() {

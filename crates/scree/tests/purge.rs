@@ -135,10 +135,9 @@ fn compact_returns_with_the_merged_away_tables_deleted() {
     }
 }
 
-/// Found in review: nothing checked that the close waits for queued deletions (without it a
-/// deletion of this instance could run while another has the directory open). A deletion held
-/// at a paused `remove` keeps the close from returning until the gate opens, and the file is
-/// gone when it has.
+/// The close waits for queued deletions (without it a deletion of this instance could run
+/// while another has the directory open). A deletion held at a paused `remove` keeps the close
+/// from returning until the gate opens, and the file is gone when it has.
 #[test]
 fn the_close_waits_for_queued_deletions() {
     let fs = FaultFs::new(5);

@@ -222,8 +222,8 @@ fn a_read_only_open_stops_at_a_torn_wal_tail_without_cutting_it() {
 
 /// A copy of a database the process may only read has no `LOCK` it could create: the read-only
 /// open takes the lock through a read-only handle when the file is there, and goes without it
-/// when it is not (found in review: it opened `LOCK` for writing, so a read-only copy could not
-/// be inspected). Nothing is created either way.
+/// when it is not (opening `LOCK` for writing, a read-only copy could not be inspected).
+/// Nothing is created either way.
 #[test]
 fn a_read_only_open_needs_no_writable_lock_file() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -250,7 +250,7 @@ fn a_read_only_open_needs_no_writable_lock_file() {
 }
 
 /// A directory whose CURRENT is gone but whose tables remain is damage, not an empty directory:
-/// the read-only open says so as the normal one does (found in review: it said "no database").
+/// the read-only open says so as the normal one does (rather than "no database").
 #[test]
 fn a_read_only_open_reports_a_lost_current_as_corruption() {
     let dir = tempfile::tempdir().expect("tempdir");

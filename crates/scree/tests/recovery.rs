@@ -172,8 +172,8 @@ fn write_amplification_counts_every_byte_written() {
 
 /// A range iterator keeps its database open, as a snapshot does: dropping every other handle
 /// does not close it, a second open is `Locked` meanwhile, and the iterator reads all it saw.
-/// Before, the database closed under the iterator, a reopen compacted and deleted the tables
-/// it had not opened yet, and its next step was an I/O error (found in review, 2026-11-23).
+/// Otherwise the database could close under the iterator, a reopen compact and delete the
+/// tables it had not opened yet, and its next step be an I/O error.
 #[test]
 fn a_live_iterator_keeps_its_database_open() {
     for layout in [Layout::Leveled, Layout::Fragmented] {
@@ -216,8 +216,7 @@ fn listing(dir: &std::path::Path) -> Vec<String> {
 }
 
 /// Opening a directory that holds other files creates a database beside them and deletes none
-/// of them: only files of the kinds Scree writes are ever removed (found in review: it deleted
-/// `2023.csv` and `1.jpg`).
+/// of them: only files of the kinds Scree writes are ever removed (not `2023.csv` or `1.jpg`).
 #[test]
 fn open_never_deletes_files_it_did_not_write() {
     let d = tempfile::tempdir().expect("dir");
@@ -254,8 +253,8 @@ fn open_never_deletes_files_it_did_not_write() {
 }
 
 /// A directory whose CURRENT and manifest are gone but whose tables remain is corruption, for
-/// `Db::open` and for `scree::check`: it used to open as a new empty database and delete every
-/// table (found in review).
+/// `Db::open` and for `scree::check`: opening it as a new empty database would delete every
+/// table.
 #[test]
 fn tables_without_current_are_corruption_not_a_new_database() {
     for layout in [Layout::Leveled, Layout::Trie] {
@@ -293,7 +292,7 @@ fn tables_without_current_are_corruption_not_a_new_database() {
 
 /// A batch records the database it was built for, not its address: one built for a database
 /// that has closed is refused by the next database opened (which may reuse the address), and a
-/// cleared batch can be refilled for another database (found in review).
+/// cleared batch can be refilled for another database.
 #[test]
 fn a_batch_belongs_to_one_database_until_cleared() {
     let d1 = tempfile::tempdir().expect("dir");
@@ -340,8 +339,8 @@ fn a_batch_belongs_to_one_database_until_cleared() {
 /// A process killed while creating a database, after the first WAL was created and before
 /// `CURRENT` was written, leaves that WAL as it was preallocated: a window of zeros (the
 /// memory-mapped writer cuts it only when dropped). No write was ever acknowledged, so the
-/// next open must create the database afresh. (Found in review, 2026-11-24: any WAL of
-/// non-zero size counted as data, and the directory could never be opened again.)
+/// next open must create the database afresh. (Were any WAL of non-zero size counted as data,
+/// the directory could never be opened again.)
 #[test]
 fn a_creation_killed_before_current_leaves_an_openable_directory() {
     use scree::fs::{std_fs::StdFs, FileSystem};
@@ -372,9 +371,9 @@ fn a_creation_killed_before_current_leaves_an_openable_directory() {
     assert_eq!(ks.get(b"k").expect("get").as_deref(), Some(&b"v"[..]));
 }
 
-/// Reopening a database whose memtables were never flushed kept every WAL the earlier opens
-/// had created, empty ones included: a log per open, each replayed by every later open, until
-/// a memtable filled (found in review, 2026-11-24). Only logs holding unflushed writes remain.
+/// Reopening a database whose memtables were never flushed must not keep every WAL the earlier
+/// opens created, empty ones included (a log per open, each replayed by every later open,
+/// until a memtable fills). Only logs holding unflushed writes remain.
 #[test]
 fn reopening_without_a_flush_does_not_pile_up_wal_files() {
     for layout in Layout::implemented() {
@@ -462,10 +461,9 @@ fn two_keyspaces(d: &std::path::Path) {
     db.flush().expect("flush");
 }
 
-/// A manifest naming one table in two keyspaces opened without complaint, and the first
-/// compaction of one keyspace deleted the file the other still read (an I/O error, its data
-/// gone). It is `Corruption` at open, and a problem for `scree check` (found in review,
-/// 2026-11-24).
+/// A manifest naming one table in two keyspaces is `Corruption` at open, and a problem for
+/// `scree check`: opened, the first compaction of one keyspace would delete the file the other
+/// still reads (an I/O error, its data gone).
 #[test]
 fn a_manifest_naming_one_table_twice_is_corruption() {
     let d = tempfile::tempdir().expect("dir");
@@ -487,10 +485,9 @@ fn a_manifest_naming_one_table_twice_is_corruption() {
     assert_refused(d.path(), "named twice");
 }
 
-/// A manifest defining two keyspaces of one name opened, and `Db::keyspace` returned
-/// whichever of the two a hash map met first: writes made through one could be read
-/// through the other on a later open. It is `Corruption` at open and a problem for `scree
-/// check` (found in review, 2026-11-24).
+/// A manifest defining two keyspaces of one name is `Corruption` at open and a problem for
+/// `scree check`: opened, `Db::keyspace` would return whichever of the two a hash map met
+/// first, and writes made through one could be read through the other on a later open.
 #[test]
 fn a_manifest_with_two_keyspaces_of_one_name_is_corruption() {
     let d = tempfile::tempdir().expect("dir");
@@ -503,9 +500,9 @@ fn a_manifest_with_two_keyspaces_of_one_name_is_corruption() {
     assert_refused(d.path(), "two keyspaces named");
 }
 
-/// A manifest that defines keyspaces but lost its placement-hash key opened with a new random
-/// key: every lookup of a `trie` keyspace then probed the wrong containers and its data read
-/// as absent, silently (found in review, 2026-11-24).
+/// A manifest that defines keyspaces but lost its placement-hash key is `Corruption`: opened
+/// with a new random key, every lookup of a `trie` keyspace would probe the wrong containers
+/// and its data read as absent, silently.
 #[test]
 fn a_manifest_without_its_placement_hash_key_is_corruption() {
     let d = tempfile::tempdir().expect("dir");
@@ -528,7 +525,7 @@ fn a_manifest_without_its_placement_hash_key_is_corruption() {
 /// such an edit; so does Scree now, at open and in `scree check`.
 #[test]
 fn a_manifest_removing_a_table_the_keyspace_does_not_hold_is_corruption() {
-    for layout in [Layout::Leveled, Layout::Fragmented, Layout::Trie] {
+    for layout in Layout::implemented() {
         let d = tempfile::tempdir().expect("dir");
         {
             let db = Db::open(d.path(), common::small_db()).expect("open");
@@ -662,9 +659,9 @@ fn check_accepts_a_newer_zeroed_version_above_an_older_one() {
     assert_eq!(rep.lookups, 2 * 1002);
 }
 
-/// A manifest holding keyspace id `u32::MAX`: creating one more keyspace overflowed the id (a
-/// panic in debug builds, id 0 reused in release) (found in review, 2026-11-24). It is
-/// refused; the database stays usable.
+/// A manifest holding keyspace id `u32::MAX`: creating one more keyspace would overflow the id
+/// (a panic in debug builds, id 0 reused in release). It is refused; the database stays
+/// usable.
 #[test]
 fn a_new_keyspace_after_the_largest_id_is_refused() {
     let d = tempfile::tempdir().expect("dir");
@@ -700,9 +697,9 @@ fn manifest_len(d: &std::path::Path) -> u64 {
     std::fs::metadata(d.join(name)).expect("manifest").len()
 }
 
-/// Once the snapshot alone was larger than `max_manifest_bytes` (a store of many tables),
-/// every flush and compaction rolled the manifest over: the whole snapshot was written again
-/// per edit (found in review, 2026-11-24). A manifest is now rolled over at twice its snapshot.
+/// A manifest is rolled over at twice its snapshot: once the snapshot alone is larger than
+/// `max_manifest_bytes` (a store of many tables), rolling over at that size would write the
+/// whole snapshot again at every flush and compaction.
 #[test]
 fn a_snapshot_larger_than_max_manifest_bytes_is_not_rewritten_per_edit() {
     let d = tempfile::tempdir().expect("dir");
@@ -819,10 +816,10 @@ fn a_flush_behind_several_frozen_memtables_keeps_their_wals_replayable() {
     }
 }
 
-/// An application that opens, writes a little and closes, again and again, kept every WAL:
-/// the writes never filled a memtable, so nothing was flushed and each open added one more WAL
-/// that every later open replayed (found in session 22, with `scree put`). Recovery now
-/// flushes what it replayed when it spans several WALs.
+/// An application that opens, writes a little and closes, again and again (as `scree put`
+/// does), must not keep every WAL: the writes never fill a memtable, so without a flush each
+/// open would add one more WAL that every later open replays. Recovery flushes what it
+/// replayed when it spans several WALs.
 #[test]
 fn reopening_after_small_writes_keeps_at_most_two_wals() {
     for layout in Layout::implemented() {

@@ -151,7 +151,7 @@ fn present(ks: &Keyspace, tag: &str) -> Vec<bool> {
         .collect()
 }
 
-/// Before 2026-11-25 the writer synced the retired WAL at every rotation (2.8 s of a 6.5 s fill
+/// The writer does not sync the retired WAL at a rotation (doing so took 2.8 s of a 6.5 s fill
 /// with 4 MiB memtables). With every WAL sync held, writes across a rotation must still
 /// complete, while the retired WAL's sync waits on a background thread.
 #[test]
@@ -312,12 +312,12 @@ fn rewrite_sealed_from(fs: &FaultFs, sealed: bool) {
     }
 }
 
-/// Found by `io_errors` (2026-11-25): a WAL's removal failed and left it on disk while later
-/// WALs were removed. The removal was decided from the memtables (an empty one moves to the
-/// newest WAL at every rotation) while the manifest still named the old WAL as the oldest a
-/// keyspace needs, so recovery replayed the leftover, found its seal naming a removed WAL, and
-/// refused to open. A WAL the manifest still needs is now kept, and a flush records the newer
-/// log number of a keyspace without writes.
+/// A WAL's removal fails and leaves it on disk while later WALs are removed (a case the
+/// `io_errors` tests reach). Were the removal decided from the memtables (an empty one moves
+/// to the newest WAL at every rotation) while the manifest still names the old WAL as the
+/// oldest a keyspace needs, recovery would replay the leftover, find its seal naming a removed
+/// WAL, and refuse to open. A WAL the manifest still needs is kept, and a flush records the
+/// newer log number of a keyspace without writes.
 #[test]
 fn a_wal_left_by_a_failed_removal_does_not_end_the_history() {
     let fs = FaultFs::new(6);
@@ -351,12 +351,12 @@ fn a_wal_left_by_a_failed_removal_does_not_end_the_history() {
     assert_eq!(b.get(b"b").expect("get"), Some(b"1".to_vec()));
 }
 
-/// Found in review (2026-11-25). Two keyspaces: B's flush synced the retired WAL W1 when it
-/// started; while it wrote its table, A filled W2 (unsynced) and rotated to W3, and B's empty
-/// memtable moved to W3. B's install then recorded B at W3 and A at W2 with W2 unsynced: a
-/// power loss that took W2's bytes (allowed: acknowledged without a sync) left recovery ending
-/// the history at W2 below B's table, and it refused to open in every mode. A flush's install
-/// now syncs the WALs retired meanwhile first.
+/// Two keyspaces: B's flush syncs the retired WAL W1 when it starts; while it writes its
+/// table, A fills W2 (unsynced) and rotates to W3, and B's empty memtable moves to W3. B's
+/// install then records B at W3 and A at W2: were W2 still unsynced, a power loss that took
+/// W2's bytes (allowed: acknowledged without a sync) would leave recovery ending the history
+/// at W2 below B's table, and it would refuse to open in every mode. So a flush's install
+/// first syncs the WALs retired meanwhile.
 #[test]
 fn a_flush_installs_only_after_the_wals_retired_while_it_ran_are_synced() {
     let fs = FaultFs::new(11);
@@ -467,10 +467,10 @@ impl scree::fs::FileSystem for DirGated {
     }
 }
 
-/// Found in review (2026-11-25): the flag saying a new WAL's directory entry was not durable was
-/// cleared before the directory sync ran, so a synced write made meanwhile (its WAL's entry
-/// still not durable) was acknowledged, and a power loss before that sync completed lost it
-/// silently. A synced write now waits for a directory sync that another thread has started.
+/// A synced write waits for a directory sync that another thread has started. Were the flag
+/// saying a new WAL's directory entry is not durable cleared before the directory sync ran, a
+/// synced write made meanwhile (its WAL's entry still not durable) would be acknowledged, and
+/// a power loss before that sync completed would lose it silently.
 #[test]
 fn a_synced_write_waits_for_the_directory_sync_another_thread_started() {
     use std::sync::atomic::Ordering;
@@ -675,10 +675,11 @@ fn an_open_whose_recovered_flush_fails_returns_the_error_and_loses_nothing() {
 
 /// Keyspace `a` wrote into the first WAL and went idle; `b` filled later WALs and flushed, so
 /// the first WAL is not the newest the manifest names, but `a`'s log number still names it.
-/// Removed by hand, its writes were lost with no error (found by the second decoder's removal
-/// trials, session 22). Since every open records each keyspace's first still-needed WAL
-/// (feature bit 4), recovery refuses; point-in-time recovery refuses too, as `b`'s table holds
-/// writes from after the end of the history.
+/// Removed by hand (as the removal trials of `scripts/wal_damage_crosscheck.py` do), its
+/// writes would be lost with no error unless recovery knew `a` still needs it. Since every open
+/// records each keyspace's first still-needed WAL (feature bit 4), recovery refuses;
+/// point-in-time recovery refuses too, as `b`'s table holds writes from after the end of the
+/// history.
 #[test]
 fn a_wal_an_idle_keyspace_still_needs_removed_is_corruption() {
     let fs = FaultFs::new(8);
@@ -716,7 +717,7 @@ fn a_wal_an_idle_keyspace_still_needs_removed_is_corruption() {
         Err(e) => panic!("expected Corruption, got {e}"),
         Ok(_) => panic!("a point in time without a's writes but with b's later table"),
     }
-    // The refused open changed nothing (found in review: it had emptied the later WALs).
+    // The refused open changed nothing (it must not empty the later WALs first).
     let after: Vec<Option<Vec<u8>>> = w.iter().map(|p| fs.file_bytes(p)).collect();
     assert!(
         before == after,
@@ -725,8 +726,8 @@ fn a_wal_an_idle_keyspace_still_needs_removed_is_corruption() {
 }
 
 /// A database copied without any WAL: point-in-time recovery opens it with what its tables
-/// hold (found in review: with nothing replayed, every table counted as holding later writes
-/// and it refused, although its message says it opens).
+/// hold (were every table counted as holding later writes when nothing is replayed, it would
+/// refuse, although its message says it opens).
 #[test]
 fn point_in_time_opens_a_database_copied_without_its_wals() {
     let fs = FaultFs::new(9);

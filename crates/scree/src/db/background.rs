@@ -1,3 +1,6 @@
+//! Background work: the flush and compaction threads, which keyspace to flush or which job
+//! to run next, and running it (a panic in a job becomes a background error).
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

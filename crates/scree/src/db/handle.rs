@@ -1,14 +1,15 @@
+//! The public handles — `Db`, `Keyspace`, `Snapshot` — and the calls users make on them:
+//! keyspaces, writes, snapshots, flush, compact, stats.
+
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::{Mutex, RwLock};
-
 use crate::batch::{self, check_key, check_value, KsIds, WriteBatch, WriteOptions};
 use crate::error::{Error, Result};
-use crate::iterator::{self, prefix_end, RangeIter, Value};
+use crate::iterator::{self, RangeIter, Value};
 use crate::key::ValueKind;
 use crate::layout::{self, ManualScope, ManualStep};
 use crate::manifest::edit::{Edit, KeyspaceDef, KsEdit};
@@ -16,7 +17,7 @@ use crate::memtable::Memtable;
 use crate::options::{KeyspaceOptions, Layout as LayoutKind};
 use crate::stats::{KeyspaceStats, LevelWrites, Stats};
 
-use super::{guard_panic, DbHandle, DbInner, KsCore, ManualScopes, ScopeToken, SuperVersion};
+use super::{guard_panic, DbHandle, DbInner, KsCore, ScopeToken};
 
 /// An open database. Cheap to clone; the database closes when the last `Db`, `Keyspace`,
 /// `Snapshot` and range iterator is dropped (background work is stopped, the WAL synced).
@@ -137,21 +138,8 @@ impl Db {
         };
         inner.log_edit(&mut m, &edit)?;
         let (wb, kind) = (opts.write_buffer_bytes, opts.layout);
-        let core = Arc::new(KsCore {
-            id,
-            name: name.to_string(),
-            kind: opts.layout,
-            opts: RwLock::new(Arc::new(opts)),
-            layout: policy,
-            sv: RwLock::new(Arc::new(SuperVersion {
-                mem: Arc::new(Memtable::for_layout(&kind, wal_no, wb)),
-                imms: Vec::new(),
-                version,
-            })),
-            log_number: AtomicU64::new(wal_no),
-            level_writes: Mutex::new(Vec::new()),
-            manual: Mutex::new(ManualScopes::default()),
-        });
+        let mem = Memtable::for_layout(&kind, wal_no, wb);
+        let core = KsCore::new(id, name.to_string(), opts, policy, mem, version, wal_no);
         inner.keyspaces.write().insert(id, core.clone());
         Ok(Keyspace {
             h: self.h.clone(),
@@ -484,15 +472,18 @@ impl Keyspace {
         self.get_at(key.as_ref(), None)
     }
 
-    /// Iterates `range` in key order (reverse with `.rev()` / `next_back`).
+    /// Iterates `range` in key order (reverse with `.rev()` / `next_back`). Served by layouts
+    /// whose [`Order`](crate::Order) is `Total`; the iterator of any other yields one
+    /// `Unsupported` error saying why.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> RangeIter {
-        self.range_at(own(range.start_bound()), own(range.end_bound()), None)
+        self.range_scan(own(range.start_bound()), own(range.end_bound()), None)
     }
 
-    /// Iterates every key starting with `prefix`.
+    /// Iterates every key starting with `prefix`. Served for any prefix by `Total`-ordered
+    /// layouts, for prefixes of exactly the group length by `PrefixGroups` layouts (in the
+    /// layout's own order); otherwise the iterator yields one `Unsupported` error saying why.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> RangeIter {
-        let (lo, hi) = prefix_bounds(prefix.as_ref());
-        self.range_at(lo, hi, None)
+        self.prefix_scan(prefix.as_ref(), None)
     }
 }
 
@@ -502,11 +493,6 @@ pub(super) fn own<K: AsRef<[u8]>>(b: Bound<&K>) -> Bound<Vec<u8>> {
         Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
         Bound::Unbounded => Bound::Unbounded,
     }
-}
-
-pub(super) fn prefix_bounds(p: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
-    let hi = prefix_end(p).map_or(Bound::Unbounded, Bound::Excluded);
-    (Bound::Included(p.to_vec()), hi)
 }
 
 impl Snapshot {
@@ -530,7 +516,7 @@ impl Snapshot {
         if let Err(e) = self.check(ks) {
             return iterator::failed(e);
         }
-        ks.range_at(
+        ks.range_scan(
             own(range.start_bound()),
             own(range.end_bound()),
             Some(self.seq),
@@ -542,8 +528,7 @@ impl Snapshot {
         if let Err(e) = self.check(ks) {
             return iterator::failed(e);
         }
-        let (lo, hi) = prefix_bounds(prefix.as_ref());
-        ks.range_at(lo, hi, Some(self.seq))
+        ks.prefix_scan(prefix.as_ref(), Some(self.seq))
     }
 
     /// The snapshot's sequence number.

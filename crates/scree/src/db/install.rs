@@ -1,3 +1,7 @@
+//! Installing a flush's or compaction's edit: logging it to the manifest, publishing the new
+//! version, counting what it wrote per level, rolling the manifest over, removing WALs no
+//! keyspace needs.
+
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -42,7 +46,7 @@ impl DbInner {
             .collect();
         // Only the merged tables are needed (their bytes, and marking them obsolete): a flush
         // or a move merges none and skips listing every live table, which costs milliseconds
-        // under the manifest lock in a store of 100k tables (scale review, 2026-11-24).
+        // under the manifest lock in a store of 100k tables.
         let old_files = if merged.is_empty() {
             Vec::new()
         } else {
@@ -67,8 +71,8 @@ impl DbInner {
             // retired another, unsynced, which the log numbers recorded here can move past.
             // A power loss could then lose its tail while the manifest says it is not needed
             // below tables holding older writes: recovery would end the history there and
-            // refuse to open ("already holds later writes"). Found in review, 2026-11-25. The
-            // log numbers are read first: every WAL below them was retired before this sync.
+            // refuse to open ("already holds later writes"). The log numbers are read first:
+            // every WAL below them was retired before this sync.
             e.keyspaces.extend(self.advanced_log_numbers(ks.id));
             self.sync_old_logs()?;
         }
@@ -93,11 +97,7 @@ impl DbInner {
                     .collect(),
                 None => g.imms.clone(),
             };
-            *g = Arc::new(SuperVersion {
-                mem: g.mem.clone(),
-                imms,
-                version: new_version,
-            });
+            *g = SuperVersion::new(g.mem.clone(), imms, new_version);
         }
         for f in old_files {
             if merged.contains(&f.meta.file_no) {

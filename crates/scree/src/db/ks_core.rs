@@ -1,3 +1,6 @@
+//! A keyspace's shared state ([`KsCore`]) and what its readers see ([`SuperVersion`]), each
+//! built in one place; the scopes of its running manual compactions.
+
 use std::collections::HashSet;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -19,6 +22,20 @@ pub(crate) struct SuperVersion {
     pub version: Arc<dyn LayoutVersion>,
 }
 
+impl SuperVersion {
+    /// The one place a super-version is made: `mem` takes writes, `imms` (newest first) wait
+    /// for their flush, `version` holds the layout's tables.
+    pub(crate) fn new(
+        mem: Arc<Memtable>,
+        imms: Vec<Arc<Memtable>>,
+        version: Arc<dyn LayoutVersion>,
+    ) -> Arc<SuperVersion> {
+        Arc::new(SuperVersion { mem, imms, version })
+    }
+}
+
+/// A keyspace's shared state: what every handle of it, the write path and the background
+/// jobs reach.
 pub(crate) struct KsCore {
     pub id: u32,
     pub name: String,
@@ -73,6 +90,31 @@ impl Drop for ScopeToken<'_> {
 }
 
 impl KsCore {
+    /// The one place a keyspace's core is made: keyspace `id` named `name`, run by `layout`
+    /// with `opts`, holding `version`, with `mem` taking its writes and `log_number` the
+    /// oldest WAL that may hold its unflushed writes.
+    pub(crate) fn new(
+        id: u32,
+        name: String,
+        opts: KeyspaceOptions,
+        layout: Arc<dyn Layout>,
+        mem: Memtable,
+        version: Arc<dyn LayoutVersion>,
+        log_number: u64,
+    ) -> Arc<KsCore> {
+        Arc::new(KsCore {
+            id,
+            name,
+            kind: opts.layout,
+            opts: RwLock::new(Arc::new(opts)),
+            layout,
+            sv: RwLock::new(SuperVersion::new(Arc::new(mem), Vec::new(), version)),
+            log_number: AtomicU64::new(log_number),
+            level_writes: Mutex::new(Vec::new()),
+            manual: Mutex::new(ManualScopes::default()),
+        })
+    }
+
     pub(super) fn sv(&self) -> Arc<SuperVersion> {
         self.sv.read().clone()
     }

@@ -10,10 +10,19 @@
 //! - `ks_core`: a keyspace's shared state ([`KsCore`], [`SuperVersion`]);
 //! - `recovery`: manifest replay, WAL replay and cleanup at open.
 //!
-//! Lock order (a thread holding one may take only those after it):
-//! `manifest` → `pick_lock` → `keyspaces` → `KsCore::sv`; `wal` → `old_logs`;
-//! `queue` is taken alone. See the section at the end of this comment's list in
-//! docs/architecture.md.
+//! Lock order. A thread holding a lock takes only locks further down this list (a lock may be
+//! skipped; none is taken twice):
+//!
+//! 1. `queue` — the writers' queue; released before the group is written (its `Pending::result`
+//!    slots are leaves).
+//! 2. `wal` — the WAL writer, held by the group's leader, `Db::flush` and the close.
+//! 3. `bg` — background-thread state; the write path takes it (under `wal`) only to stall.
+//! 4. `pick_lock` — held while a compaction is picked, a manual step chosen, or an edit installed.
+//! 5. `manifest` — the manifest writer, held while an edit is logged and published.
+//! 6. `keyspaces` — the keyspace map (read to list, written to add).
+//! 7. a keyspace's `KsCore::sv`, `opts`, `manual`, `level_writes` — one at a time.
+//! 8. leaves, never held while taking another lock: `log_sync` (then `old_logs`, then
+//!    `wal_dir_sync`), `live_logs`, `snapshots`, `bg_error`.
 
 mod background;
 mod handle;
@@ -27,7 +36,7 @@ mod tests;
 mod write;
 
 pub use handle::{Db, Keyspace, Snapshot};
-pub(crate) use ks_core::{KsCore, ManualScopes, SuperVersion};
+pub(crate) use ks_core::{KsCore, SuperVersion};
 
 use background::guard_panic;
 use ks_core::ScopeToken;
@@ -95,10 +104,9 @@ static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
 pub(crate) struct DbInner {
     /// Unique among the databases this process opens: what a `WriteBatch` records to refuse
-    /// being written to another database. (The `DbInner` address was used before, and a
-    /// database opened after another closed often got the same one: a batch of the closed
-    /// database was accepted by the new one, into whichever keyspace had the same id. Found
-    /// in review, 2026-11-23.)
+    /// being written to another database. (Not the `DbInner` address: a database opened after
+    /// another closed often gets the same one, and a batch of the closed database would be
+    /// accepted by the new one, into whichever keyspace had the same id.)
     instance: u64,
     dir: PathBuf,
     env: Env,
@@ -122,7 +130,7 @@ pub(crate) struct DbInner {
     /// A WAL was created since the directory was last synced: its entry is not durable yet.
     wal_dir_unsynced: AtomicBool,
     /// Held across the check of `wal_dir_unsynced` and the directory sync, so that no caller
-    /// returns while another's sync covering its WAL is still running (found in review).
+    /// returns while another's sync covering its WAL is still running.
     wal_dir_sync: Mutex<()>,
     /// A retired WAL failed to sync: no later sync may succeed in its place (a retried
     /// `fdatasync` can report success for pages the failed one dropped).
@@ -154,8 +162,8 @@ pub(crate) fn is_table_ext(ext: &str) -> bool {
 
 /// Whether the WAL at `path` may hold a write: a byte that is not zero (or it cannot be read).
 /// A memory-mapped WAL is preallocated with zeros, and a process killed before its writer was
-/// dropped leaves them (found in review, 2026-11-24: a database whose creation was killed after
-/// its first WAL existed could never be opened, the zeros counted as data).
+/// dropped leaves them (without this, a database whose creation was killed after its first WAL
+/// existed could never be opened: the zeros would count as data).
 pub(crate) fn log_may_hold_data(fs: &dyn FileSystem, path: &Path) -> bool {
     fs.read_all(path)
         .map_or(true, |data| data.iter().any(|&b| b != 0))

@@ -1,3 +1,6 @@
+//! `Db::open` (directory, lock, recovery, background threads) and the close: dropping the last
+//! handle stops the threads, syncs the WAL and waits for queued deletions.
+
 use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -68,7 +71,7 @@ impl Db {
         } else if !opts.create_if_missing && !fs.exists(&dir.join(manifest::CURRENT)) {
             // An existing directory without CURRENT holds no database (say, an unmounted
             // mount point): creating one there is what `create_if_missing: false` forbids
-            // (found in review: it silently opened a fresh, empty database).
+            // (rather than silently opening a fresh, empty database).
             return Err(Error::InvalidArgument(format!(
                 "{} holds no database (no {}) and create_if_missing is false",
                 dir.display(),

@@ -1,9 +1,12 @@
+//! The read path: a lookup or an iterator at a sequence number over the memtables, then the
+//! layout's version (with parallel search when enabled).
+
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::iterator::{self, RangeIter, Value};
+use crate::iterator::{self, prefix_end, RangeIter, Value};
 use crate::key::ValueKind;
 use crate::memtable::{Lookup, Memtable};
 
@@ -41,12 +44,34 @@ impl Keyspace {
 
     /// Iterates at `seq`, or (None) at the latest sequence number, loaded after the
     /// super-version for the reason given at [`Keyspace::get_at`].
-    pub(super) fn range_at(
+    /// A range scan at `seq` (or the latest), if the layout's key order serves one.
+    pub(super) fn range_scan(
         &self,
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
         seq: Option<u64>,
     ) -> RangeIter {
+        let (name, kind) = (&self.core.name, &self.core.kind);
+        match kind.order().check_range(name, kind) {
+            Ok(()) => self.range_at(lo, hi, seq),
+            Err(e) => iterator::failed(e),
+        }
+    }
+
+    /// A scan of the keys starting with `prefix` at `seq` (or the latest), if the layout's key
+    /// order serves one of that length.
+    pub(super) fn prefix_scan(&self, prefix: &[u8], seq: Option<u64>) -> RangeIter {
+        let (name, kind) = (&self.core.name, &self.core.kind);
+        match kind.order().check_prefix(name, kind, prefix) {
+            Ok(()) => {
+                let hi = prefix_end(prefix).map_or(Bound::Unbounded, Bound::Excluded);
+                self.range_at(Bound::Included(prefix.to_vec()), hi, seq)
+            }
+            Err(e) => iterator::failed(e),
+        }
+    }
+
+    fn range_at(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, seq: Option<u64>) -> RangeIter {
         let sv = self.core.sv();
         let seq = seq.unwrap_or_else(|| self.h.inner.last_seq.load(Ordering::Acquire));
         let mems: Vec<Arc<Memtable>> = std::iter::once(sv.mem.clone())

@@ -238,10 +238,10 @@ fn crash_after_synced_write(
     refused
 }
 
-/// Found by review (2026-11-24): a power loss that writes back a page before the appends
-/// filled it (`CrashMode::PagesOutOfOrder`) leaves zeros from the stale point to the page
-/// end. When that point lies fewer than 8 bytes before the page end, the reader called the
-/// gap corruption and the default recovery refused to open, although the damage is only a
+/// A power loss that writes back a page before the appends filled it
+/// (`CrashMode::PagesOutOfOrder`) leaves zeros from the stale point to the page end. When that
+/// point lies fewer than 8 bytes before the page end, the reader must not call the gap
+/// corruption: the default recovery would refuse to open, although the damage is only a
 /// crash's to unsynced appends. Here the WAL is synced up to a known length; every stale
 /// point the crash can pick must reopen with the synced write.
 #[test]
@@ -254,11 +254,11 @@ fn a_stale_page_with_fewer_than_8_zeros_still_reopens() {
     assert!(refused.is_empty(), "{}", refused.join("\n"));
 }
 
-/// Found by review (2026-11-24): a value may hold bytes that frame a valid WAL record (here
-/// an empty type-2 record, as in a copy of a WAL). When a power loss cuts the unsynced
-/// record holding such a value after those bytes, the reader finds them as "a valid record
-/// after the bad one", calls the torn tail corruption, and the default recovery refuses to
-/// open, although only unsynced bytes were lost.
+/// A value may hold bytes that frame a valid WAL record (here an empty type-2 record, as in a
+/// copy of a WAL). When a power loss cuts the unsynced record holding such a value after those
+/// bytes, the reader must not take them for "a valid record after the bad one" and call the
+/// torn tail corruption: the default recovery would refuse to open, although only unsynced
+/// bytes were lost.
 #[test]
 fn a_value_framing_a_record_does_not_turn_a_torn_tail_into_corruption() {
     let mut value = frame(log::COMPACT_BATCH, b"");

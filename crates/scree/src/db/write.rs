@@ -1,3 +1,6 @@
+//! The write path: group commit of batches into the WAL, then into the memtables; making room
+//! (stalls, WAL rotation, freezing memtables); syncing retired WALs.
+
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -146,9 +149,9 @@ impl DbInner {
                 self.set_bg_error("WAL append", &e);
                 // The batches before this one are whole records in the log and replay after a
                 // reopen: failing them too would make a write that returned an error appear
-                // later (found in review, 2026-11-24). Those that asked for no sync, up to the
-                // first that did, are applied and acknowledged; a synced one cannot be (its
-                // sync will not come) and may reappear, as after a failed sync.
+                // later. Those that asked for no sync, up to the first that did, are applied
+                // and acknowledged; a synced one cannot be (its sync will not come) and may
+                // reappear, as after a failed sync.
                 let done = group.get(..i).unwrap_or_default();
                 *applied = done.iter().take_while(|p| !p.sync).count();
                 self.apply_group(&cores, done.get(..*applied).unwrap_or_default(), first_seq);
@@ -256,9 +259,8 @@ impl DbInner {
         // directory entry of the new one) wait for the flush of its memtable or the next synced
         // write, both of which sync every retired log first (`sync_old_logs`). A power loss
         // before that can keep writes of the new log while losing the old log's tail; the
-        // missing seal tells recovery that the history ends there (`wal_chain`; until
-        // 2026-11-25 the writer synced the old log here: 2.8 s of a 6.5 s fill with 4 MiB
-        // memtables).
+        // missing seal tells recovery that the history ends there (`wal_chain`; syncing the
+        // old log here, on the writer, took 2.8 s of a 6.5 s fill with 4 MiB memtables).
         let n = self.next_file.fetch_add(1, Ordering::SeqCst);
         if let Err(e) = wal.log.seal(n).and_then(|()| wal.log.flush()) {
             self.set_bg_error("WAL seal at rotation", &e);
@@ -287,26 +289,26 @@ impl DbInner {
             if frozen {
                 let mut imms = vec![g.mem.clone()];
                 imms.extend(g.imms.iter().cloned());
-                *g = Arc::new(SuperVersion {
-                    mem: Arc::new(Memtable::for_layout(
+                *g = SuperVersion::new(
+                    Arc::new(Memtable::for_layout(
                         &ks.kind,
                         n,
                         ks.opts().write_buffer_bytes,
                     )),
                     imms,
-                    version: g.version.clone(),
-                });
+                    g.version.clone(),
+                );
             } else if g.mem.is_empty() {
                 // An empty memtable needs no old log.
-                *g = Arc::new(SuperVersion {
-                    mem: Arc::new(Memtable::for_layout(
+                *g = SuperVersion::new(
+                    Arc::new(Memtable::for_layout(
                         &ks.kind,
                         n,
                         ks.opts().write_buffer_bytes,
                     )),
-                    imms: g.imms.clone(),
-                    version: g.version.clone(),
-                });
+                    g.imms.clone(),
+                    g.version.clone(),
+                );
             }
         }
         Ok(())
@@ -319,7 +321,7 @@ impl DbInner {
         let _one = self.log_sync.lock();
         if self.wal_sync_failed.load(Ordering::SeqCst) {
             // A writer that waited here while another thread's sync failed must not retry
-            // it and acknowledge a synced write on top (found in review, 2026-11-25).
+            // it and acknowledge a synced write on top.
             self.check_bg_error()?;
             return Err(Error::BackgroundError(
                 "sync of a retired WAL failed earlier".into(),

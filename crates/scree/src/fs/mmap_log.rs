@@ -15,14 +15,15 @@
 //! process (`scree-wal-windows`): once the current window is half full the next one is
 //! prepared, and the writer only swaps it in. Page faults are taken there too: the thread
 //! faults in ([`POPULATE_CHUNK`]) chunks of the writer's mapping a little ahead of the appends
-//! ([`POPULATE_AHEAD`]), so the writer's copies find their pages. Until session 24 a whole
-//! window was faulted in at once, on the writer for a log's first window; with 4 MiB memtables
-//! a log is a little over one window, so much of what was faulted in was never written (and
-//! was then cut off). Faulting in chunks off the writer cut the writer's CPU per put by 3–13 %
-//! on 4 MiB `trie` and `leveled` fills (docs/benchmarks.md, "Session 24"). Each job is best
-//! effort: if the thread is gone, or preparing failed (a full disk), the writer does the work
-//! itself, so errors reach `append` exactly as without the thread. A synced log faults nothing in ahead: a faulted-in
-//! page is dirty, and the next `fdatasync` would write its zeros back.
+//! ([`POPULATE_AHEAD`]), so the writer's copies find their pages. Chunks, not a whole window
+//! at once (on the writer, for a log's first window): with 4 MiB memtables a log is a little
+//! over one window, so much of a window faulted in whole is never written (and is then cut
+//! off). Faulting in chunks off the writer cut the writer's CPU per put by 3–13 % on 4 MiB
+//! `trie` and `leveled` fills (docs/benchmarks.md, "How the headline figures moved"). Each job
+//! is best effort: if the thread is gone, or preparing failed (a full disk), the writer does
+//! the work itself, so errors reach `append` exactly as without the thread. A synced log
+//! faults nothing in ahead: a faulted-in page is dirty, and the next `fdatasync` would write
+//! its zeros back.
 //!
 //! Until the file is dropped its tail past the appended bytes is zero-filled preallocation;
 //! the log reader treats an all-zero tail as the end of the log (docs/format.md). Dropping the

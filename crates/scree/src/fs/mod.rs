@@ -395,10 +395,9 @@ mod tests {
     use super::fault::{Fault, FaultError, FaultFs, OpKind};
     use super::*;
 
-    /// Found in review: a part whose append failed after some of its bytes reached the file (a
-    /// short write; a memory-mapped log that copied part of a record before the next window
-    /// could not be allocated) was not counted, so `bytes_written` fell short of the bytes the
-    /// file holds.
+    /// A part whose append failed after some of its bytes reached the file (a short write; a
+    /// memory-mapped log that copied part of a record before the next window could not be
+    /// allocated) is counted: else `bytes_written` would fall short of the bytes the file holds.
     #[test]
     fn bytes_of_a_short_write_are_counted() {
         let fs = FaultFs::new(7);

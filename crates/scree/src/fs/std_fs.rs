@@ -325,8 +325,8 @@ mod tests {
     }
 
     /// `std::io::BufWriter` keeps the bytes of a failed write and writes them when dropped:
-    /// a WAL record whose write returned an error (its writer told so) reached the file at
-    /// close once space was freed, and replayed after a reopen (found in review, 2026-11-24).
+    /// with it, a WAL record whose write returned an error (its writer told so) would reach the
+    /// file at close once space was freed, and replay after a reopen.
     #[test]
     fn bytes_of_a_failed_write_never_reach_the_file_later() {
         let (mut r, mut fill) = pipe();

@@ -215,8 +215,8 @@ fn a_footer_of_another_version_or_a_bad_shift_is_refused() {
         Err(e @ Error::Corruption { .. }) => assert!(e.to_string().contains("shift"), "{e}"),
         other => panic!("expected Corruption, got {other:?}"),
     }
-    // So is an item count the entries' regions cannot hold (it sized a scan's reservation
-    // and overflowed a multiplication there: found in review, 2026-11-23).
+    // So is an item count the entries' regions cannot hold (it sizes a scan's reservation,
+    // and unchecked it would overflow a multiplication there).
     for count in [u64::MAX, 1 << 40] {
         bytes.copy_from_slice(&original);
         bytes[f + 16..f + 24].copy_from_slice(&count.to_le_bytes());
@@ -240,8 +240,8 @@ fn a_footer_of_another_version_or_a_bad_shift_is_refused() {
     }
 }
 
-/// Also with the file mapped, where the scans refer to the map instead of copying the buckets
-/// (session 16): the same items, the same bytes counted, and no copy on the heap.
+/// Also with the file mapped, where the scans refer to the map instead of copying the
+/// buckets: the same items, the same bytes counted, and no copy on the heap.
 #[test]
 fn child_scans_add_up_to_the_full_scan_and_read_each_bucket_about_once() {
     for mapped in [false, true] {
@@ -854,8 +854,7 @@ fn bloom_cluster_byte_flips_are_detected_or_harmless() {
 }
 
 /// A cluster trailer (valid checksum) whose column count its blocks cannot hold is refused at
-/// open. Before, u32::MAX columns opened and a rebuild reserved ~96 GB (found in review,
-/// 2026-11-23).
+/// open. Without the check, u32::MAX columns would open and a rebuild reserve ~96 GB.
 #[test]
 fn bloom_cluster_with_more_columns_than_its_blocks_hold_is_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -210,9 +210,9 @@ mod roll_over_tests {
         }
     }
 
-    /// Scale review, session 15: a manifest whose snapshot alone passed `max_manifest_bytes`
-    /// was rolled over only once it doubled, after a number of edits that grows with the store,
-    /// and recovery replays every one of them against the whole version (quadratic).
+    /// Guards against a manifest whose snapshot alone passes `max_manifest_bytes` being rolled
+    /// over only once it doubles, after a number of edits that grows with the store: recovery
+    /// replays every one of them against the whole version (quadratic).
     #[test]
     fn a_large_manifest_rolls_over_after_a_bounded_number_of_edits() {
         let dir = tempfile::tempdir().expect("tempdir");

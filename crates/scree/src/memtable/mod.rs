@@ -136,9 +136,10 @@ impl Memtable {
         log_number: u64,
         budget_bytes: usize,
     ) -> Self {
-        match layout {
-            crate::options::Layout::Trie => Memtable::hashed(log_number, budget_bytes),
-            _ => Memtable::new(log_number, budget_bytes),
+        if layout.order().sorted_memtable() {
+            Memtable::new(log_number, budget_bytes)
+        } else {
+            Memtable::hashed(log_number, budget_bytes)
         }
     }
 

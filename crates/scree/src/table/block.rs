@@ -13,7 +13,8 @@ pub const TRAILER: usize = 5;
 /// Block type byte: keys stored whole (prefix-compressed), values as they are.
 pub const TYPE_PLAIN: u8 = 0;
 /// Block type byte: internal keys, each stored as its user key (prefix-compressed against the
-/// previous user key) plus a varint tag `(seq << 1) | kind` (written since 2026-11-23).
+/// previous user key) plus a varint tag `(seq << 1) | kind` (every block current builds write;
+/// type 0 blocks of internal keys come from older builds).
 pub const TYPE_IKEY: u8 = 1;
 
 /// The tag of an internal-key trailer `(seq << 8) | kind` (kind 0 or 1).
@@ -222,7 +223,7 @@ impl Block {
             r.bytes(vlen).ok_or_else(|| bad("value runs past block"))?;
             // Shared prefixes let a few bytes repeat a long key: bound the decoded keys by the
             // block (index blocks are written without sharing, so they never come near), or a
-            // crafted block of a megabyte could decode into gigabytes (found in review).
+            // crafted block of a megabyte could decode into gigabytes.
             let need = keys.len() + shared + non_shared + 8;
             if need > u32::MAX as usize || need > 16 * entries_end + 8 * (ents.len() + 1) {
                 return Err(bad("decoded keys too large for the block"));
@@ -619,7 +620,7 @@ mod amplification_tests {
     use super::*;
 
     /// A block whose entries each repeat the whole previous key (4 bytes each on disk) is
-    /// refused instead of decoding into ~1,700 times its size (found in review, 2026-11-23).
+    /// refused instead of decoding into ~1,700 times its size.
     #[test]
     fn an_index_block_that_decodes_far_larger_than_itself_is_refused() {
         let l = 64 * 1024usize;

@@ -994,7 +994,7 @@ impl TableFile {
     /// size the manifest records (0: not recorded): a file of another length is not the file
     /// the manifest names, even when its own footer and checksums are sound (a table of
     /// another number or database put in its place), and reading it as that file would answer
-    /// from the wrong keys (found in review: gets of the real table's keys said "absent").
+    /// from the wrong keys (gets of the real table's keys would say "absent").
     pub fn open_file(&self) -> Result<CountedReader> {
         let env = &self.ctx.env;
         let path = self.path();
@@ -1533,7 +1533,7 @@ mod cached_meta_tests {
     }
 
     /// A table deleted after the open-table bound closed its reader still takes its index
-    /// and filter out of the cache (found in review: they stayed until evicted).
+    /// and filter out of the cache (rather than leaving them there until evicted).
     #[test]
     fn a_deleted_table_leaves_the_cache_even_when_closed() {
         let dir = tempfile::tempdir().expect("dir");

@@ -206,8 +206,9 @@ mod tests {
         assert!(ran.iter().all(|n| n.as_deref() == Some("scree-purge-test")));
     }
 
-    /// Found in review: waiting for an empty queue let jobs handed over after the call (by
-    /// compactions and readers that go on) hold `compact` and `wait_for_compactions` back.
+    /// A wait covers the jobs queued when it began: waiting for an empty queue would let jobs
+    /// handed over after the call (by compactions and readers that go on) hold `compact` and
+    /// `wait_for_compactions` back.
     #[test]
     fn waiting_ignores_jobs_handed_over_after_the_wait_began() {
         let p = Purger::spawn("scree-purge-test");

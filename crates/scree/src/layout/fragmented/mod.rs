@@ -512,8 +512,8 @@ impl Fragmented {
         // overlaps: a get stops at the first table of a guard holding the key, which is only
         // right if, wherever two tables overlap, the newer holds only newer entries. Arrivals
         // keep that order until guards are consolidated at two levels; then a fragment can
-        // carry entries older than a table the child already holds (found in review,
-        // 2026-11-23; test `consolidation_never_lands_an_interleaving_fragment`).
+        // carry entries older than a table the child already holds (test
+        // `consolidation_never_lands_an_interleaving_fragment`).
         // The fragment spans from its inputs' smallest to their largest key (one merged table).
         let interleaves = |c: &Child| {
             let in_min = c.inputs.iter().map(|t| t.meta.min_seq).min();

@@ -317,9 +317,9 @@ mod policy_tests {
     }
 }
 
-/// Found in review (2026-11-23): a guard consolidated at two levels let a fragment land next to
-/// an older table it overlaps with interleaving sequence numbers (`check_invariants` failed,
-/// and a debug build panicked in the compaction). The job now merges such a child instead.
+/// Guards against a guard consolidated at two levels letting a fragment land next to an older
+/// table it overlaps with interleaving sequence numbers (`check_invariants` would fail, and a
+/// debug build panic in the compaction). The job merges such a child instead.
 mod consolidation_tests {
     use std::sync::atomic::AtomicU64;
     use std::sync::Arc;
@@ -748,13 +748,13 @@ mod interleaving_tests {
     }
 }
 
-/// The suspected race (review, 2026-11-24): a guard merged in place while its parent pushes
-/// a fragment into it. Both jobs run side by side (`Source` and `Shared` on the guard are
-/// compatible), and either install order is right: a fragment pushed from the parent holds
-/// only entries newer than everything in the guard, so the merged table, whatever key span it
-/// covers, is older than the fragment. The one push that can carry older entries is the one
-/// that consolidates guards (session 11), and it needs `Exclusive` on its output range, which
-/// a running in-place merge holds `Source` on: that push deletes nothing meanwhile.
+/// A suspected race: a guard merged in place while its parent pushes a fragment into it. Both
+/// jobs run side by side (`Source` and `Shared` on the guard are compatible), and either
+/// install order is right: a fragment pushed from the parent holds only entries newer than
+/// everything in the guard, so the merged table, whatever key span it covers, is older than
+/// the fragment. The one push that can carry older entries is the one that consolidates
+/// guards, and it needs `Exclusive` on its output range, which a running in-place merge holds
+/// `Source` on: that push deletes nothing meanwhile.
 mod in_place_merge_beside_a_push {
     use std::sync::Arc;
 
@@ -861,10 +861,10 @@ mod in_place_merge_beside_a_push {
             assert!(fv(&v).is_guard(2, b"t"));
         }
     }
-    /// Found in session 15: a push took `Exclusive` on its whole output range to look for
-    /// guards to consolidate, and kept it when it found none, so no guard inside that range
-    /// could be compacted until the push was installed — the child guards of a guard being
-    /// pushed waited, although fragments are made to let them run side by side.
+    /// A push takes `Exclusive` on its whole output range to look for guards to consolidate,
+    /// and must not keep it when it finds none: else no guard inside that range could be
+    /// compacted until the push was installed — the child guards of a guard being pushed
+    /// would wait, although fragments are made to let them run side by side.
     #[test]
     fn a_push_that_changes_no_guard_lets_its_child_guards_compact_meanwhile() {
         for push_first in [true, false] {

@@ -893,8 +893,8 @@ fn check_seq_order(what: &str, tables: &[Arc<TableFile>]) -> std::result::Result
     Ok(())
 }
 
-/// `Level::edited` (the scale review's in-place edit, session 15) against `Level::build`,
-/// which it replaces when an edit keeps a level's guard keys.
+/// `Level::edited` (the in-place edit, which spares a large level a rebuild) against
+/// `Level::build`, which it replaces when an edit keeps a level's guard keys.
 #[cfg(test)]
 #[allow(clippy::indexing_slicing)]
 mod edited_tests {

@@ -30,7 +30,7 @@ pub struct LeveledVersion {
     runs: Vec<Arc<[Arc<TableFile>]>>,
     /// Bytes of each level, summed once per version: every pick and every
     /// `needs_compaction` scores the levels (3 ms per pick at 100k tables when summed per
-    /// call; scale review, session 15).
+    /// call).
     bytes: Vec<u64>,
 }
 
@@ -732,7 +732,7 @@ mod tests {
 
     /// `Db::compact` answers for the tables present at its call (and what is made from
     /// them): later tables above them never make it due, so writes that go on cannot keep it
-    /// from returning (found in review: it looped while writes kept coming).
+    /// from returning (otherwise it would loop for as long as writes kept coming).
     #[test]
     fn a_manual_compaction_is_due_only_for_tables_in_its_scope() {
         let t = ctx();

@@ -490,8 +490,8 @@ impl TableAux for ClusterHandle {
 /// The reader of a BloomCluster file, opened on first use and after the open-table bound
 /// closed it (two Metadata reads). The file must cover the tables and columns its manifest
 /// record names: a lookup takes a table's filters by its position in the record, so another
-/// container's cluster of the same size put in its place answered "absent" for keys the
-/// container holds (found in review).
+/// container's cluster of the same size put in its place would answer "absent" for keys the
+/// container holds.
 pub fn cluster_reader<'a>(
     cluster: &'a ClusterRef,
     kind: ReadKind,
@@ -559,10 +559,10 @@ mod retire_tests {
 
     const HK: [u8; 16] = *b"0123456789abcdef";
 
-    /// Found in review of the purge thread: the filter budget was given back only when the
-    /// handle was dropped, on the purge thread, so tables opened while a teardown waited in the
-    /// queue could be refused their filters (for good) for memory about to be freed. It is
-    /// given back on the thread that drops the obsolete table, before the teardown runs.
+    /// The filter budget is given back on the thread that drops the obsolete table, before the
+    /// teardown runs: given back only when the handle is dropped, on the purge thread, tables
+    /// opened while a teardown waits in the queue could be refused their filters (for good)
+    /// for memory about to be freed.
     #[test]
     fn an_obsolete_tables_filter_charge_is_released_before_its_teardown_runs() {
         let dir = tempfile::tempdir().expect("tempdir");
