@@ -149,7 +149,7 @@ fn errors_name_what_is_wrong_and_exit_2() {
     // A trie keyspace is hash-ordered: scans say so.
     let o = scree(&["scan", d, "t"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("hash-ordered"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("places keys by hash"), "{}", stderr(&o));
     let o = scree(&["get", d, "t", "k"]);
     assert_eq!((o.status.code(), stdout(&o)), (Some(0), "v\n".into()));
     // A database another process holds is refused, not read beside it.

@@ -1,42 +1,61 @@
 //! Scree: an embeddable key-value storage engine for write-heavy workloads of small items,
 //! offering the write-optimized designs of five research papers as per-keyspace *layouts*.
+//!
+//! What a user touches: [`Db`], [`Keyspace`], [`Snapshot`], [`WriteBatch`], the options
+//! ([`Options`], [`KeyspaceOptions`], [`Layout`] and its [`Order`]), [`Error`], [`Stats`], the
+//! iterators ([`RangeIter`]); [`fs`] for a custom file system; [`check`] and [`inspect`] for
+//! offline verification and WAL dumps. The modules marked hidden are the engine's internals,
+//! public only for the project's own tests, fuzz targets and tools: they are not a stable API.
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 // Unit tests may unwrap and index: a panic there is a failed test, not a crashed user.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::indexing_slicing))]
 #![warn(missing_docs)]
 
 pub mod check;
-pub mod coding;
-pub mod error;
-pub mod filter;
 pub mod fs;
-pub mod htable;
 pub mod inspect;
-pub mod key;
-pub mod stats;
 
-pub use error::{Error, Result};
-pub use stats::Stats;
-
-pub mod batch;
-pub mod cache;
-pub mod compaction;
 mod db;
-pub mod iter;
-pub mod iterator;
-pub mod layout;
-pub mod log;
-pub mod manifest;
-pub mod memtable;
-pub mod options;
-pub mod table;
+mod error;
+mod iterator;
+mod options;
 mod wal_chain;
+
+#[doc(hidden)]
+pub mod batch;
+#[doc(hidden)]
+pub mod cache;
+#[doc(hidden)]
+pub mod coding;
+#[doc(hidden)]
+pub mod filter;
+#[doc(hidden)]
+pub mod htable;
+#[doc(hidden)]
+pub mod iter;
+#[doc(hidden)]
+pub mod key;
+#[doc(hidden)]
+pub mod layout;
+#[doc(hidden)]
+pub mod log;
+#[doc(hidden)]
+pub mod manifest;
+#[doc(hidden)]
+pub mod memtable;
+#[doc(hidden)]
+pub mod stats;
+#[doc(hidden)]
+pub mod table;
 
 pub use batch::{WriteBatch, WriteOptions};
 pub use db::{Db, Keyspace, Snapshot};
+pub use error::{Error, Result};
 pub use iterator::{Key, RangeIter, Value};
 pub use options::{
-    KeyspaceOptions, Layout, LeveledOptions, Options, Order, WalRecovery, MAX_KEY_BYTES,
-    MAX_VALUE_BYTES,
+    FragmentedOptions, KeyspaceOptions, Layout, LeveledOptions, Options, Order, TrieOptions,
+    WalRecovery, MAX_KEY_BYTES, MAX_VALUE_BYTES,
 };
-pub use stats::{BytesWritten, KeyspaceStats, LevelReads, LevelStats, LevelWrites, TableInfo};
+pub use stats::{
+    BytesWritten, KeyspaceStats, LevelReads, LevelStats, LevelWrites, Stats, TableInfo,
+};

@@ -6,7 +6,9 @@
 //! batches written before the log's first completed sync, 3 ([`SYNCED_BATCH`]) for WAL batches
 //! written after it (they carry how far the last completed sync reached, so recovery can tell
 //! bytes a crash tore from bytes a sync had made durable), 4 ([`SEAL`]) for the last record of a
-//! retired WAL, naming the next one (`wal_chain`). See docs/format.md.
+//! retired WAL, naming the next one (`wal_chain`). This module frames records and reads them
+//! back; what a payload holds is its writer's business (`batch`, `wal_chain`, `manifest`). See
+//! docs/format.md.
 
 use std::path::Path;
 
@@ -51,26 +53,6 @@ impl LogWriter {
     pub fn new(w: CountedWriter) -> Self {
         LogWriter { w, synced: 0 }
     }
-    /// Appends one WAL batch of `count` entries (`entries`, as encoded) whose first has
-    /// sequence number `seq`: type [`COMPACT_BATCH`] until the log's first completed sync, then
-    /// [`SYNCED_BATCH`] with the length that sync and any later one covered.
-    pub fn add_batch(&mut self, seq: u64, count: u32, entries: &[u8]) -> Result<()> {
-        let synced = Some(self.synced).filter(|&n| n > 0);
-        let head = crate::batch::CompactHeader::with_synced(synced, seq, count);
-        let ty = if synced.is_some() {
-            SYNCED_BATCH
-        } else {
-            COMPACT_BATCH
-        };
-        self.add_record_parts(ty, head.as_bytes(), entries)
-    }
-    /// Appends the seal of a retired log: the WAL numbered `next` follows it, and this log
-    /// takes no more records.
-    pub fn seal(&mut self, next: u64) -> Result<()> {
-        let mut payload = Vec::with_capacity(10);
-        crate::coding::put_varint(&mut payload, next);
-        self.add_record_parts(SEAL, &[], &payload)
-    }
     /// Appends one record of type [`FULL`] (buffered).
     pub fn add_record(&mut self, payload: &[u8]) -> Result<()> {
         self.add_record_parts(FULL, &[], payload)
@@ -83,6 +65,10 @@ impl LogWriter {
         let (c, l) = (mask(crc).to_le_bytes(), (len as u32).to_le_bytes());
         let h: [u8; HEADER] = [c[0], c[1], c[2], c[3], l[0], l[1], l[2], l[3], ty];
         self.w.append_parts(&[&h, head, rest])
+    }
+    /// Log length the last completed sync covered (0: none yet).
+    pub fn synced(&self) -> u64 {
+        self.synced
     }
     /// Hands buffered records to the OS.
     pub fn flush(&mut self) -> Result<()> {
@@ -719,39 +705,6 @@ mod tests {
             read_wal_records(&data).1,
             LogEnd::Corrupt { offset: 0, .. }
         ));
-    }
-
-    /// The writer announces the length its last completed sync covered in every batch after
-    /// it, and a batch decodes the same under either type.
-    #[test]
-    fn batches_after_a_sync_announce_what_it_covered() {
-        let (dir, mut w) = temp_log();
-        let path = dir.path().join("000001.log");
-        let entries = vec![crate::batch::BatchEntry {
-            ks: 3,
-            kind: crate::key::ValueKind::Put,
-            key: b"k".to_vec(),
-            value: b"v".to_vec(),
-        }];
-        let payload = crate::batch::encode_compact(7, &entries);
-        let rest = payload.get(2..).expect("entries after the 2-byte header");
-        w.add_batch(7, 1, rest).expect("append");
-        w.sync().expect("sync");
-        let synced = w.len();
-        w.add_batch(7, 1, rest).expect("append");
-        w.add_batch(7, 1, rest).expect("append");
-        w.finish().expect("finish");
-        drop(w);
-        let data = std::fs::read(&path).expect("read");
-        let (recs, end) = read_wal_records(&data);
-        assert_eq!(end, LogEnd::Clean);
-        let types: Vec<u8> = recs.iter().map(|(t, _)| *t).collect();
-        assert_eq!(types, [COMPACT_BATCH, SYNCED_BATCH, SYNCED_BATCH]);
-        for (ty, p) in &recs {
-            assert_eq!(crate::batch::decode(*ty, p), Ok((7, entries.clone())));
-        }
-        let mut r = crate::coding::Reader::new(recs[1].1);
-        assert_eq!(r.varint(), Some(synced));
     }
 
     /// The one-pass search finds exactly the one-bit flips a brute-force search finds.

@@ -16,7 +16,16 @@
 //! one that is not the newest is corruption. See docs/format.md, "WAL seals".
 
 use crate::coding::Reader;
-use crate::log::{self, LogEnd};
+use crate::error::Result;
+use crate::log::{self, LogEnd, LogWriter};
+
+/// Appends the seal of a retired log: the WAL numbered `next` follows it, and the log takes no
+/// more records.
+pub(crate) fn seal(log: &mut LogWriter, next: u64) -> Result<()> {
+    let mut payload = Vec::with_capacity(10);
+    crate::coding::put_varint(&mut payload, next);
+    log.add_record_parts(log::SEAL, &[], &payload)
+}
 
 /// One WAL file as read: its batch records and how it ends.
 pub(crate) struct WalFile<'a> {

@@ -93,7 +93,7 @@ fn huge_keys_with_shared_prefixes_scan_both_ways_at_snapshots() {
         // Key i: a run of 0xFF (long for most keys), then i, then more bytes for odd i.
         let key = |i: u32| {
             let n = match i % 4 {
-                0 => scree::options::MAX_KEY_BYTES - 8,
+                0 => scree::MAX_KEY_BYTES - 8,
                 1 => 20_000,
                 2 => 3,
                 _ => 9_000,

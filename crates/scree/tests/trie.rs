@@ -88,7 +88,7 @@ fn every_level_is_used_and_scans_are_unsupported() {
     assert!(ks.get(b"nope").unwrap().is_none());
     let first = ks.range(key(0)..key(5)).next();
     match first {
-        Some(Err(Error::Unsupported(m))) => assert!(m.contains("hash-ordered"), "{m}"),
+        Some(Err(Error::Unsupported(m))) => assert!(m.contains("places keys by hash"), "{m}"),
         other => panic!("{other:?}"),
     }
     assert!(matches!(

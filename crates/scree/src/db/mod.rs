@@ -116,7 +116,7 @@ pub(crate) struct DbInner {
     last_seq: AtomicU64,
     hash_key: [u8; 16],
     /// Threads probing the last level during point lookups (`Options::parallel_search`).
-    search_pool: Option<Arc<layout::parallel::SearchPool>>,
+    search_pool: Option<Arc<layout::parallel::WorkerPool>>,
     keyspaces: RwLock<HashMap<u32, Arc<KsCore>>>,
     queue: Mutex<Queue>,
     queue_cv: Condvar,

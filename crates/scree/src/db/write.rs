@@ -14,6 +14,7 @@ use crate::layout::Pressure;
 use crate::log::LogWriter;
 use crate::memtable::Memtable;
 use crate::stats::WriteCause;
+use crate::wal_chain;
 
 use super::{guard_panic, wal_path, DbInner, KsCore, Pending, SuperVersion, WalState};
 
@@ -145,7 +146,7 @@ impl DbInner {
         for (i, p) in group.iter().enumerate() {
             // One record per batch: the compact header (a few bytes on the stack), then the
             // batch's entries as they are.
-            if let Err(e) = wal.log.add_batch(seq + 1, p.count, &p.rep) {
+            if let Err(e) = batch::append_to_log(&mut wal.log, seq + 1, p.count, &p.rep) {
                 self.set_bg_error("WAL append", &e);
                 // The batches before this one are whole records in the log and replay after a
                 // reopen: failing them too would make a write that returned an error appear
@@ -262,7 +263,7 @@ impl DbInner {
         // missing seal tells recovery that the history ends there (`wal_chain`; syncing the
         // old log here, on the writer, took 2.8 s of a 6.5 s fill with 4 MiB memtables).
         let n = self.next_file.fetch_add(1, Ordering::SeqCst);
-        if let Err(e) = wal.log.seal(n).and_then(|()| wal.log.flush()) {
+        if let Err(e) = wal_chain::seal(&mut wal.log, n).and_then(|()| wal.log.flush()) {
             self.set_bg_error("WAL seal at rotation", &e);
             return Err(e);
         }

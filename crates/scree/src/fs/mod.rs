@@ -4,7 +4,9 @@
 //! The engine wraps files in [`CountedWriter`] / [`CountedReader`] so that bytes and block reads
 //! are accounted by cause (see `stats`).
 
+#[doc(hidden)]
 pub mod fault;
+#[doc(hidden)]
 pub mod mmap_log;
 pub mod std_fs;
 
@@ -125,6 +127,7 @@ pub trait FileSystem: Send + Sync + 'static {
 
 /// The file system plus the counters every I/O is accounted to.
 #[derive(Clone)]
+#[doc(hidden)]
 pub struct Env {
     /// The file layer.
     pub fs: Arc<dyn FileSystem>,
@@ -243,6 +246,7 @@ impl WritableFile for RefusingFile {
 }
 
 /// A writable file whose bytes are counted under one [`WriteCause`].
+#[doc(hidden)]
 pub struct CountedWriter {
     inner: Box<dyn WritableFile>,
     path: PathBuf,
@@ -308,6 +312,7 @@ impl CountedWriter {
 
 /// A readable file whose block reads are counted by kind.
 #[derive(Clone)]
+#[doc(hidden)]
 pub struct CountedReader {
     inner: Arc<dyn ReadableFile>,
     /// The file's memory map (`Env::mmap_reads`), which reads are served from.

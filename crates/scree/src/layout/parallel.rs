@@ -1,8 +1,10 @@
-//! Parallel search (lsm-trie-parallel-search.txt): a persistent pool of worker threads that
-//! probes a version's last level while the reading thread probes the levels above it. An
-//! upper-level result always wins (it is newer); otherwise the last level's answer (or absence)
-//! stands. The pool is created once per database (`Options::parallel_search`); no thread is
-//! ever started per lookup.
+//! The engine's one kind of worker pool for reads done in parallel: a persistent set of threads
+//! fed through one queue, each task's result handed back through a [`Pending`]. It serves
+//! parallel search (lsm-trie-parallel-search.txt: [`WorkerPool::get`] probes a version's last
+//! level while the reading thread probes the levels above it; an upper-level result always wins,
+//! otherwise the last level's answer or absence stands; one pool per database,
+//! `Options::parallel_search`) and the `fragmented` layout's parallel seeks
+//! ([`WorkerPool::seek_all`]). No thread is ever started per lookup or seek.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,6 +14,7 @@ use std::thread::JoinHandle;
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
+use crate::iter::InternalIter;
 use crate::layout::LayoutVersion;
 use crate::memtable::Lookup;
 
@@ -27,14 +30,14 @@ struct Shared {
 }
 
 /// A fixed set of search threads fed through one queue.
-pub struct SearchPool {
+pub struct WorkerPool {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
 }
 
-impl std::fmt::Debug for SearchPool {
+impl std::fmt::Debug for WorkerPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SearchPool({} threads)", self.threads.len())
+        write!(f, "WorkerPool({} threads)", self.threads.len())
     }
 }
 
@@ -79,9 +82,9 @@ impl<T> Pending<T> {
     }
 }
 
-impl SearchPool {
-    /// Starts `threads` search threads.
-    pub fn new(threads: usize) -> Result<SearchPool> {
+impl WorkerPool {
+    /// Starts `threads` threads named `{name}-{i}`.
+    pub fn new(name: &str, threads: usize) -> Result<WorkerPool> {
         let shared = Arc::new(Shared {
             queue: Mutex::new(VecDeque::new()),
             cv: Condvar::new(),
@@ -91,12 +94,12 @@ impl SearchPool {
         for i in 0..threads.max(1) {
             let s = shared.clone();
             let h = std::thread::Builder::new()
-                .name(format!("scree-search-{i}"))
+                .name(format!("{name}-{i}"))
                 .spawn(move || worker(&s))
                 .map_err(|e| Error::io("thread", e))?;
             handles.push(h);
         }
-        Ok(SearchPool {
+        Ok(WorkerPool {
             shared,
             threads: handles,
         })
@@ -151,6 +154,45 @@ impl SearchPool {
     }
 }
 
+impl WorkerPool {
+    /// Positions every table cursor of `iters` at `ikey`: the calling thread the first, the
+    /// pool the others (PebblesDB's parallel seeks). The cursors come back in their order.
+    pub(crate) fn seek_all(
+        &self,
+        mut iters: Vec<crate::table::TableIter>,
+        ikey: &[u8],
+    ) -> Result<Vec<crate::table::TableIter>> {
+        if iters.len() < 2 {
+            for it in &mut iters {
+                it.seek(ikey)?;
+            }
+            return Ok(iters);
+        }
+        let rest = iters.split_off(1);
+        let pending: Vec<Pending<_>> = rest
+            .into_iter()
+            .map(|mut it| {
+                let k = ikey.to_vec();
+                self.submit(move || {
+                    let r = it.seek(&k);
+                    (it, r)
+                })
+            })
+            .collect();
+        for it in &mut iters {
+            it.seek(ikey)?;
+        }
+        for p in pending {
+            let (it, r) = p.wait().ok_or_else(|| {
+                Error::BackgroundError("a parallel-seek thread failed during a seek".into())
+            })?;
+            r?;
+            iters.push(it);
+        }
+        Ok(iters)
+    }
+}
+
 fn worker(s: &Shared) {
     loop {
         let task = {
@@ -170,7 +212,7 @@ fn worker(s: &Shared) {
     }
 }
 
-impl Drop for SearchPool {
+impl Drop for WorkerPool {
     fn drop(&mut self) {
         {
             let _q = self.shared.queue.lock();
@@ -189,7 +231,7 @@ mod tests {
 
     #[test]
     fn tasks_run_and_panics_are_reported() {
-        let pool = SearchPool::new(2).expect("pool");
+        let pool = WorkerPool::new("scree-test", 2).expect("pool");
         let a = pool.submit(|| 40 + 2);
         let b = pool.submit(|| -> u32 { panic!("boom") });
         assert_eq!(a.wait(), Some(42));
@@ -261,7 +303,7 @@ mod tests {
     /// later lookup that needs the last level waited behind all of them.
     #[test]
     fn upper_level_hits_leave_no_backlog_of_last_level_probes() {
-        let pool = SearchPool::new(2).expect("pool");
+        let pool = WorkerPool::new("scree-test", 2).expect("pool");
         let v: Arc<dyn LayoutVersion> = Arc::new(SlowLast {
             delay: std::time::Duration::from_millis(2),
             last_probes: std::sync::atomic::AtomicUsize::new(0),

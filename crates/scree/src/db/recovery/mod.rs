@@ -71,7 +71,10 @@ pub(in crate::db) fn recover(
     live_logs.push(wal_no);
     move_memtables_to(&r.cores, wal_no, wals.flush_recovered);
     let search_pool = if opts.parallel_search {
-        Some(Arc::new(layout::parallel::SearchPool::new(2)?))
+        Some(Arc::new(layout::parallel::WorkerPool::new(
+            "scree-search",
+            2,
+        )?))
     } else {
         None
     };

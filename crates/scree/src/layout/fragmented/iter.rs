@@ -4,14 +4,13 @@
 //! and the persistent pool that positions a guard's tables in parallel.
 
 use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc};
-
-use parking_lot::Mutex;
+use std::sync::Arc;
 
 use super::version::{GKey, Level, Shared};
 use crate::error::{Error, Result};
 use crate::iter::{Concat, InternalIter, MergingIter, RunParts};
 use crate::key::{self, make_ikey, ValueKind, MAX_SEQ};
+use crate::layout::parallel::WorkerPool;
 use crate::table::TableIter;
 
 /// Compaction bytes one seek is worth (seek-based compaction threshold per guard byte).
@@ -54,7 +53,7 @@ pub(crate) struct LevelIter {
     level_no: usize,
     shared: Arc<Shared>,
     threshold: u64,
-    pool: Option<Arc<SeekPool>>,
+    pool: Option<Arc<WorkerPool>>,
 }
 
 impl LevelIter {
@@ -63,7 +62,7 @@ impl LevelIter {
         level_no: usize,
         shared: Arc<Shared>,
         threshold: u64,
-        pool: Option<Arc<SeekPool>>,
+        pool: Option<Arc<WorkerPool>>,
     ) -> Self {
         LevelIter {
             run: Concat::over(Guards(level)),
@@ -107,7 +106,7 @@ impl LevelIter {
         &self,
         idx: usize,
         ikey: &[u8],
-        pool: &SeekPool,
+        pool: &WorkerPool,
     ) -> Result<Option<MergingIter>> {
         let Some(g) = self.level().guards.get(idx).filter(|g| g.tables.len() >= 2) else {
             return Ok(None);
@@ -211,81 +210,6 @@ impl InternalIter for Preseeked {
     fn prev(&mut self) -> Result<()> {
         self.at = None;
         self.inner.prev()
-    }
-}
-
-type Task = Box<dyn FnOnce() + Send>;
-
-/// A persistent pool that positions table cursors concurrently (PebblesDB's parallel seeks).
-/// Threads exit when the pool is dropped.
-pub(crate) struct SeekPool {
-    tx: Mutex<mpsc::Sender<Task>>,
-}
-
-impl SeekPool {
-    pub(crate) fn new(threads: usize) -> Result<SeekPool> {
-        let (tx, rx) = mpsc::channel::<Task>();
-        let rx = Arc::new(Mutex::new(rx));
-        for i in 0..threads.max(1) {
-            let rx = rx.clone();
-            std::thread::Builder::new()
-                .name(format!("scree-seek-{i}"))
-                .spawn(move || loop {
-                    let task = rx.lock().recv();
-                    match task {
-                        Ok(t) => t(),
-                        Err(_) => return,
-                    }
-                })
-                .map_err(|e| Error::io("seek pool thread", e))?;
-        }
-        Ok(SeekPool { tx: Mutex::new(tx) })
-    }
-
-    /// Seeks every cursor to `ikey`: the caller positions the first, the pool the others.
-    pub(crate) fn seek_all(
-        &self,
-        mut iters: Vec<TableIter>,
-        ikey: &[u8],
-    ) -> Result<Vec<TableIter>> {
-        if iters.len() < 2 {
-            for it in &mut iters {
-                it.seek(ikey)?;
-            }
-            return Ok(iters);
-        }
-        let mut rest = iters.split_off(1);
-        let (rtx, rrx) = mpsc::channel::<(usize, TableIter, Result<()>)>();
-        let n = rest.len();
-        {
-            let tx = self.tx.lock();
-            for (i, mut it) in rest.drain(..).enumerate() {
-                let rtx = rtx.clone();
-                let k = ikey.to_vec();
-                let task: Task = Box::new(move || {
-                    let r = it.seek(&k);
-                    let _ = rtx.send((i, it, r));
-                });
-                tx.send(task)
-                    .map_err(|_| Error::InvalidArgument("seek pool stopped".into()))?;
-            }
-        }
-        drop(rtx);
-        for it in &mut iters {
-            it.seek(ikey)?;
-        }
-        let mut got: Vec<Option<TableIter>> = (0..n).map(|_| None).collect();
-        for _ in 0..n {
-            let (i, it, r) = rrx
-                .recv()
-                .map_err(|_| Error::InvalidArgument("seek pool stopped".into()))?;
-            r?;
-            if let Some(slot) = got.get_mut(i) {
-                *slot = Some(it);
-            }
-        }
-        iters.extend(got.into_iter().flatten());
-        Ok(iters)
     }
 }
 

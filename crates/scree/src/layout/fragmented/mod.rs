@@ -51,11 +51,10 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use crate::compaction::{merge_into_tables, zeroed_bound, SizeCutter};
 use crate::error::Result;
 use crate::iter::{InternalIter, MergingIter};
 use crate::key;
-use crate::layout::leveled::flush_to_table;
+use crate::layout::sorted::{flush_to_table, merge_into_tables, zeroed_bound, SizeCutter};
 use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure};
 use crate::manifest::edit::{AddedTable, KsEdit, LayoutRecord};
 use crate::memtable::Memtable;

@@ -9,10 +9,11 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use super::iter::{LevelIter, SeekPool};
+use super::iter::LevelIter;
 use crate::coding::{put_slice, put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::iter::InternalIter;
+use crate::layout::parallel::WorkerPool;
 use crate::layout::{check_edit_tables, LayoutVersion, LevelSplit, TablePlace};
 use crate::manifest::edit::{AddedTable, KsEdit, LayoutRecord, FORMAT_SORTED};
 use crate::memtable::Lookup;
@@ -77,7 +78,7 @@ pub(crate) struct Shared {
     pub parallel_seeks: AtomicBool,
     /// Threads of the pool, read when it is first started.
     pub pool_threads: AtomicUsize,
-    pool: OnceLock<Option<Arc<SeekPool>>>,
+    pool: OnceLock<Option<Arc<WorkerPool>>>,
 }
 
 impl Shared {
@@ -92,10 +93,10 @@ impl Shared {
     }
 
     /// The persistent seek pool (started on first use; None if threads cannot be spawned).
-    pub(crate) fn pool(&self) -> Option<Arc<SeekPool>> {
+    pub(crate) fn pool(&self) -> Option<Arc<WorkerPool>> {
         self.pool
             .get_or_init(|| {
-                SeekPool::new(self.pool_threads.load(Ordering::Relaxed))
+                WorkerPool::new("scree-seek", self.pool_threads.load(Ordering::Relaxed))
                     .ok()
                     .map(Arc::new)
             })

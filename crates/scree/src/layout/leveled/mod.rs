@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::compaction::{merge_into_tables, zeroed_bound, Cutter, SizeCutter};
 use crate::error::{Error, Result};
 use crate::iter::{InternalIter, MergingIter};
 use crate::key::cmp_ikey;
+use crate::layout::sorted::{flush_to_table, merge_into_tables, zeroed_bound, Cutter, SizeCutter};
 use crate::layout::{
     check_edit_tables, Job, JobCtx, Layout, LayoutVersion, LevelSplit, ManualScope, ManualStep,
     Pressure, TablePlace,
@@ -21,7 +21,7 @@ use crate::manifest::edit::{AddedTable, KsEdit, FORMAT_SORTED};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::{KeyspaceOptions, Layout as LayoutKind, LeveledOptions};
 use crate::stats::{LevelStats, WriteCause};
-use crate::table::{get_in_tables, ConcatIter, TableCtx, TableFile, TableMeta};
+use crate::table::{get_in_tables, ConcatIter, TableCtx, TableFile};
 
 /// One version: `levels[0]` newest first, deeper levels sorted by smallest key.
 pub struct LeveledVersion {
@@ -523,22 +523,6 @@ fn max_bytes(o: &LeveledOptions, level: usize) -> u64 {
         b = b.saturating_mul(o.level_size_ratio);
     }
     b
-}
-
-/// Writes a frozen memtable as one sorted table (None if it is empty).
-pub fn flush_to_table(ctx: &JobCtx<'_>, mem: &Memtable) -> Result<Option<TableMeta>> {
-    if mem.is_empty() {
-        return Ok(None);
-    }
-    let no = ctx.new_file_no();
-    let w = ctx.tables.env.create(
-        &crate::table::table_path(&ctx.tables.dir, no),
-        WriteCause::Flush,
-    )?;
-    let mut b =
-        crate::table::TableBuilder::new(w, no, ctx.opts.block_size, ctx.opts.bloom_bits_per_key);
-    mem.for_each_in_order(|k, v| b.add(k, v))?;
-    Ok(Some(b.finish()?))
 }
 
 /// Stops an output table at the target size or when it would overlap too much of the level

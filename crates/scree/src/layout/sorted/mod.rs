@@ -1,6 +1,7 @@
-//! The merge shared by the sorted layouts: reads merged internal entries, drops versions no
-//! snapshot can see (and tombstones at the bottom), zeroes the sequence numbers of versions
-//! every snapshot sees at the bottom, and cuts output into sorted tables.
+//! What the sorted layouts (`leveled`, `fragmented`) share: the flush of a memtable into one
+//! sorted table, and the merge of compactions, which reads merged internal entries, drops
+//! versions no snapshot can see (and tombstones at the bottom), zeroes the sequence numbers of
+//! versions every snapshot sees at the bottom, and cuts output into sorted tables.
 
 use std::sync::Arc;
 
@@ -8,6 +9,7 @@ use crate::error::Result;
 use crate::iter::InternalIter;
 use crate::key::{self, ValueKind};
 use crate::layout::JobCtx;
+use crate::memtable::Memtable;
 use crate::stats::WriteCause;
 use crate::table::{table_path, TableBuilder, TableFile, TableMeta};
 
@@ -134,4 +136,20 @@ pub fn merge_into_tables(
         }
     }
     Ok(out)
+}
+
+/// Writes a frozen memtable as one sorted table (None if it is empty).
+pub fn flush_to_table(ctx: &JobCtx<'_>, mem: &Memtable) -> Result<Option<TableMeta>> {
+    if mem.is_empty() {
+        return Ok(None);
+    }
+    let no = ctx.new_file_no();
+    let w = ctx.tables.env.create(
+        &crate::table::table_path(&ctx.tables.dir, no),
+        WriteCause::Flush,
+    )?;
+    let mut b =
+        crate::table::TableBuilder::new(w, no, ctx.opts.block_size, ctx.opts.bloom_bits_per_key);
+    mem.for_each_in_order(|k, v| b.add(k, v))?;
+    Ok(Some(b.finish()?))
 }
