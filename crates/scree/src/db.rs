@@ -314,9 +314,7 @@ impl Drop for Snapshot {
 
 /// Whether `ext` names a table file a layout writes (sorted tables, HTables, BloomClusters).
 pub(crate) fn is_table_ext(ext: &str) -> bool {
-    ext == "sst"
-        || ext == layout::trie::version::HTABLE_EXT
-        || ext == layout::trie::version::CLUSTER_EXT
+    crate::table_format::is_table_ext(ext)
 }
 
 /// Whether the WAL at `path` may hold a write: a byte that is not zero (or it cannot be read).

@@ -30,6 +30,7 @@ pub mod manifest;
 pub mod memtable;
 pub mod options;
 pub mod table;
+pub mod table_format;
 mod wal_chain;
 
 pub use batch::{WriteBatch, WriteOptions};

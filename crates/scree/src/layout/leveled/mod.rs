@@ -17,11 +17,11 @@ use crate::layout::{
     check_edit_tables, Job, JobCtx, Layout, LayoutVersion, LevelSplit, ManualScope, ManualStep,
     Pressure, TablePlace,
 };
-use crate::manifest::edit::{AddedTable, KsEdit, FORMAT_SORTED};
+use crate::manifest::edit::{AddedTable, KsEdit};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::{KeyspaceOptions, Layout as LayoutKind, LeveledOptions};
 use crate::stats::{LevelStats, WriteCause};
-use crate::table::{get_in_tables, ConcatIter, TableCtx, TableFile, TableMeta};
+use crate::table::{get_in_tables, ConcatIter, TableCtx, TableFile, TableMeta, FORMAT_SORTED};
 
 /// One version: `levels[0]` newest first, deeper levels sorted by smallest key.
 pub struct LeveledVersion {
