@@ -34,7 +34,7 @@ use crate::memtable::Lookup;
 use crate::options::Layout as LayoutKind;
 use crate::stats::IoStats;
 use crate::table::{TableCtx, TableFile};
-use crate::table_format::{self, EntryVisitor, Verified};
+use crate::table_format::{self, Description, EntryVisitor, Verified};
 use crate::wal_chain;
 
 /// One thing wrong with a database, and where.
@@ -88,6 +88,9 @@ pub struct Report {
     pub lookups: u64,
     /// Each keyspace's name and the shape of its layout as the manifest describes it.
     pub levels: Vec<(String, Vec<crate::stats::LevelStats>)>,
+    /// Each sound file the manifest names, described by its format
+    /// ([`CheckOptions::describe`]).
+    pub described: Vec<(PathBuf, Description)>,
 }
 
 impl Report {
@@ -124,11 +127,16 @@ pub struct CheckOptions {
     /// 2 µs per sorted-table entry and 4 µs per HTable entry here, several times the rest of the
     /// check; without it a table the layout files where reads do not look goes unnoticed.
     pub lookups: bool,
+    /// Describe every sound file the manifest names ([`Report::described`]; default false).
+    pub describe: bool,
 }
 
 impl Default for CheckOptions {
     fn default() -> Self {
-        CheckOptions { lookups: true }
+        CheckOptions {
+            lookups: true,
+            describe: false,
+        }
     }
 }
 
@@ -222,7 +230,7 @@ pub fn check_dir_with(dir: &Path, fs: Arc<dyn FileSystem>, opts: CheckOptions) -
             if !named.insert(name.clone()) {
                 rep.problem(dir, 0, format!("keyspace {ks}: {name} is named twice"));
             }
-            check_file(&env, &f, &mut rep);
+            check_file(&env, &f, opts, &mut rep);
         }
         for f in v.files() {
             let path = f.path();
@@ -465,7 +473,7 @@ fn check_manifest(
 }
 
 /// Checks the file `f` names by its format's [`table_format::TableFormat::verify`].
-fn check_file(env: &Env, f: &Arc<TableFile>, rep: &mut Report) {
+fn check_file(env: &Env, f: &Arc<TableFile>, opts: CheckOptions, rep: &mut Report) {
     let path = f.path();
     let size = match env.fs.file_size(&path) {
         Ok(s) => s,
@@ -500,8 +508,13 @@ fn check_file(env: &Env, f: &Arc<TableFile>, rep: &mut Report) {
     for e in found.problems {
         rep.error(&path, e);
     }
-    if let Err(e) = r {
-        rep.error(&path, e);
+    match r {
+        Err(e) => rep.error(&path, e),
+        Ok(()) if opts.describe => match (format.describe)(env, &path) {
+            Ok(d) => rep.described.push((path, d)),
+            Err(e) => rep.error(&path, e),
+        },
+        Ok(()) => {}
     }
 }
 
