@@ -1,8 +1,10 @@
 //! Writes the seed corpora of every fuzz target into `fuzz/corpus/<target>/` from a real
 //! database built on the in-memory file system (every layout): WAL and manifest files and
-//! records, sorted tables and their blocks, HTables, Bloom filters.
+//! records, table files of every registered format that names a fuzz target
+//! (`scree::table_format`: sorted tables, HTables), blocks, Bloom filters.
 //! Run from `fuzz/`: `cargo run --release --example make_corpus`.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use scree::fs::fault::FaultFs;
@@ -16,8 +18,12 @@ fn write(target: &str, name: &str, data: &[u8]) {
     std::fs::write(dir.join(name), data).expect("write seed");
 }
 
+/// At most this many database files of a table format seed its target (every one when the
+/// target is not listed): the database's HTables are one bucket each and much alike.
+const TABLE_SEEDS: &[(&str, usize)] = &[("htable", 3)];
+
 fn main() {
-    let mut htables = 0;
+    let mut table_seeds: HashMap<&str, usize> = HashMap::new();
     for layout in Layout::implemented() {
         let fs = FaultFs::new(3);
         let mut o = Options::default();
@@ -56,18 +62,28 @@ fn main() {
                 .unwrap_or("f")
                 .to_string();
             let seed = format!("{name}-{file}");
-            match p.extension().and_then(|e| e.to_str()) {
+            let ext = p.extension().and_then(|e| e.to_str());
+            // A table file seeds the fuzz target its format names.
+            let format = ext.and_then(scree::table_format::by_ext);
+            if let Some(target) = format.and_then(|f| f.fuzz_target) {
+                let cap = TABLE_SEEDS
+                    .iter()
+                    .find(|(t, _)| *t == target)
+                    .map_or(usize::MAX, |&(_, n)| n);
+                let n = table_seeds.entry(target).or_default();
+                if *n < cap {
+                    *n += 1;
+                    write(target, &seed, &data);
+                }
+                continue;
+            }
+            match ext {
                 Some("log") if !data.is_empty() => {
                     write("wal_records", &seed, &data);
                     let (recs, _) = scree::log::read_wal_records(&data);
                     for (i, (_, r)) in recs.iter().enumerate().take(4) {
                         write("batch_decode", &format!("{seed}-{i}"), r);
                     }
-                }
-                Some("sst") => write("table_open", &seed, &data),
-                Some("ht") if htables < 3 => {
-                    htables += 1;
-                    write("htable", &seed, &data);
                 }
                 _ if file.starts_with("MANIFEST-") => {
                     write("wal_records", &seed, &data);

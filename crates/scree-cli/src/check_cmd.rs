@@ -12,8 +12,9 @@ use scree::fs::std_fs::StdFs;
 pub struct CheckArgs {
     /// The database directory (it is only read: nothing is recovered, written or removed).
     pub dir: PathBuf,
-    /// Also print notes (torn WAL tails, files the next open will remove) and each keyspace's
-    /// levels (tables, bytes, layout detail such as guards or containers).
+    /// Also print notes (torn WAL tails, files the next open will remove), each keyspace's
+    /// levels (tables, bytes, layout detail such as guards or containers) and each file the
+    /// manifest names as its format describes it (version, blocks, buckets, filters).
     #[arg(long, short)]
     pub verbose: bool,
     /// Skip looking every table entry up through its layout (which finds tables filed where
@@ -27,6 +28,7 @@ pub struct CheckArgs {
 pub fn run(args: CheckArgs) -> anyhow::Result<bool> {
     let opts = check::CheckOptions {
         lookups: !args.no_lookups,
+        describe: args.verbose,
     };
     let rep = check::check_dir_with(&args.dir, Arc::new(StdFs), opts)?;
     for p in &rep.problems {
@@ -47,6 +49,10 @@ pub fn run(args: CheckArgs) -> anyhow::Result<bool> {
                     l.detail
                 );
             }
+        }
+        for (path, d) in &rep.described {
+            let name = path.file_name().unwrap_or(path.as_os_str());
+            println!("file {}: {d}", name.to_string_lossy());
         }
     }
     let lookups = if args.no_lookups {

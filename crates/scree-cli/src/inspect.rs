@@ -331,9 +331,34 @@ pub fn stats(args: StatsArgs) -> anyhow::Result<bool> {
     Ok(true)
 }
 
-/// `scree dump`: every keyspace's live files, level by level, with key and sequence ranges.
+/// A table file as its format describes it (`scree::table_format`), as JSON: the format's
+/// version, size and facts, or the error reading it.
+fn describe_json(d: &scree::Result<scree::table_format::Description>) -> serde_json::Value {
+    match d {
+        Ok(d) => {
+            let mut m = serde_json::Map::new();
+            m.insert("version".into(), d.version.into());
+            m.insert("size".into(), d.size.into());
+            for (name, value) in &d.facts {
+                m.insert((*name).into(), (*value).into());
+            }
+            serde_json::Value::Object(m)
+        }
+        Err(e) => serde_json::json!({ "error": e.to_string() }),
+    }
+}
+
+/// `scree dump`: every keyspace's live files, level by level, with key and sequence ranges,
+/// and each file as its format describes it (read from its footer and metadata).
 pub fn dump(args: DumpArgs) -> anyhow::Result<bool> {
     let db = open_read_only(&args.dir)?;
+    let fs: std::sync::Arc<dyn scree::fs::FileSystem> =
+        std::sync::Arc::new(scree::fs::std_fs::StdFs);
+    let describe = |file: &str| scree::table_format::describe(fs.clone(), &args.dir.join(file));
+    let format_name = |file: &str| {
+        let ext = file.rsplit_once('.').map_or("", |(_, e)| e);
+        scree::table_format::by_ext(ext).map(|f| f.name)
+    };
     let names = match &args.keyspace {
         Some(k) => vec![k.clone()],
         None => db.keyspace_names(),
@@ -350,6 +375,8 @@ pub fn dump(args: DumpArgs) -> anyhow::Result<bool> {
                 "layout": ks.layout().name(),
                 "tables": tables.iter().map(|t| serde_json::json!({
                     "file": t.file,
+                    "format": format_name(&t.file),
+                    "describe": describe_json(&describe(&t.file)),
                     "level": t.level,
                     "place": t.place,
                     "guard": t.guard.as_ref().map(|g| enc.show(g)),
@@ -386,6 +413,10 @@ pub fn dump(args: DumpArgs) -> anyhow::Result<bool> {
                 t.min_seq,
                 t.max_seq
             );
+            match describe(&t.file) {
+                Ok(d) => println!("    {d}"),
+                Err(e) => println!("    cannot describe {}: {e}", t.file),
+            }
         }
     }
     if args.json {

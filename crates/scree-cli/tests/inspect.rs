@@ -204,11 +204,16 @@ fn dump_and_stats_list_what_the_library_sees_and_change_no_file() {
             assert_eq!(j["level"], t.level);
             assert_eq!(j["place"], t.place.as_str());
             assert_eq!(j["entries"], t.entries);
-            assert!(
-                before.contains_key(&t.file),
-                "{layout}: {} not on disk",
-                t.file
-            );
+            let on_disk = before
+                .get(&t.file)
+                .unwrap_or_else(|| panic!("{layout}: {} not on disk", t.file));
+            // Each file as the format registry names and describes it.
+            let (_, ext) = t.file.rsplit_once('.').expect("an extension");
+            let format = scree::table_format::by_ext(ext).expect("a registered format");
+            assert_eq!(j["format"], format.name, "{layout}: {}", t.file);
+            let d = &j["describe"];
+            assert!(d.get("error").is_none(), "{layout}: {}: {d}", t.file);
+            assert_eq!(d["size"], on_disk.len(), "{layout}: {}", t.file);
         }
         // Every key is in exactly one table (nothing was overwritten), BloomClusters hold none.
         let entries: u64 = tables.iter().map(|t| t.entries).sum();
@@ -240,6 +245,22 @@ fn dump_and_stats_list_what_the_library_sees_and_change_no_file() {
             "keyspace \"ks\" ({layout}, id 1): {} files\n",
             tables.len()
         )));
+        let described = stdout(&o)
+            .lines()
+            .filter(|l| l.starts_with("    ") && l.contains(" version "))
+            .count();
+        assert_eq!(described, tables.len(), "{layout}: {}", stdout(&o));
+        // `check -v` describes every file the manifest names, through the same registry.
+        let o = scree(&["check", d, "-v", "--no-lookups"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+        for t in &tables {
+            assert!(
+                stdout(&o).contains(&format!("file {}: ", t.file)),
+                "{layout}: {}: {}",
+                t.file,
+                stdout(&o)
+            );
+        }
 
         let o = scree(&["stats", d, "--json"]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -142,7 +142,7 @@ fn build(kind: Layout, n: u64, tables: &Arc<TableCtx>) -> (Built, KsEdit) {
                 snap.added.push(add(
                     TRIE_DEPTH,
                     trie_cid(i),
-                    scree::layout::trie::version::FORMAT_HTABLE,
+                    scree::htable::FORMAT_HTABLE,
                     meta(base + i, &lo(i), &hi(i), 1 + i / (1 << (3 * TRIE_DEPTH))),
                 ));
             }
@@ -160,11 +160,7 @@ fn build(kind: Layout, n: u64, tables: &Arc<TableCtx>) -> (Built, KsEdit) {
     let (level, slot, format) = match kind {
         Layout::Leveled => (2, 0, 0),
         Layout::Fragmented => (3, 0, 0),
-        _ => (
-            TRIE_DEPTH,
-            trie_cid(2),
-            scree::layout::trie::version::FORMAT_HTABLE,
-        ),
+        _ => (TRIE_DEPTH, trie_cid(2), scree::htable::FORMAT_HTABLE),
     };
     compaction
         .added
@@ -181,12 +177,7 @@ fn build(kind: Layout, n: u64, tables: &Arc<TableCtx>) -> (Built, KsEdit) {
         let m = meta(no, "a", "b", 1_000 + k);
         let a = match kind {
             // An upper-level container of the trie (depth 1).
-            Layout::Trie => add(
-                1,
-                (1 << 56) | (k % 8),
-                scree::layout::trie::version::FORMAT_HTABLE,
-                m,
-            ),
+            Layout::Trie => add(1, (1 << 56) | (k % 8), scree::htable::FORMAT_HTABLE, m),
             _ => add(0, 0, 0, m),
         };
         KsEdit {

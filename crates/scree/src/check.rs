@@ -3,17 +3,18 @@
 //!
 //! Checked: `CURRENT` (format and checksum); every record of the manifest it names (checksums,
 //! edit decoding, replay into each keyspace's layout); every file the manifest names exists with
-//! the recorded size, and every block of it is read and verified (sorted tables: footer, index,
-//! filter and every data block, keys strictly increasing and inside the recorded key range, the
-//! recorded entry count; HTables: footer, metadata, filters and every bucket; BloomCluster
-//! files: header); every record of every live WAL (checksums and batch decoding); each layout's
-//! invariants; and that a read finds every table entry: each one is looked up through its
-//! keyspace's layout at its own sequence number, as a get at that snapshot would (which guard,
-//! container or level, then the filters, index, bucket and migration metadata), and must come
-//! back as itself. A table the layout files where reads do not look, or a filter or index that
-//! misses a key, would answer "absent" for data that is there, with every checksum right. A
-//! torn tail at the end of the newest WAL or of the manifest is what a crash leaves and recovery
-//! drops: it is not a problem.
+//! the recorded size, and every block of it is read and verified by its format's entry in
+//! [`crate::table_format`] (sorted tables: footer, index, filter and every data block, keys
+//! strictly increasing and inside the recorded key range, the recorded entry count; HTables:
+//! footer, metadata, filters and every bucket; BloomCluster files: trailer and every block);
+//! every record of every live WAL (checksums and batch decoding); each layout's invariants; and
+//! that a read finds every table entry: each one is looked up through its keyspace's layout at
+//! its own sequence number, as a get at that snapshot would (which guard, container or level,
+//! then the filters, index, bucket and migration metadata), and must come back as itself. A
+//! table the layout files where reads do not look, or a filter or index that misses a key, would
+//! answer "absent" for data that is there, with every checksum right. A torn tail at the end of
+//! the newest WAL or of the manifest is what a crash leaves and recovery drops: it is not a
+//! problem.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -25,15 +26,15 @@ use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::std_fs::StdFs;
 use crate::fs::{Env, FileSystem};
-use crate::iter::InternalIter;
-use crate::key::{self, cmp_ikey};
+use crate::key;
 use crate::layout::{self, LayoutVersion};
 use crate::log::{self, LogEnd};
 use crate::manifest::{self, edit::Edit};
 use crate::memtable::Lookup;
 use crate::options::Layout as LayoutKind;
-use crate::stats::{IoStats, ReadKind};
-use crate::table::{TableCtx, TableFile, TableMeta};
+use crate::stats::IoStats;
+use crate::table::{TableCtx, TableFile};
+use crate::table_format::{self, Description, EntryVisitor, Verified};
 use crate::wal_chain;
 
 /// One thing wrong with a database, and where.
@@ -87,6 +88,9 @@ pub struct Report {
     pub lookups: u64,
     /// Each keyspace's name and the shape of its layout as the manifest describes it.
     pub levels: Vec<(String, Vec<crate::stats::LevelStats>)>,
+    /// Each sound file the manifest names, described by its format
+    /// ([`CheckOptions::describe`]).
+    pub described: Vec<(PathBuf, Description)>,
 }
 
 impl Report {
@@ -123,11 +127,16 @@ pub struct CheckOptions {
     /// 2 µs per sorted-table entry and 4 µs per HTable entry here, several times the rest of the
     /// check; without it a table the layout files where reads do not look goes unnoticed.
     pub lookups: bool,
+    /// Describe every sound file the manifest names ([`Report::described`]; default false).
+    pub describe: bool,
 }
 
 impl Default for CheckOptions {
     fn default() -> Self {
-        CheckOptions { lookups: true }
+        CheckOptions {
+            lookups: true,
+            describe: false,
+        }
     }
 }
 
@@ -173,7 +182,7 @@ pub fn check_dir_with(dir: &Path, fs: Arc<dyn FileSystem>, opts: CheckOptions) -
         let data = names.iter().find(|n| {
             n.rsplit_once('.').is_some_and(|(num, ext)| {
                 num.parse::<u64>().is_ok()
-                    && (crate::db::is_table_ext(ext)
+                    && (table_format::is_table_ext(ext)
                         || (ext == "log"
                             && crate::db::log_may_hold_data(
                                 env.fs.as_ref(),
@@ -221,17 +230,17 @@ pub fn check_dir_with(dir: &Path, fs: Arc<dyn FileSystem>, opts: CheckOptions) -
             if !named.insert(name.clone()) {
                 rep.problem(dir, 0, format!("keyspace {ks}: {name} is named twice"));
             }
-            check_file(&env, &f, &mut rep);
+            check_file(&env, &f, opts, &mut rep);
         }
         for f in v.files() {
             let path = f.path();
+            let for_each = table_format::by_ext(f.ext).and_then(|t| t.for_each);
             // A damaged file is reported once, by `check_file`.
-            if opts.lookups
-                && matches!(f.ext, "sst" | "ht")
-                && !rep.problems.iter().any(|p| p.file == path)
-            {
-                if let Err(e) = check_lookups(&env, v.as_ref(), &f, &mut rep) {
-                    rep.error(&path, e);
+            if let Some(for_each) = for_each.filter(|_| opts.lookups) {
+                if !rep.problems.iter().any(|p| p.file == path) {
+                    if let Err(e) = check_lookups(v.as_ref(), &f, for_each, &mut rep) {
+                        rep.error(&path, e);
+                    }
                 }
             }
         }
@@ -321,7 +330,9 @@ pub fn check_dir_with(dir: &Path, fs: Arc<dyn FileSystem>, opts: CheckOptions) -
         let stray = match ext {
             "log" => false,
             "dbtmp" => true,
-            ext if crate::db::is_table_ext(ext) => manifest_no.is_some() && !named.contains(name),
+            ext if table_format::is_table_ext(ext) => {
+                manifest_no.is_some() && !named.contains(name)
+            }
             _ => false,
         };
         if stray {
@@ -461,7 +472,8 @@ fn check_manifest(
     (sealed_from, features)
 }
 
-fn check_file(env: &Env, f: &Arc<TableFile>, rep: &mut Report) {
+/// Checks the file `f` names by its format's [`table_format::TableFormat::verify`].
+fn check_file(env: &Env, f: &Arc<TableFile>, opts: CheckOptions, rep: &mut Report) {
     let path = f.path();
     let size = match env.fs.file_size(&path) {
         Ok(s) => s,
@@ -481,22 +493,28 @@ fn check_file(env: &Env, f: &Arc<TableFile>, rep: &mut Report) {
         );
         return;
     }
-    let r = match f.ext {
-        "sst" => check_sorted_table(f, rep),
-        "ht" => check_htable(env, &path, &f.meta, rep),
-        "bc" => env
-            .open(&path, false)
-            .and_then(crate::htable::BloomClusterReader::open)
-            .and_then(|r| {
-                // Reads and verifies every column block.
-                crate::htable::BloomClusterBuilder::from_reader_kind(&r, ReadKind::Compaction)?;
-                rep.blocks += r.n_blocks() as u64;
-                Ok(())
-            }),
-        _ => Ok(()),
+    let Some(format) = table_format::by_ext(f.ext) else {
+        rep.problem(
+            &path,
+            0,
+            format!("no table format is registered for .{}", f.ext),
+        );
+        return;
     };
-    if let Err(e) = r {
+    let mut found = Verified::default();
+    let r = (format.verify)(f, &mut found);
+    rep.blocks += found.blocks;
+    rep.entries += found.entries;
+    for e in found.problems {
         rep.error(&path, e);
+    }
+    match r {
+        Err(e) => rep.error(&path, e),
+        Ok(()) if opts.describe => match (format.describe)(env, &path) {
+            Ok(d) => rep.described.push((path, d)),
+            Err(e) => rep.error(&path, e),
+        },
+        Ok(()) => {}
     }
 }
 
@@ -509,9 +527,9 @@ fn check_file(env: &Env, f: &Arc<TableFile>, rep: &mut Report) {
 /// zeroed version); "absent" never is. A misfiled entry whose key has a newer zeroed version
 /// elsewhere can go unnoticed; one whose key has no other version cannot.
 fn check_lookups(
-    env: &Env,
     v: &dyn LayoutVersion,
     f: &Arc<TableFile>,
+    for_each: fn(&TableFile, EntryVisitor<'_>) -> Result<()>,
     rep: &mut Report,
 ) -> Result<()> {
     let path = f.path();
@@ -546,21 +564,7 @@ fn check_lookups(
         }
         Ok(())
     };
-    match f.ext {
-        "sst" => {
-            let mut it = f.iter(false)?;
-            it.seek_to_first()?;
-            while it.valid() {
-                visit(it.key(), it.value())?;
-                it.next()?;
-            }
-        }
-        _ => {
-            let file = env.open(&path, false)?;
-            let r = crate::htable::HTableReader::open_kind(file, true, ReadKind::Compaction)?;
-            r.for_each(|_, ikey, value| visit(ikey, value))?;
-        }
-    }
+    for_each(f, &mut visit)?;
     if let Some(e) = first {
         rep.problem(
             &path,
@@ -568,84 +572,6 @@ fn check_lookups(
             format!(
                 "{bad} entries that a read at their sequence number does not find (first: {e})"
             ),
-        );
-    }
-    Ok(())
-}
-
-fn check_key_range(path: &Path, meta: &TableMeta, ikey: &[u8], rep: &mut Report) {
-    if cmp_ikey(ikey, &meta.smallest).is_lt() || cmp_ikey(ikey, &meta.largest).is_gt() {
-        rep.problem(
-            path,
-            0,
-            format!(
-                "entry {:?} outside the key range the manifest records",
-                String::from_utf8_lossy(key::user_key(ikey))
-            ),
-        );
-    }
-}
-
-fn check_sorted_table(f: &Arc<TableFile>, rep: &mut Report) -> Result<()> {
-    let path = f.path();
-    let reader = f.reader()?;
-    rep.blocks += reader.blocks()? as u64;
-    let mut it = f.iter(false)?;
-    it.seek_to_first()?;
-    let mut prev: Option<Vec<u8>> = None;
-    let mut n = 0u64;
-    while it.valid() {
-        let k = it.key();
-        if prev
-            .as_deref()
-            .is_some_and(|p| cmp_ikey(p, k) != std::cmp::Ordering::Less)
-        {
-            rep.problem(&path, 0, "keys out of order");
-            return Ok(());
-        }
-        if n == 0 || n + 1 == f.meta.entries {
-            check_key_range(&path, &f.meta, k, rep);
-        }
-        prev = Some(k.to_vec());
-        n += 1;
-        it.next()?;
-    }
-    if let Some(last) = &prev {
-        check_key_range(&path, &f.meta, last, rep);
-    }
-    rep.entries += n;
-    if n != f.meta.entries {
-        rep.problem(
-            &path,
-            0,
-            format!("{n} entries, the manifest says {}", f.meta.entries),
-        );
-    }
-    Ok(())
-}
-
-fn check_htable(env: &Env, path: &Path, meta: &TableMeta, rep: &mut Report) -> Result<()> {
-    let file = env.open(path, false)?;
-    let r = crate::htable::HTableReader::open_kind(file, true, ReadKind::Compaction)?;
-    rep.blocks += u64::from(r.n_buckets());
-    let mut n = 0u64;
-    r.for_each(|_, ikey, _| {
-        if !key::valid_ikey(ikey) {
-            return Err(Error::corruption(
-                path,
-                0,
-                "entry key is not an internal key",
-            ));
-        }
-        n += 1;
-        Ok(())
-    })?;
-    rep.entries += n;
-    if meta.entries != 0 && n != meta.entries {
-        rep.problem(
-            path,
-            0,
-            format!("{n} entries, the manifest says {}", meta.entries),
         );
     }
     Ok(())
@@ -788,7 +714,7 @@ mod tests {
         let sst = fs
             .files()
             .into_iter()
-            .find(|p| p.extension().is_some_and(|e| e == "sst"))
+            .find(|p| p.extension().is_some_and(|e| e == crate::table::SORTED_EXT))
             .expect("a table");
         let mut b = fs.file_bytes(&sst).expect("bytes");
         b[100] ^= 0x40;

@@ -47,6 +47,8 @@ pub mod memtable;
 pub mod stats;
 #[doc(hidden)]
 pub mod table;
+#[doc(hidden)]
+pub mod table_format;
 
 pub use batch::{WriteBatch, WriteOptions};
 pub use db::{Db, Keyspace, Snapshot};

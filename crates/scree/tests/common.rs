@@ -45,6 +45,13 @@ pub fn small_db() -> Options {
     o
 }
 
+/// The extension of the table files a keyspace of layout `l` writes (the format registry).
+pub fn data_ext(l: Layout) -> &'static str {
+    scree::table_format::written_by(l)
+        .expect("implemented layout")
+        .ext
+}
+
 /// Whether the layout offers ordered scans (its key order is total).
 pub fn has_scans(l: Layout) -> bool {
     l.order().serves_range()

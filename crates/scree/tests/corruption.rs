@@ -534,7 +534,7 @@ fn a_flipped_byte_is_caught_with_mapped_and_read_blocks() {
                 db.flush().unwrap();
                 db.wait_for_compactions().unwrap();
             }
-            let ext = if layout == Layout::Trie { "ht" } else { "sst" };
+            let ext = common::data_ext(layout);
             let mut tables: Vec<PathBuf> = std::fs::read_dir(dir.path())
                 .unwrap()
                 .map(|e| e.unwrap().path())
@@ -854,7 +854,7 @@ fn a_table_file_of_another_size_is_corruption_not_missing_keys() {
             }
             db.wait_for_compactions().expect("compactions");
         }
-        let ext = if layout == Layout::Trie { "ht" } else { "sst" };
+        let ext = common::data_ext(layout);
         let mut tables: Vec<(PathBuf, Vec<u8>)> = fs
             .files()
             .into_iter()

@@ -211,11 +211,7 @@ fn prepare_recovered_flush(layout: Layout) -> (FaultFs, History) {
     let opts = fault_opts(&fs);
     let mut hist = History::default();
     {
-        let table = if layout == Layout::Trie {
-            ".ht"
-        } else {
-            ".sst"
-        };
+        let table = &format!(".{}", common::data_ext(layout));
         let gate = fs.pause(OpKind::Write, table);
         let h = open(&opts, layout, 2).expect("open");
         let mut w = Writer {

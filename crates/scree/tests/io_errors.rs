@@ -445,11 +445,7 @@ fn a_background_error_names_the_operation_that_failed() {
         let fs = FaultFs::new(13);
         let h = open(&opts(&fs), layout, 1).expect("open");
         h.ks[0].put(b"a", b"1").expect("put");
-        let table = if layout == Layout::Trie {
-            ".ht"
-        } else {
-            ".sst"
-        };
+        let table = &format!(".{}", common::data_ext(layout));
         let mut f = Fault::nth(Some(OpKind::Write), 1)
             .error(FaultError::Enospc)
             .persistent();

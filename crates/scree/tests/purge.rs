@@ -12,13 +12,16 @@ use scree::fs::fault::{FaultFs, OpKind};
 use scree::fs::FileSystem;
 use scree::{Db, Keyspace, Layout};
 
-/// Table files (every layout's table and cluster extensions) in `/db`.
+/// Table files (every registered table format's extension) in `/db`.
 fn table_files(fs: &FaultFs) -> Vec<String> {
     let mut v: Vec<String> = fs
         .list(Path::new("/db"))
         .expect("list")
         .into_iter()
-        .filter(|n| n.ends_with(".sst") || n.ends_with(".ht") || n.ends_with(".bc"))
+        .filter(|n| {
+            n.rsplit_once('.')
+                .is_some_and(|(_, ext)| scree::table_format::is_table_ext(ext))
+        })
         .collect();
     v.sort();
     v

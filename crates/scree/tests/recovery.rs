@@ -750,11 +750,7 @@ fn a_flush_behind_several_frozen_memtables_keeps_their_wals_replayable() {
     use scree::fs::FileSystem;
     use std::time::{Duration, Instant};
     for layout in Layout::implemented() {
-        let table_ext = if layout == Layout::Trie {
-            ".ht"
-        } else {
-            ".sst"
-        };
+        let table_ext = &format!(".{}", common::data_ext(layout));
         let fs = scree::fs::fault::FaultFs::new(3);
         let mut o = common::small_db();
         o.fs = Some(fs.as_dyn());

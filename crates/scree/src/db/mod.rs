@@ -153,13 +153,6 @@ pub(crate) struct DbInner {
     stats: Arc<IoStats>,
 }
 
-/// Whether `ext` names a table file a layout writes (sorted tables, HTables, BloomClusters).
-pub(crate) fn is_table_ext(ext: &str) -> bool {
-    ext == "sst"
-        || ext == layout::trie::version::HTABLE_EXT
-        || ext == layout::trie::version::CLUSTER_EXT
-}
-
 /// Whether the WAL at `path` may hold a write: a byte that is not zero (or it cannot be read).
 /// A memory-mapped WAL is preallocated with zeros, and a process killed before its writer was
 /// dropped leaves them (without this, a database whose creation was killed after its first WAL

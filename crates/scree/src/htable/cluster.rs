@@ -33,6 +33,20 @@ pub const CLUSTER_HEADER: usize = 12;
 /// depth)`, the hash-ordered bucket map of HTable version 2; the bytes are laid out as in 2).
 pub const CLUSTER_FORMAT_VERSION: u32 = 3;
 const CLUSTER_MAGIC: [u8; 8] = *b"SCREE-BC";
+/// File name extension of BloomCluster files.
+pub const CLUSTER_EXT: &str = "bc";
+
+/// The BloomCluster in the format registry ([`crate::table_format`]). It has no manifest
+/// format code: the `trie` layout names its clusters in its own layout records.
+pub const BLOOM_CLUSTER: crate::table_format::TableFormat = crate::table_format::TableFormat {
+    name: "BloomCluster",
+    code: None,
+    ext: CLUSTER_EXT,
+    verify: super::verify::verify_cluster,
+    for_each: None,
+    describe: super::verify::describe_cluster,
+    fuzz_target: None,
+};
 /// Fixed end of the trailer: n_columns u64, S u32, B u32, version u32, block size u32,
 /// checksum u32, magic 8.
 const TAIL_SIZE: usize = 36;

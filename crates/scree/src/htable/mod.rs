@@ -31,6 +31,7 @@ mod format;
 pub mod reader;
 #[cfg(test)]
 mod tests;
+mod verify;
 
 use siphasher::sip128::{Hasher128, SipHasher13};
 use std::hash::Hasher;
@@ -54,6 +55,22 @@ pub const BUCKET_HEADER: usize = 6;
 pub const BUCKET_CAPACITY: usize = BUCKET_SIZE - BUCKET_HEADER;
 /// The HTable format version written in the footer.
 pub const FORMAT_VERSION: u32 = 3;
+
+/// [`AddedTable::format`](crate::manifest::edit::AddedTable::format) code of an HTable.
+pub const FORMAT_HTABLE: u8 = 1;
+/// File name extension of HTables.
+pub const HTABLE_EXT: &str = "ht";
+
+/// The HTable in the format registry ([`crate::table_format`]).
+pub const HTABLE: crate::table_format::TableFormat = crate::table_format::TableFormat {
+    name: "HTable",
+    code: Some(FORMAT_HTABLE),
+    ext: HTABLE_EXT,
+    verify: verify::verify_htable,
+    for_each: Some(verify::for_each_htable),
+    describe: verify::describe_htable,
+    fuzz_target: Some("htable"),
+};
 
 /// The keyed 128-bit placement hash of a user key (SipHash-1-3, 128-bit output, the 16-byte
 /// key as given). The result is `u128::from_le_bytes(finish128().as_bytes())`, so it is the same

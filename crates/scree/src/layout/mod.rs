@@ -226,6 +226,8 @@ pub trait Job: Send {
 pub trait Layout: Send + Sync {
     /// The layout's kind.
     fn kind(&self) -> LayoutKind;
+    /// The format code of the tables its edits add ([`crate::table_format`]).
+    fn table_format(&self) -> u8;
     /// An empty version.
     fn empty_version(&self, tables: &Arc<TableCtx>) -> Arc<dyn LayoutVersion>;
     /// An empty version of a database whose placement-hash key is `hash_key`; layouts that

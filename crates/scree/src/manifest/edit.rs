@@ -4,9 +4,6 @@
 use crate::coding::{put_slice, put_varint, Reader};
 use crate::table::TableMeta;
 
-/// [`AddedTable::format`] of a sorted table (`.sst`).
-pub const FORMAT_SORTED: u8 = 0;
-
 /// A table added to a keyspace, with its layout placement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddedTable {
@@ -14,7 +11,8 @@ pub struct AddedTable {
     pub level: u32,
     /// Layout-defined position inside the level (trie container id, …; 0 when unused).
     pub slot: u64,
-    /// File format: 0 = sorted table, 1 = HTable.
+    /// File format code (0 sorted table, 1 HTable): [`crate::table_format::by_code`] names
+    /// the format.
     pub format: u8,
     /// The table.
     pub meta: TableMeta,

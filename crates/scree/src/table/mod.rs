@@ -4,6 +4,7 @@
 
 pub mod block;
 pub mod purge;
+mod verify;
 
 use std::cmp::Ordering;
 use std::collections::VecDeque;
@@ -22,6 +23,7 @@ use crate::iter::{Concat, InternalIter, RunParts};
 use crate::key::{self, cmp_ikey, ValueKind};
 use crate::memtable::Lookup;
 use crate::stats::ReadKind;
+use crate::table_format::TableFormat;
 use block::{Block, BlockBuilder, BlockCursor, DataBlock};
 
 /// Footer size in bytes.
@@ -30,6 +32,22 @@ pub const FOOTER: usize = 48;
 pub const MAGIC: u64 = 0x5343_5245_4553_5354; // "SCREESST"
 /// Format version written in the footer.
 pub const VERSION: u32 = 1;
+
+/// [`AddedTable::format`](crate::manifest::edit::AddedTable::format) code of a sorted table.
+pub const FORMAT_SORTED: u8 = 0;
+/// File name extension of sorted tables.
+pub const SORTED_EXT: &str = "sst";
+
+/// The sorted table in the format registry ([`crate::table_format`]).
+pub const SORTED: TableFormat = TableFormat {
+    name: "sorted table",
+    code: Some(FORMAT_SORTED),
+    ext: SORTED_EXT,
+    verify: verify::verify,
+    for_each: Some(verify::for_each),
+    describe: verify::describe,
+    fuzz_target: Some("table_open"),
+};
 
 /// What the manifest records about a table file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -312,32 +330,18 @@ impl<T> std::ops::Deref for Held<'_, T> {
     }
 }
 
-/// An open sorted table: index and filter pinned in memory (or in the block cache), data
-/// blocks through the cache.
-pub struct TableReader {
-    file: CountedReader,
-    file_no: u64,
-    index: Slot<Block>,
-    filter: Slot<bloom::LoadedFilter>,
-    cache: BlockCache,
-    stats: Arc<crate::stats::IoStats>,
-    /// Counts the file and its pinned index and filter in `Stats::table_reader_bytes`.
-    _pinned: crate::stats::Pinned,
+/// A sorted table's footer: where its index block and filter sit.
+pub(crate) struct Footer {
+    /// Offset and size of the index block.
+    pub(crate) index: (u64, usize),
+    /// Offset and size of the filter (its checksum included).
+    pub(crate) filter: (u64, usize),
 }
 
-impl TableReader {
-    /// Opens a table and verifies footer, index and filter checksums.
-    pub fn open(env: &Env, path: &Path, file_no: u64, cache: BlockCache) -> Result<TableReader> {
-        Self::from_file(env, env.open(path, env.direct_reads)?, file_no, cache)
-    }
-
-    /// [`TableReader::open`] of a file already opened.
-    fn from_file(
-        env: &Env,
-        file: CountedReader,
-        file_no: u64,
-        cache: BlockCache,
-    ) -> Result<TableReader> {
+impl Footer {
+    /// Reads and checks the footer of `file`: magic, checksum, version, and block handles
+    /// inside the file.
+    pub(crate) fn read(file: &CountedReader) -> Result<Footer> {
         let path = file.path();
         let len = file.len();
         let corrupt = |off: u64, d: &str| Error::corruption(path, off, d.to_string());
@@ -369,9 +373,43 @@ impl TableReader {
         if !in_file(io, is) || !in_file(fo, fs) || fs < 4 || is > 1 << 30 || fs > 1 << 30 {
             return Err(corrupt(foot_off, "footer block handles out of range"));
         }
-        let (index, index_bytes) = Slot::open::<Block>(&file, file_no, &cache, (io, is as usize))?;
+        Ok(Footer {
+            index: (io, is as usize),
+            filter: (fo, fs as usize),
+        })
+    }
+}
+
+/// An open sorted table: index and filter pinned in memory (or in the block cache), data
+/// blocks through the cache.
+pub struct TableReader {
+    file: CountedReader,
+    file_no: u64,
+    index: Slot<Block>,
+    filter: Slot<bloom::LoadedFilter>,
+    cache: BlockCache,
+    stats: Arc<crate::stats::IoStats>,
+    /// Counts the file and its pinned index and filter in `Stats::table_reader_bytes`.
+    _pinned: crate::stats::Pinned,
+}
+
+impl TableReader {
+    /// Opens a table and verifies footer, index and filter checksums.
+    pub fn open(env: &Env, path: &Path, file_no: u64, cache: BlockCache) -> Result<TableReader> {
+        Self::from_file(env, env.open(path, env.direct_reads)?, file_no, cache)
+    }
+
+    /// [`TableReader::open`] of a file already opened.
+    fn from_file(
+        env: &Env,
+        file: CountedReader,
+        file_no: u64,
+        cache: BlockCache,
+    ) -> Result<TableReader> {
+        let Footer { index, filter } = Footer::read(&file)?;
+        let (index, index_bytes) = Slot::open::<Block>(&file, file_no, &cache, index)?;
         let (filter, filter_bytes) =
-            Slot::open::<bloom::LoadedFilter>(&file, file_no, &cache, (fo, fs as usize))?;
+            Slot::open::<bloom::LoadedFilter>(&file, file_no, &cache, filter)?;
         let pinned = crate::stats::Pinned::new(
             env.stats.clone(),
             index_bytes + filter_bytes + std::mem::size_of::<TableReader>(),
@@ -871,7 +909,8 @@ pub trait TableAux: std::any::Any + Send + Sync {
 pub struct TableFile {
     /// What the manifest knows of it.
     pub meta: TableMeta,
-    /// File name extension (`sst` for sorted tables, others for layout-specific formats).
+    /// File name extension: its format's [`TableFormat::ext`] ([`crate::table_format::by_ext`]
+    /// finds the format).
     pub ext: &'static str,
     /// The handle of a layout-specific format, set by the layout that owns the file. A layout
     /// that opens the file through it calls [`TableFile::opened`] and, on each use,
@@ -897,11 +936,11 @@ impl std::fmt::Debug for TableFile {
 }
 
 impl TableFile {
-    /// A handle for a table named by the manifest (opened lazily).
+    /// A handle for a sorted table named by the manifest (opened lazily).
     pub fn new(meta: TableMeta, ctx: Arc<TableCtx>) -> Arc<TableFile> {
-        Self::with_ext(meta, ctx, "sst")
+        Self::with_ext(meta, ctx, SORTED_EXT)
     }
-    /// A handle for a file of another format (`ext` names it).
+    /// A handle for a file of another format (`ext`, a registered extension, names it).
     pub fn with_ext(meta: TableMeta, ctx: Arc<TableCtx>, ext: &'static str) -> Arc<TableFile> {
         Arc::new_cyclic(|me| TableFile {
             meta,

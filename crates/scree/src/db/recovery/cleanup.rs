@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use crate::fs::Env;
 use crate::manifest;
+use crate::table_format::is_table_ext;
 
-use crate::db::{is_table_ext, parse_file_name, KsCore};
+use crate::db::{parse_file_name, KsCore};
 
 /// Removes what the new manifest `manifest_no` and the WALs `live_logs` do not need.
 /// Failures are ignored: a file left is removed by a later open.

@@ -14,11 +14,10 @@ use crate::manifest;
 use crate::memtable::Memtable;
 use crate::options::{KeyspaceOptions, Layout as LayoutKind, Options};
 use crate::table::TableCtx;
+use crate::table_format::is_table_ext;
 
 use super::Recovered;
-use crate::db::{
-    is_table_ext, log_may_hold_data, parse_file_name, wal_path, KsCore, SuperVersion, MAX_FILE_NO,
-};
+use crate::db::{log_may_hold_data, parse_file_name, wal_path, KsCore, SuperVersion, MAX_FILE_NO};
 
 /// Replays the manifest `CURRENT` names (or finds that there is no database yet): the
 /// keyspaces with their versions and log numbers, the file and sequence counters, the

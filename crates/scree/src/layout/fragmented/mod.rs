@@ -817,6 +817,10 @@ impl Layout for Fragmented {
         LayoutKind::Fragmented
     }
 
+    fn table_format(&self) -> u8 {
+        crate::table::FORMAT_SORTED
+    }
+
     fn empty_version(&self, _tables: &Arc<TableCtx>) -> Arc<dyn LayoutVersion> {
         Arc::new(FragmentedVersion::empty(self.shared.clone()))
     }

@@ -15,10 +15,10 @@ use crate::error::{Error, Result};
 use crate::iter::InternalIter;
 use crate::layout::parallel::WorkerPool;
 use crate::layout::{check_edit_tables, LayoutVersion, LevelSplit, TablePlace};
-use crate::manifest::edit::{AddedTable, KsEdit, LayoutRecord, FORMAT_SORTED};
+use crate::manifest::edit::{AddedTable, KsEdit, LayoutRecord};
 use crate::memtable::Lookup;
 use crate::stats::LevelStats;
-use crate::table::{get_in_tables, TableCtx, TableFile};
+use crate::table::{get_in_tables, TableCtx, TableFile, FORMAT_SORTED};
 
 /// A guard key (shared between versions).
 pub(crate) type GKey = Arc<[u8]>;

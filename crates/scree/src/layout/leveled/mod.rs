@@ -17,11 +17,11 @@ use crate::layout::{
     check_edit_tables, Job, JobCtx, Layout, LayoutVersion, LevelSplit, ManualScope, ManualStep,
     Pressure, TablePlace,
 };
-use crate::manifest::edit::{AddedTable, KsEdit, FORMAT_SORTED};
+use crate::manifest::edit::{AddedTable, KsEdit};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::{KeyspaceOptions, Layout as LayoutKind, LeveledOptions};
 use crate::stats::{LevelStats, WriteCause};
-use crate::table::{get_in_tables, ConcatIter, TableCtx, TableFile};
+use crate::table::{get_in_tables, ConcatIter, TableCtx, TableFile, FORMAT_SORTED};
 
 /// One version: `levels[0]` newest first, deeper levels sorted by smallest key.
 pub struct LeveledVersion {
@@ -411,6 +411,10 @@ impl Drop for Reservation {
 impl Layout for Leveled {
     fn kind(&self) -> LayoutKind {
         LayoutKind::Leveled
+    }
+
+    fn table_format(&self) -> u8 {
+        FORMAT_SORTED
     }
 
     fn empty_version(&self, _tables: &Arc<TableCtx>) -> Arc<dyn LayoutVersion> {

@@ -576,7 +576,7 @@ mod retire_tests {
             min_seq: 0,
             max_seq: 0,
         };
-        let f = TableFile::with_ext(meta, ctx.clone(), "ht");
+        let f = TableFile::with_ext(meta, ctx.clone(), crate::htable::HTABLE_EXT);
         let mut b = HTableBuilder::new(HK, HTableOptions::default());
         for i in 0..500u32 {
             let k = format!("key{i:05}").into_bytes();

@@ -16,10 +16,12 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::filter::bloom::bloom_hash;
 use crate::fs::CountedWriter;
+use crate::htable::cluster::CLUSTER_EXT;
 use crate::htable::{
     bucket_of, bucket_shift_for_depth, buckets_for_bytes, finish_borrowed, placement_hash,
     segments_for, trie_child, BloomClusterBuilder, FilterSet, HTableBuilder, HTableOptions,
-    HTableReader, HTableStream, HTableSummary, ItemRef, TableScan, TableSizer,
+    HTableReader, HTableStream, HTableSummary, ItemRef, TableScan, TableSizer, FORMAT_HTABLE,
+    HTABLE_EXT,
 };
 use crate::key::{self, ValueKind};
 use crate::layout::JobCtx;
@@ -30,10 +32,7 @@ use crate::stats::{ReadKind, WriteCause};
 use crate::table::{TableFile, TableMeta};
 
 use super::handle::{adopt, cluster_reader, table_handle, HHandle, Shared};
-use super::version::{
-    cluster_meta, cluster_record, depth_of, gc_record, ClusterRef, GcEstimate, CLUSTER_EXT,
-    FORMAT_HTABLE, HTABLE_EXT,
-};
+use super::version::{cluster_meta, cluster_record, depth_of, gc_record, ClusterRef, GcEstimate};
 
 /// A table a job wrote.
 pub struct Written {

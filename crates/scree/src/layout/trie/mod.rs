@@ -282,6 +282,10 @@ impl Layout for Trie {
         LayoutKind::Trie
     }
 
+    fn table_format(&self) -> u8 {
+        crate::htable::FORMAT_HTABLE
+    }
+
     fn empty_version(&self, tables: &Arc<TableCtx>) -> Arc<dyn LayoutVersion> {
         self.empty_version_with_key(tables, [0; 16])
     }

@@ -17,8 +17,10 @@ use std::sync::Arc;
 use crate::coding::{put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::filter::bloom::bloom_hash;
+use crate::htable::cluster::CLUSTER_EXT;
 use crate::htable::{
     bucket_of, bucket_shift_for_depth, filter_may_contain, placement_hash, trie_child,
+    FORMAT_HTABLE, HTABLE_EXT,
 };
 use crate::iter::InternalIter;
 use crate::key::ValueKind;
@@ -29,13 +31,6 @@ use crate::stats::{LevelReads, LevelStats, ReadKind};
 use crate::table::{TableCtx, TableFile, TableMeta};
 
 use super::handle::{adopt, open_handle, table_handle, Shared, MAX_DEPTH};
-
-/// File format code of HTables in `AddedTable::format`.
-pub const FORMAT_HTABLE: u8 = 1;
-/// File extension of HTables.
-pub const HTABLE_EXT: &str = "ht";
-/// File extension of BloomCluster files.
-pub const CLUSTER_EXT: &str = "bc";
 
 /// Record: persistent parameters (`varint 1 ‖ varint last_level_depth`).
 pub const TAG_PARAMS: u8 = 1;
