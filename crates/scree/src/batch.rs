@@ -737,20 +737,7 @@ mod tests {
     /// it, and a batch decodes the same under either type.
     #[test]
     fn batches_after_a_sync_announce_what_it_covered() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let env = crate::fs::Env {
-            fs: std::sync::Arc::new(crate::fs::std_fs::StdFs),
-            stats: std::sync::Arc::new(crate::stats::IoStats::default()),
-            direct_reads: false,
-            mmap_reads: false,
-        };
-        let file = env
-            .create(
-                &dir.path().join("000001.log"),
-                crate::stats::WriteCause::Wal,
-            )
-            .expect("create");
-        let mut w = log::LogWriter::new(file);
+        let (dir, mut w) = log::temp_log();
         let path = dir.path().join("000001.log");
         let entries = vec![BatchEntry {
             ks: 3,

@@ -100,6 +100,26 @@ impl LogWriter {
     }
 }
 
+/// A log writer on a real file `000001.log` in a fresh directory (tests of the log and of
+/// what writes into one).
+#[cfg(test)]
+pub(crate) fn temp_log() -> (tempfile::TempDir, LogWriter) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let env = crate::fs::Env {
+        fs: std::sync::Arc::new(crate::fs::std_fs::StdFs),
+        stats: std::sync::Arc::new(crate::stats::IoStats::default()),
+        direct_reads: false,
+        mmap_reads: false,
+    };
+    let w = env
+        .create(
+            &dir.path().join("000001.log"),
+            crate::stats::WriteCause::Wal,
+        )
+        .expect("create");
+    (dir, LogWriter::new(w))
+}
+
 /// How a log ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogEnd {
@@ -409,24 +429,6 @@ mod tests {
         encode_typed(&typed)
     }
 
-    /// A log writer on a real file `000001.log` in a fresh directory.
-    fn temp_log() -> (tempfile::TempDir, LogWriter) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let env = crate::fs::Env {
-            fs: std::sync::Arc::new(crate::fs::std_fs::StdFs),
-            stats: std::sync::Arc::new(crate::stats::IoStats::default()),
-            direct_reads: false,
-            mmap_reads: false,
-        };
-        let w = env
-            .create(
-                &dir.path().join("000001.log"),
-                crate::stats::WriteCause::Wal,
-            )
-            .expect("create");
-        (dir, LogWriter::new(w))
-    }
-
     fn encode_typed(records: &[(u8, &[u8])]) -> Vec<u8> {
         records.iter().flat_map(|(ty, r)| frame(*ty, r)).collect()
     }
@@ -453,7 +455,7 @@ mod tests {
             }
         );
         // The writer's framing is what the reader expects, for both types.
-        let (dir, mut w) = temp_log();
+        let (dir, mut w) = super::temp_log();
         let path = dir.path().join("000001.log");
         w.add_record(b"old").expect("append");
         w.add_record_parts(COMPACT_BATCH, b"n", b"ew")
