@@ -446,3 +446,110 @@ fn compact_returns_while_writes_go_on() {
         }
     }
 }
+
+/// Non-blind writes are atomic with respect to every other write, on every layout: threads
+/// incrementing shared counters with `update` lose no increment while blind puts and deletes of
+/// other keys, flushes and compactions run beside them; of threads racing `put_if_absent` on one
+/// key exactly one wins and its value stays.
+#[test]
+fn updates_and_put_if_absent_are_atomic_under_concurrent_writers() {
+    const THREADS: u64 = 4;
+    const ROUNDS: u64 = 300;
+    for layout in Layout::implemented() {
+        let d = tempfile::tempdir().unwrap();
+        let db = Db::open(d.path(), common::small_db()).unwrap();
+        let mut o = common::small_ks(layout);
+        o.write_buffer_bytes = 64 * 1024;
+        let ks = db.keyspace("k", o).unwrap();
+        let stop = AtomicBool::new(false);
+        let winners = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            // Blind writers of other keys, and a flusher, so memtables rotate underneath.
+            for w in 0..2u64 {
+                let (ks, stop) = (&ks, &stop);
+                s.spawn(move || {
+                    let mut i = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let k = format!("blind{w}-{:04}", i % 500);
+                        if i.is_multiple_of(7) {
+                            ks.delete(&k).unwrap();
+                        } else {
+                            ks.put(&k, vec![b'x'; 100]).unwrap();
+                        }
+                        i += 1;
+                    }
+                });
+            }
+            let flusher = {
+                let (db, stop) = (&db, &stop);
+                s.spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        db.flush().unwrap();
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                })
+            };
+            let workers: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let (ks, winners) = (&ks, &winners);
+                    s.spawn(move || {
+                        for r in 0..ROUNDS {
+                            // Two counters: one every thread bumps, one a pair of threads bumps.
+                            for key in ["all".to_string(), format!("pair{}", t / 2)] {
+                                ks.update(&key, |old| {
+                                    let n = old.map_or(0, |v| num(v).unwrap());
+                                    Some((n + 1).to_string().into_bytes())
+                                })
+                                .unwrap();
+                            }
+                            let race = format!("race{r:03}");
+                            if ks.put_if_absent(&race, t.to_string()).unwrap() {
+                                winners.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for w in workers {
+                w.join().unwrap();
+            }
+            stop.store(true, Ordering::Relaxed);
+            flusher.join().unwrap();
+        });
+        let get_num = |k: &str| num(&ks.get(k).unwrap().unwrap()).unwrap();
+        assert_eq!(get_num("all"), THREADS * ROUNDS, "{layout}");
+        for p in 0..THREADS / 2 {
+            assert_eq!(get_num(&format!("pair{p}")), 2 * ROUNDS, "{layout}");
+        }
+        assert_eq!(
+            winners.load(Ordering::Relaxed),
+            ROUNDS,
+            "{layout}: one winner per race"
+        );
+        // A present key is not overwritten; a deleted one is absent again; `update` returning
+        // `None` deletes.
+        assert!(!ks.put_if_absent("race000", "late").unwrap());
+        assert!(get_num("race000") < THREADS, "{layout}");
+        ks.delete("race000").unwrap();
+        assert!(ks.put_if_absent("race000", "7").unwrap());
+        assert_eq!(ks.update("race000", |_| None).unwrap(), None);
+        assert_eq!(ks.get("race000").unwrap(), None, "{layout}");
+        assert_eq!(ks.update("never", |_| None).unwrap(), None);
+        // The value a failed check saw: none written for an oversized value.
+        assert!(ks
+            .update("big", |_| Some(vec![0; scree::MAX_VALUE_BYTES + 1]))
+            .is_err());
+        assert_eq!(ks.get("big").unwrap(), None);
+        db.compact().unwrap();
+        drop(ks);
+        drop(db);
+        // Recovered as acknowledged.
+        let db = Db::open(d.path(), common::small_db()).unwrap();
+        let ks = db.keyspace("k", common::small_ks(layout)).unwrap();
+        assert_eq!(
+            num(&ks.get("all").unwrap().unwrap()).unwrap(),
+            THREADS * ROUNDS,
+            "{layout}: after reopen"
+        );
+    }
+}

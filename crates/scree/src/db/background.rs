@@ -196,7 +196,7 @@ pub(super) enum Work {
 /// Runs one flush or compaction, turning a panic (a bug) into a background error: the
 /// database then refuses writes with a message naming the bug, instead of a worker dying with
 /// its job counted as running forever (`wait_for_compactions` and writers would wait for it).
-pub(super) fn guard_panic(what: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+pub(super) fn guard_panic<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(p) => {
@@ -217,8 +217,8 @@ mod panic_tests {
     use super::*;
 
     #[test]
-    pub(super) fn a_panicking_job_becomes_a_background_error() {
-        let r = guard_panic("compaction", || panic!("guard nesting broken"));
+    fn a_panicking_job_becomes_a_background_error() {
+        let r: Result<()> = guard_panic("compaction", || panic!("guard nesting broken"));
         match r {
             Err(Error::BackgroundError(m)) => {
                 assert!(m.contains("compaction panicked") && m.contains("guard nesting broken"))

@@ -448,6 +448,77 @@ impl Keyspace {
         )
     }
 
+    /// Stores `value` under `key` only if `key` has no live value, and says whether it did. No
+    /// other write lands between the check and the put (a non-blind write: SlimDB's filters
+    /// use it to skip reads a blind write would cost).
+    pub fn put_if_absent(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<bool> {
+        self.put_if_absent_opt(key, value, &WriteOptions::default())
+    }
+
+    /// [`Keyspace::put_if_absent`] with write options.
+    pub fn put_if_absent_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        opts: &WriteOptions,
+    ) -> Result<bool> {
+        let (k, v) = (key.as_ref(), value.as_ref());
+        check_key(k)?;
+        check_value(v)?;
+        self.h
+            .inner
+            .write_exclusive(KsIds::from_elem(self.core.id, 1), opts.sync, || {
+                Ok(match self.get_at(k, None)? {
+                    Some(_) => None,
+                    None => Some(self.single(ValueKind::Put, k, v)),
+                })
+            })
+    }
+
+    /// Read-modify-write: `f` gets the current value of `key` (`None` if it has none) and
+    /// returns the new one (`None` deletes the key); no other write lands between the read and
+    /// the write. Returns the new value. `f` runs while other writers wait: keep it short.
+    pub fn update(
+        &self,
+        key: impl AsRef<[u8]>,
+        f: impl FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
+    ) -> Result<Option<Value>> {
+        self.update_opt(key, f, &WriteOptions::default())
+    }
+
+    /// [`Keyspace::update`] with write options.
+    pub fn update_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        f: impl FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
+        opts: &WriteOptions,
+    ) -> Result<Option<Value>> {
+        let k = key.as_ref();
+        check_key(k)?;
+        let mut new = None;
+        self.h
+            .inner
+            .write_exclusive(KsIds::from_elem(self.core.id, 1), opts.sync, || {
+                let old = self.get_at(k, None)?;
+                new = f(old.as_deref());
+                match (&old, &new) {
+                    (None, None) => Ok(None),
+                    (_, Some(v)) => {
+                        check_value(v)?;
+                        Ok(Some(self.single(ValueKind::Put, k, v)))
+                    }
+                    (Some(_), None) => Ok(Some(self.single(ValueKind::Delete, k, &[]))),
+                }
+            })?;
+        Ok(new)
+    }
+
+    /// One entry of this keyspace as a write path batch: (`rep`, count, user bytes).
+    fn single(&self, kind: ValueKind, k: &[u8], v: &[u8]) -> (Vec<u8>, u32, u64) {
+        let rep = batch::single(self.core.id, kind, k, v);
+        (rep, 1, (k.len() + v.len()) as u64)
+    }
+
     /// Deletes `key`.
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         self.delete_opt(key, &WriteOptions::default())

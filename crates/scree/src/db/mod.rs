@@ -74,6 +74,9 @@ struct Pending {
     ks_ids: KsIds,
     user_bytes: u64,
     sync: bool,
+    /// A conditional write's place in the queue: it leads a group of its own, which no other
+    /// leader takes it into (`DbInner::write_exclusive`).
+    exclusive: bool,
     result: Mutex<Option<Result<()>>>,
 }
 

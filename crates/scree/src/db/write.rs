@@ -36,6 +36,7 @@ impl DbInner {
             ks_ids,
             user_bytes,
             sync,
+            exclusive: false,
             result: Mutex::new(None),
         };
         let mut q = self.queue.lock();
@@ -67,7 +68,7 @@ impl DbInner {
         let mut group = Vec::new();
         let mut bytes = 0u64;
         while let Some(p) = q.pending.front() {
-            if !group.is_empty() && bytes + p.user_bytes > 4 << 20 {
+            if !group.is_empty() && (p.exclusive || bytes + p.user_bytes > 4 << 20) {
                 break;
             }
             bytes += p.user_bytes;
@@ -93,6 +94,57 @@ impl DbInner {
         drop(q);
         let r = me.result.lock().take();
         r.unwrap_or(Ok(()))
+    }
+
+    /// A conditional write: waits for its turn in the writers' queue, then, while it alone may
+    /// write (every earlier write applied, no later one started), calls `decide`, which reads
+    /// what it needs and returns the batch to write (`rep`, entry count, user bytes) or `None`
+    /// for no write. Returns whether it wrote. Other writers wait meanwhile, so `decide` should
+    /// be a lookup, not more.
+    pub(super) fn write_exclusive(
+        &self,
+        ks_ids: KsIds,
+        sync: bool,
+        decide: impl FnOnce() -> Result<Option<(Vec<u8>, u32, u64)>>,
+    ) -> Result<bool> {
+        self.check_writable("write")?;
+        let me = Arc::new(Pending {
+            rep: Vec::new(),
+            count: 0,
+            ks_ids: ks_ids.clone(),
+            user_bytes: 0,
+            sync,
+            exclusive: true,
+            result: Mutex::new(None),
+        });
+        let mut q = self.queue.lock();
+        q.pending.push_back(me.clone());
+        while q.leader || !q.pending.front().is_some_and(|f| Arc::ptr_eq(f, &me)) {
+            self.queue_cv.wait(&mut q);
+        }
+        q.leader = true;
+        q.pending.pop_front();
+        drop(q);
+        let res = guard_panic("conditional write", || {
+            let Some((rep, count, user_bytes)) = decide()? else {
+                return Ok(false);
+            };
+            let p = Pending {
+                rep,
+                count,
+                ks_ids,
+                user_bytes,
+                sync,
+                exclusive: true,
+                result: Mutex::new(None),
+            };
+            self.write_group_guarded(&[&p], &mut 0).map(|()| true)
+        });
+        let mut q = self.queue.lock();
+        q.leader = false;
+        self.queue_cv.notify_all();
+        drop(q);
+        res
     }
 
     /// [`DbInner::write_group`], with a panic (a bug) turned into a background error: the
