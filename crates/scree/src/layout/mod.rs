@@ -7,6 +7,7 @@
 pub mod fragmented;
 pub mod leveled;
 pub mod parallel;
+pub mod reserve;
 pub mod sorted;
 pub mod trie;
 

@@ -48,7 +48,6 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use crate::error::Result;
@@ -62,8 +61,9 @@ use crate::options::{FragmentedOptions, KeyspaceOptions, Layout as LayoutKind};
 use crate::stats::WriteCause;
 use crate::table::{TableCtx, TableFile};
 
+use crate::layout::reserve::Reservations;
 use iter::BoundedIter;
-use locks::{LockTable, Mode, Reservation};
+use locks::{retire_on, Mode, RangeLock, RangeLocks, Reservation};
 pub use version::FragmentedVersion;
 use version::{guard_record, intersects, GKey, Shared, TAG_COMMIT, TAG_DELETE, TAG_PENDING};
 
@@ -161,7 +161,7 @@ struct Spec {
 /// The fragmented policy: reservations and the state shared with its versions.
 pub struct Fragmented {
     shared: Arc<Shared>,
-    locks: Arc<Mutex<LockTable>>,
+    locks: Reservations<RangeLock, FragmentedVersion>,
 }
 
 impl Default for Fragmented {
@@ -175,7 +175,7 @@ impl Fragmented {
     pub fn new() -> Self {
         Fragmented {
             shared: Arc::new(Shared::new()),
-            locks: Arc::new(Mutex::new(LockTable::default())),
+            locks: Reservations::default(),
         }
     }
 
@@ -365,12 +365,13 @@ impl Fragmented {
         let mut lt = self.locks.lock();
         lt.gc(v);
         let job = lt.new_job();
-        if !lt.free(job, src, rlo, rhi, Mode::Source) || !lt.free(job, out, rlo, rhi, Mode::Shared)
+        if !lt.free_range(job, src, rlo, rhi, Mode::Source)
+            || !lt.free_range(job, out, rlo, rhi, Mode::Shared)
         {
             return None;
         }
-        lt.take(job, src, &lo, &hi, Mode::Source);
-        lt.take(job, out, &lo, &hi, Mode::Shared);
+        lt.take_range(job, src, &lo, &hi, Mode::Source);
+        lt.take_range(job, out, &lo, &hi, Mode::Shared);
         let input_nos: HashSet<u64> = inputs.iter().map(|t| t.meta.file_no).collect();
 
         // Commit pending guards of the range, deepest level first.
@@ -402,7 +403,7 @@ impl Fragmented {
                 }
                 let locked = *excl
                     .entry(j)
-                    .or_insert_with(|| lt.take(job, j, &lo, &hi, Mode::Exclusive));
+                    .or_insert_with(|| lt.take_range(job, j, &lo, &hi, Mode::Exclusive));
                 let removed: &HashSet<u64> = &input_nos;
                 if !locked || straddles(v, j, &k, if j == src { Some(removed) } else { None }) {
                     break;
@@ -421,7 +422,7 @@ impl Fragmented {
         if !in_place {
             let locked = *excl
                 .entry(out)
-                .or_insert_with(|| lt.take(job, out, &lo, &hi, Mode::Exclusive));
+                .or_insert_with(|| lt.take_range(job, out, &lo, &hi, Mode::Exclusive));
             if locked {
                 let avg = out_lvl.bytes / out_lvl.guards.len().max(1) as u64;
                 let receives = |g: &version::Guard| {
@@ -537,7 +538,7 @@ impl Fragmented {
             full || interleaves(c)
         };
         if children.iter().any(wants) {
-            if lt.take(job, out, &lo, &hi, Mode::Source) {
+            if lt.take_range(job, out, &lo, &hi, Mode::Source) {
                 for c in &mut children {
                     c.merge = wants(c);
                 }
@@ -603,11 +604,7 @@ impl Fragmented {
             children,
             moves,
             records,
-            res: Reservation {
-                table: self.locks.clone(),
-                job,
-                retire_on: None,
-            },
+            res: self.locks.hold(job),
             src,
         }))
     }
@@ -763,7 +760,7 @@ impl Job for FragJob {
         }
         e.records = std::mem::take(&mut this.records);
         if let Some(t) = this.inputs.first() {
-            this.res.retire_on = Some((this.src, t.meta.file_no));
+            retire_on(&mut this.res, this.src, t.meta.file_no);
         }
         Ok(e)
     }

@@ -46,13 +46,14 @@ fn lock_ranges() {
     assert!(!o(Some(b"a"), Some(b"b"), Some(b"b"), None));
     assert!(o(Some(b"a"), Some(b"c"), Some(b"b"), None));
     assert!(!o(None, Some(b"a"), Some(b"a"), Some(b"b")));
+    use locks::{LockTable, RangeLocks};
     let mut t = LockTable::default();
     let (j1, j2) = (t.new_job(), t.new_job());
     let k = |s: &str| Some(GKey::from(s.as_bytes()));
-    assert!(t.take(j1, 1, &k("a"), &k("m"), Mode::Source));
-    assert!(t.take(j2, 1, &None, &None, Mode::Shared));
-    assert!(!t.take(j2, 1, &k("b"), &k("c"), Mode::Exclusive));
-    assert!(t.take(j2, 1, &k("m"), &k("z"), Mode::Source));
+    assert!(t.take_range(j1, 1, &k("a"), &k("m"), Mode::Source));
+    assert!(t.take_range(j2, 1, &None, &None, Mode::Shared));
+    assert!(!t.take_range(j2, 1, &k("b"), &k("c"), Mode::Exclusive));
+    assert!(t.take_range(j2, 1, &k("m"), &k("z"), Mode::Source));
     t.release(j1);
     t.release(j2);
     assert!(t.is_empty());

@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use crate::error::{Error, Result};
 use crate::iter::{InternalIter, MergingIter};
 use crate::key::cmp_ikey;
+use crate::layout::reserve::{self, Claim, Reservations};
 use crate::layout::sorted::{flush_to_table, merge_into_tables, zeroed_bound, Cutter, SizeCutter};
 use crate::layout::{
     check_edit_tables, Job, JobCtx, Layout, LayoutVersion, LevelSplit, ManualScope, ManualStep,
@@ -267,7 +268,7 @@ impl LayoutVersion for LeveledVersion {
 
 /// The leveled policy.
 pub struct Leveled {
-    busy: Arc<Mutex<Busy>>,
+    busy: Reservations<LevClaim, LeveledVersion>,
     /// Round-robin compaction pointer per level (largest user key compacted last).
     pointers: Mutex<Vec<Vec<u8>>>,
 }
@@ -276,7 +277,7 @@ impl Leveled {
     /// A policy with `opts`.
     pub fn new() -> Self {
         Leveled {
-            busy: Arc::new(Mutex::new(Busy::default())),
+            busy: Reservations::default(),
             pointers: Mutex::new(Vec::new()),
         }
     }
@@ -312,27 +313,22 @@ impl Leveled {
         lo: &[u8],
         hi: &[u8],
     ) -> Option<Reservation> {
-        let mut busy = self.busy.lock();
-        if files.iter().any(|f| busy.files.contains(&f.meta.file_no)) {
-            return None;
-        }
-        if busy
-            .outputs
+        let mut t = self.busy.lock();
+        let job = t.new_job();
+        let mut claims: Vec<LevClaim> = files
             .iter()
-            .any(|(_, l, olo, ohi)| *l == out_level && olo.as_slice() <= hi && lo <= ohi.as_slice())
-        {
+            .map(|f| LevClaim::File(f.meta.file_no))
+            .collect();
+        claims.push(LevClaim::Output {
+            level: out_level,
+            lo: lo.to_vec(),
+            hi: hi.to_vec(),
+        });
+        if !t.take_all(job, claims) {
             return None;
         }
-        let nos: Vec<u64> = files.iter().map(|f| f.meta.file_no).collect();
-        busy.files.extend(nos.iter().copied());
-        busy.next_id += 1;
-        let id = busy.next_id;
-        busy.outputs.push((id, out_level, lo.to_vec(), hi.to_vec()));
-        Some(Reservation {
-            busy: self.busy.clone(),
-            files: nos,
-            output: id,
-        })
+        drop(t);
+        Some(self.busy.hold(job))
     }
 
     /// The job merging `inputs` of `level` with what they overlap in the next level (or, with
@@ -380,33 +376,40 @@ impl Leveled {
     }
 }
 
-/// What running jobs hold: their input files, and the key range each writes into its output
-/// level. A job's output tables may span gaps between its inputs (a manual compaction's
-/// output spans the whole keyspace); another job must not place a table in such a gap of the
-/// same level meanwhile, or the level would hold overlapping tables once both are installed.
-#[derive(Default)]
-struct Busy {
-    files: HashSet<u64>,
-    /// (reservation id, output level, smallest and largest user key).
-    outputs: Vec<(u64, usize, Vec<u8>, Vec<u8>)>,
-    next_id: u64,
+/// What a running job holds: an input file, or the key range it writes into its output level.
+/// A job's output tables may span gaps between its inputs (a manual compaction's output spans
+/// the whole keyspace); another job must not place a table in such a gap of the same level
+/// meanwhile, or the level would hold overlapping tables once both are installed.
+enum LevClaim {
+    File(u64),
+    /// Output level, smallest and largest user key.
+    Output {
+        level: usize,
+        lo: Vec<u8>,
+        hi: Vec<u8>,
+    },
 }
 
-struct Reservation {
-    busy: Arc<Mutex<Busy>>,
-    files: Vec<u64>,
-    output: u64,
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        let mut b = self.busy.lock();
-        for f in &self.files {
-            b.files.remove(f);
+impl Claim for LevClaim {
+    fn conflicts(&self, other: &Self) -> bool {
+        match (self, other) {
+            (LevClaim::File(a), LevClaim::File(b)) => a == b,
+            (
+                LevClaim::Output { level, lo, hi },
+                LevClaim::Output {
+                    level: l2,
+                    lo: lo2,
+                    hi: hi2,
+                },
+            ) => level == l2 && lo <= hi2 && lo2 <= hi,
+            _ => false,
         }
-        b.outputs.retain(|(id, ..)| *id != self.output);
     }
 }
+
+/// A leveled job's claims, released when the job is dropped (after its edit is installed, under
+/// the engine's pick lock).
+type Reservation = reserve::Reservation<LevClaim, LeveledVersion>;
 
 impl Layout for Leveled {
     fn kind(&self) -> LayoutKind {

@@ -18,12 +18,10 @@ pub mod handle;
 pub mod jobs;
 pub mod version;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 use crate::error::Result;
+use crate::layout::reserve::{self, Claim, Reservations};
 use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure};
 use crate::manifest::edit::KsEdit;
 use crate::memtable::Memtable;
@@ -34,64 +32,39 @@ use handle::Shared;
 use jobs::ChildInfo;
 use version::{child_id, in_subtree, params_record, ClusterRef, Container, TrieVersion};
 
-/// A reservation's state once its job has finished: it stays held until the version shows the
-/// job's edit (its input `gone`, or its output `new` present), so that no other job picks the
+/// What a trie job holds: a container's pile it merges, or a last-level container's
+/// BloomCluster it rebuilds (by container id).
+#[derive(PartialEq, Eq)]
+enum TrieClaim {
+    Pile(u64),
+    Cluster(u64),
+}
+
+impl Claim for TrieClaim {
+    fn conflicts(&self, other: &Self) -> bool {
+        self == other
+    }
+}
+
+/// A trie job's claims: released when it fails, kept once it has produced its edit until a
+/// version shows that edit ([`succeed`]).
+type Reservation = reserve::Reservation<TrieClaim, TrieVersion>;
+
+/// Marks `res`'s job successful: its claims stay until a version shows `edit` installed (its
+/// first removed file gone, or its first new file present), so that no other job picks the
 /// same inputs in between.
-#[derive(Debug, Clone, Copy, Default)]
-struct Claim {
-    done: bool,
-    gone: Option<u64>,
-    new: Option<u64>,
-}
-
-#[derive(Default)]
-struct Busy {
-    /// Containers whose pile a job is merging.
-    piles: HashMap<u64, Claim>,
-    /// Last-level containers whose BloomCluster a job is rebuilding.
-    clusters: HashMap<u64, Claim>,
-    /// Newest version number claims were pruned with: a job planned on an older version
-    /// (a caller that read its version before an install, e.g. `Db::compact`) could take
-    /// inputs a finished job already consumed, so reservations from it are refused.
-    seen_gen: u64,
-}
-
-impl Busy {
-    fn prune(&mut self, v: &TrieVersion) {
-        self.seen_gen = self.seen_gen.max(v.gen);
-        let released = |c: &Claim| {
-            c.done
-                && (c.gone.is_some_and(|f| !v.has_file(f))
-                    || c.new.is_some_and(|f| v.has_file(f))
-                    || (c.gone.is_none() && c.new.is_none()))
-        };
-        self.piles.retain(|_, c| !released(c));
-        self.clusters.retain(|_, c| !released(c));
-    }
-}
-
-/// What a job holds; released when dropped (immediately on failure, once installed on success).
-struct Reservation {
-    busy: Arc<Mutex<Busy>>,
-    piles: Vec<u64>,
-    clusters: Vec<u64>,
-    ok: Option<Claim>,
-}
-
-impl Reservation {
-    /// Marks the job successful; `edit` tells what proves it installed.
-    fn succeed(&mut self, edit: &KsEdit) {
-        let new = edit
-            .added
-            .first()
-            .map(|a| a.meta.file_no)
-            .or_else(|| edit.records.iter().find_map(cluster_file_of));
-        self.ok = Some(Claim {
-            done: true,
-            gone: edit.removed.first().copied(),
-            new,
-        });
-    }
+fn succeed(res: &mut Reservation, edit: &KsEdit) {
+    let gone = edit.removed.first().copied();
+    let new = edit
+        .added
+        .first()
+        .map(|a| a.meta.file_no)
+        .or_else(|| edit.records.iter().find_map(cluster_file_of));
+    res.keep_until(move |v: &TrieVersion| {
+        gone.is_some_and(|f| !v.has_file(f))
+            || new.is_some_and(|f| v.has_file(f))
+            || (gone.is_none() && new.is_none())
+    });
 }
 
 fn cluster_file_of(r: &crate::manifest::edit::LayoutRecord) -> Option<u64> {
@@ -103,33 +76,10 @@ fn cluster_file_of(r: &crate::manifest::edit::LayoutRecord) -> Option<u64> {
     rd.varint()
 }
 
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        let mut b = self.busy.lock();
-        for (ids, map) in [(&self.piles, 0), (&self.clusters, 1)] {
-            for id in ids.iter() {
-                let m = if map == 0 {
-                    &mut b.piles
-                } else {
-                    &mut b.clusters
-                };
-                match self.ok {
-                    Some(c) => {
-                        m.insert(*id, c);
-                    }
-                    None => {
-                        m.remove(id);
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// The `trie` policy.
 pub struct Trie {
     shared: Arc<Shared>,
-    busy: Arc<Mutex<Busy>>,
+    busy: Reservations<TrieClaim, TrieVersion>,
 }
 
 impl Trie {
@@ -137,7 +87,7 @@ impl Trie {
     pub fn new() -> Self {
         Trie {
             shared: Shared::new(TrieOptions::default().filter_memory_bytes),
-            busy: Arc::new(Mutex::new(Busy::default())),
+            busy: Reservations::default(),
         }
     }
 
@@ -145,27 +95,27 @@ impl Trie {
         version.as_any().downcast_ref::<TrieVersion>()
     }
 
+    /// Reserves the piles and BloomClusters of the containers `piles` and `clusters`; `None`
+    /// when one is held, or when `v` is older than a version already seen (a caller that read
+    /// its version before an install, e.g. `Db::compact`, could take inputs a finished job
+    /// already consumed).
     fn reserve(&self, v: &TrieVersion, piles: &[u64], clusters: &[u64]) -> Option<Reservation> {
-        let mut b = self.busy.lock();
-        b.prune(v);
-        if v.gen < b.seen_gen
-            || piles.iter().any(|p| b.piles.contains_key(p))
-            || clusters.iter().any(|c| b.clusters.contains_key(c))
-        {
+        let mut t = self.busy.lock();
+        t.gc(v);
+        if t.is_stale(v.gen) {
             return None;
         }
-        for p in piles {
-            b.piles.insert(*p, Claim::default());
+        let job = t.new_job();
+        let claims = piles
+            .iter()
+            .map(|p| TrieClaim::Pile(*p))
+            .chain(clusters.iter().map(|c| TrieClaim::Cluster(*c)))
+            .collect();
+        if !t.take_all(job, claims) {
+            return None;
         }
-        for c in clusters {
-            b.clusters.insert(*c, Claim::default());
-        }
-        Some(Reservation {
-            busy: self.busy.clone(),
-            piles: piles.to_vec(),
-            clusters: clusters.to_vec(),
-            ok: None,
-        })
+        drop(t);
+        Some(self.busy.hold(job))
     }
 
     /// Last-level containers whose pile has tables the BloomCluster does not cover (and a
@@ -199,21 +149,15 @@ impl Trie {
     fn compaction_job(&self, v: &TrieVersion, c: &Container) -> Option<Box<dyn Job>> {
         let children: Vec<u64> = (0..8u8).map(|i| child_id(c.id, i)).collect();
         let child_last = c.depth + 1 == v.last_depth;
-        let mut res = self.reserve(v, &[c.id], &[])?;
+        let res = self.reserve(v, &[c.id], &[])?;
         // Rebuild a last-level child's BloomCluster in this job when nobody else holds it. The
         // version is not stale (checked by `reserve` under the same lock).
         let rebuild: Vec<bool> = {
             let mut b = self.busy.lock();
+            let stale = b.is_stale(v.gen);
             children
                 .iter()
-                .map(|id| {
-                    if !child_last || b.clusters.contains_key(id) || v.gen < b.seen_gen {
-                        return false;
-                    }
-                    b.clusters.insert(*id, Claim::default());
-                    res.clusters.push(*id);
-                    true
-                })
+                .map(|id| child_last && !stale && b.take(res.job(), TrieClaim::Cluster(*id)))
                 .collect()
         };
         let mut infos = Vec::with_capacity(8);
@@ -328,7 +272,7 @@ impl Layout for Trie {
         let v = self.v(version)?;
         let o = &ctx.opts.trie;
         self.configure(ctx.opts);
-        self.busy.lock().prune(v);
+        self.busy.lock().gc(v);
         let cs = Self::sorted(v);
         // 1. BloomClusters behind their piles (a lookup then costs one metadata read).
         for c in &cs {
@@ -381,7 +325,7 @@ impl Layout for Trie {
         let Some(v) = self.v(version) else {
             return ManualStep::Done;
         };
-        self.busy.lock().prune(v);
+        self.busy.lock().gc(v);
         let mut cs = Self::sorted(v);
         cs.sort_by_key(|c| (c.depth, c.id));
         // Push every upper container holding a table in scope down, shallowest first.
@@ -440,7 +384,7 @@ impl Job for CompactJob {
             &me.children,
             me.last_depth,
         )?;
-        me.res.succeed(&e);
+        succeed(&mut me.res, &e);
         Ok(e)
     }
 }
@@ -458,7 +402,7 @@ impl Job for GcJob {
     fn run(&mut self, ctx: &JobCtx<'_>) -> Result<KsEdit> {
         let me = &mut *self;
         let e = jobs::gc_container(ctx, &me.shared, me.cid, &me.pile, me.cluster.as_deref())?;
-        me.res.succeed(&e);
+        succeed(&mut me.res, &e);
         Ok(e)
     }
 }
@@ -476,7 +420,7 @@ impl Job for ClusterJob {
     fn run(&mut self, ctx: &JobCtx<'_>) -> Result<KsEdit> {
         let me = &mut *self;
         let e = jobs::cluster_container(ctx, &me.shared, me.cid, &me.pile, me.cluster.as_deref())?;
-        me.res.succeed(&e);
+        succeed(&mut me.res, &e);
         Ok(e)
     }
 }
