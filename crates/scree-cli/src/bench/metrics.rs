@@ -326,29 +326,36 @@ mod tests {
         let before = cpu_by_thread();
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = Arc::clone(&stop);
+        let (spun_tx, spun_rx) = std::sync::mpsc::channel();
         let h = std::thread::Builder::new()
             .name("cpu-test-spin-7".into())
             .spawn(move || {
+                // Spins until this thread has used 0.1 s of CPU by its own measure (however
+                // long a busy machine takes to give it that), then stays alive to be counted.
                 let t = Instant::now();
                 let mut x = 0u64;
-                while t.elapsed() < Duration::from_millis(300) {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                let used = || thread_cpu_seconds().map_or(0.0, |(_, s)| s);
+                while used() < 0.1 && t.elapsed() < Duration::from_secs(30) {
+                    for _ in 0..100_000 {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    }
                 }
                 let own = thread_cpu_seconds();
+                let _ = spun_tx.send(());
                 while !stop2.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 (x, own)
             })
             .expect("spawn");
-        std::thread::sleep(Duration::from_millis(400));
+        spun_rx.recv().expect("the spin thread ends its spinning");
         let after = cpu_by_thread();
         stop.store(true, Ordering::Relaxed);
         let (_, own) = h.join().expect("join");
         let by_role = cpu_delta_by_role(&before, &after);
         let spun = by_role.get("cpu-test-spin").copied().unwrap_or(0.0);
-        // 300 ms of spinning; the machine may be busy, so only ask for a good part of it.
-        assert!((0.05..=1.0).contains(&spun), "spin thread counted {spun} s");
+        // At least the 0.1 s it spun (the clock ticks in hundredths), not wildly more.
+        assert!((0.09..=5.0).contains(&spun), "spin thread counted {spun} s");
         assert!(own.is_some_and(|(_, o)| o >= 0.05), "own measure {own:?}");
         let (tid, _) = own.expect("own measure");
         assert_eq!(
