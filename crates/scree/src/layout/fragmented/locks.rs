@@ -69,32 +69,9 @@ pub(crate) type LockTable = Claims<RangeLock, FragmentedVersion>;
 pub(crate) type Reservation = reserve::Reservation<RangeLock, FragmentedVersion>;
 
 /// Range locks in the words the planner uses.
-pub(crate) trait RangeLocks {
+impl LockTable {
     /// Whether `job` may take `mode` on `[lo, hi)` of `level`.
-    fn free_range(
-        &self,
-        job: u64,
-        level: usize,
-        lo: Option<&[u8]>,
-        hi: Option<&[u8]>,
-        mode: Mode,
-    ) -> bool;
-    /// Takes the lock if it is free.
-    fn take_range(
-        &mut self,
-        job: u64,
-        level: usize,
-        lo: &Option<GKey>,
-        hi: &Option<GKey>,
-        mode: Mode,
-    ) -> bool;
-    /// Releases what `job` holds in `mode` on `level` (a lock taken while planning and not
-    /// needed by the plan).
-    fn release_mode(&mut self, job: u64, level: usize, mode: Mode);
-}
-
-impl RangeLocks for LockTable {
-    fn free_range(
+    pub(crate) fn free_range(
         &self,
         job: u64,
         level: usize,
@@ -113,7 +90,8 @@ impl RangeLocks for LockTable {
         )
     }
 
-    fn take_range(
+    /// Takes the lock if it is free.
+    pub(crate) fn take_range(
         &mut self,
         job: u64,
         level: usize,
@@ -132,7 +110,9 @@ impl RangeLocks for LockTable {
         )
     }
 
-    fn release_mode(&mut self, job: u64, level: usize, mode: Mode) {
+    /// Releases what `job` holds in `mode` on `level` (a lock taken while planning and not
+    /// needed by the plan).
+    pub(crate) fn release_mode(&mut self, job: u64, level: usize, mode: Mode) {
         self.release_where(job, |l| l.level == level && l.mode == mode);
     }
 }

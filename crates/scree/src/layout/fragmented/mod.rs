@@ -63,7 +63,7 @@ use crate::table::{TableCtx, TableFile};
 
 use crate::layout::reserve::Reservations;
 use iter::BoundedIter;
-use locks::{retire_on, Mode, RangeLock, RangeLocks, Reservation};
+use locks::{retire_on, Mode, RangeLock, Reservation};
 pub use version::FragmentedVersion;
 use version::{guard_record, intersects, GKey, Shared, TAG_COMMIT, TAG_DELETE, TAG_PENDING};
 

@@ -46,7 +46,7 @@ fn lock_ranges() {
     assert!(!o(Some(b"a"), Some(b"b"), Some(b"b"), None));
     assert!(o(Some(b"a"), Some(b"c"), Some(b"b"), None));
     assert!(!o(None, Some(b"a"), Some(b"a"), Some(b"b")));
-    use locks::{LockTable, RangeLocks};
+    use locks::LockTable;
     let mut t = LockTable::default();
     let (j1, j2) = (t.new_job(), t.new_job());
     let k = |s: &str| Some(GKey::from(s.as_bytes()));
