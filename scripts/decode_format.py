@@ -32,6 +32,9 @@ sorted table (*.sst), HTable (*.ht) and BloomCluster (*.bc) and checks:
     only a note); WALs below every keyspace's log number are not read (notes only). The newest
     WAL the manifest names (the largest of its first sealed WAL and the keyspaces' log numbers)
     must exist, unless the manifest has no first sealed WAL or is itself damaged.
+Table and BloomCluster files the manifest does not name (an unfinished job's, torn or naming
+that job's tables; the next open removes them) are decoded, but what is wrong in them is only
+a note.
 It prints a one-line summary per file, then per keyspace, then `OK` or the problems found.
 `--dump-keys [FILE]` prints (or writes to FILE) the live keys after replay (newest version
 wins, tombstones hide older ones; trie versions ordered by container depth and order key),
@@ -392,14 +395,16 @@ class Checker:
         self.features_used = set()
         self.found = []  # the problems as (file, offset, message)
         self.history_end = None  # (WAL, offset, why): where the WAL chain ends before the newest WAL
-        self.muted = False  # while decoding a WAL nothing reads: its problems are only notes
+        # while decoding a WAL nothing reads, or a file the manifest does not name (an
+        # unfinished job's, removed at the next open): why its problems are only notes
+        self.muted = False
         self.deferred = None  # while decoding a WAL: its problems, held until wal_chain knows
                               # whether the WAL is in the history (reported) or after it (notes)
 
     def problem(self, fname, offset, msg):
         where = f"{fname}" + (f" @{offset}" if offset is not None else "")
         if self.muted:
-            self.notes.append(f"{where}: {msg} (in a WAL that is not read)")
+            self.notes.append(f"{where}: {msg} ({self.muted})")
             return
         if self.deferred is not None:
             self.deferred.append((fname, offset, msg))
@@ -754,7 +759,7 @@ class Checker:
         ("nothing else in the later WALs is checked or reported")."""
         unread = bool(st["ks"]) and fno < min(k["log"] for k in st["ks"].values())
         was_muted, was_deferred = self.muted, self.deferred
-        self.muted = was_muted or unread
+        self.muted = was_muted or ("in a WAL that is not read" if unread else False)
         self.deferred = []
         try:
             if fno >= st["next_file"]:
@@ -1810,6 +1815,9 @@ def main():
         kid, meta = live.get(fno, (None, None))
         if meta is None:
             c.notes.append(f"{x}: not named by the manifest (removed at the next open)")
+            # a file an unfinished job left (torn, or naming tables of that job): not part of
+            # the database, so what is wrong in it is only a note
+            c.muted = "in a file the manifest does not name"
         seen.add(fno)
         if x.endswith(".sst"):
             c.decode_sst(x, fno, meta, kid, st)
@@ -1817,6 +1825,7 @@ def main():
             r = c.decode_ht(x, fno, meta, kid, st)
             if r is not None and meta is not None:
                 hts[fno] = r
+        c.muted = False
     for fno, (kid, t) in sorted(live.items()):
         if fno not in seen:
             c.problem(f"{fno:06d}", None, f"table named by the manifest (keyspace {kid}) is missing")
@@ -1835,7 +1844,9 @@ def main():
             rec = clusters.get(fileno_of(x))
             if rec is None:
                 c.notes.append(f"{x}: not named by the manifest (removed at the next open)")
+                c.muted = "in a file the manifest does not name"
             c.decode_bc(x, hts, rec)
+            c.muted = False
     # feature bits
     feats = st["features"] or 0
     if st["sealed_from"] is not None:
