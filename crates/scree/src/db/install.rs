@@ -66,6 +66,11 @@ impl DbInner {
             keyspaces: vec![edit.clone()],
             ..Default::default()
         };
+        if e.adds_appendable_tables() {
+            // The snapshot may predate every appendable table: the edit names the feature
+            // itself, so that a build without it refuses the manifest here too.
+            e.features = Some(e.features_needed());
+        }
         if flushed.is_some() {
             // The flush synced the retired WALs when it started; a rotation since then
             // retired another, unsynced, which the log numbers recorded here can move past.
@@ -152,7 +157,6 @@ impl DbInner {
             next_file_no: Some(self.next_file.load(Ordering::SeqCst)),
             last_seq: Some(self.last_seq.load(Ordering::Acquire)),
             hash_key: Some(self.hash_key),
-            features: Some(manifest::KNOWN_FEATURES),
             sealed_logs_from: Some(self.sealed_from),
             ..Default::default()
         };
@@ -169,6 +173,7 @@ impl DbInner {
             ks.sv().version.snapshot(&mut k);
             e.keyspaces.push(k);
         }
+        e.features = Some(e.features_needed());
         e
     }
 

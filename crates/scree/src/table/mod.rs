@@ -49,9 +49,34 @@ pub struct TableMeta {
     /// Largest sequence number of the writes inside (a version written with sequence number
     /// 0 at the bottom counts with its own number).
     pub max_seq: u64,
+    /// For an appendable table, where its current metadata starts and how many of its bytes
+    /// no longer count; `None` for a table written once and never again (every format but
+    /// the appendable ones). See docs/format.md, "Appendable tables".
+    pub append: Option<AppendMeta>,
+}
+
+/// What the manifest records of an appendable table beyond [`TableMeta`]: the table is the
+/// first [`TableMeta::size`] bytes of its file, and its metadata (the index naming its live
+/// segments) runs from `meta_offset` to that end. A table grows by append-then-switch: new
+/// segments and new metadata are appended after its end and synced, then a manifest edit
+/// names the new end and metadata offset. Bytes before the end a version names are never
+/// written again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendMeta {
+    /// Offset of the table's current metadata; it ends at [`TableMeta::size`].
+    pub meta_offset: u64,
+    /// Bytes before `meta_offset` that the current metadata does not reference: metadata
+    /// tails a later switch superseded, bytes an unfinished switch appended before a crash,
+    /// segments the layout dropped. Reclaimed when the table is next rewritten.
+    pub dead_bytes: u64,
 }
 
 impl TableMeta {
+    /// Bytes the table's current metadata does not reference ([`AppendMeta::dead_bytes`]; 0 for
+    /// a table that is not appendable).
+    pub fn dead_bytes(&self) -> u64 {
+        self.append.map_or(0, |a| a.dead_bytes)
+    }
     /// Smallest user key.
     pub fn smallest_user(&self) -> &[u8] {
         key::user_key(&self.smallest)
@@ -211,6 +236,7 @@ impl TableBuilder {
             entries: self.entries,
             min_seq: if self.entries == 0 { 0 } else { self.min_seq },
             max_seq: self.max_seq,
+            append: None,
         })
     }
 }
@@ -1199,6 +1225,7 @@ pub(crate) mod test_support {
                 entries: 2,
                 min_seq: seqs.0,
                 max_seq: seqs.1,
+                append: None,
             },
         }
     }
