@@ -323,6 +323,8 @@ impl Db {
         ks.sort_by_key(|k| k.id);
         for k in ks {
             let sv = k.sv();
+            let dead_bytes: u64 = sv.version.files().iter().map(|f| f.meta.dead_bytes()).sum();
+            s.dead_bytes += dead_bytes;
             s.keyspaces.push(KeyspaceStats {
                 name: k.name.clone(),
                 layout: k.kind.name().to_string(),
@@ -357,6 +359,7 @@ impl Db {
                         }
                     })
                     .collect(),
+                dead_bytes,
             });
         }
         s
@@ -423,6 +426,7 @@ impl Keyspace {
                     largest_key: m.largest_user().to_vec(),
                     min_seq: m.min_seq,
                     max_seq: m.max_seq,
+                    dead_bytes: m.dead_bytes(),
                 }
             })
             .collect()

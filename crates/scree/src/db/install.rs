@@ -44,10 +44,15 @@ impl DbInner {
             .copied()
             .filter(|f| !added.contains(f))
             .collect();
-        // Only the merged tables are needed (their bytes, and marking them obsolete): a flush
-        // or a move merges none and skips listing every live table, which costs milliseconds
+        // Only the merged tables are needed (their bytes, and marking them obsolete), and the
+        // old sizes of appendable tables switched to a new end (what was appended): a flush or
+        // a move needs none and skips listing every live table, which costs milliseconds
         // under the manifest lock in a store of 100k tables.
-        let old_files = if merged.is_empty() {
+        let switches = edit
+            .added
+            .iter()
+            .any(|a| a.meta.append.is_some() && edit.removed.contains(&a.meta.file_no));
+        let old_files = if merged.is_empty() && !switches {
             Vec::new()
         } else {
             sv.version.files()
