@@ -405,6 +405,12 @@ impl Keyspace {
         self.put_opt(key, value, &WriteOptions::default())
     }
 
+    /// The layout's current version (unit tests of a layout's own structures).
+    #[cfg(test)]
+    pub(crate) fn version(&self) -> Arc<dyn crate::layout::LayoutVersion> {
+        self.core.sv().version.clone()
+    }
+
     /// Every live file of the keyspace, level by level in its layout's order, with where the
     /// layout keeps it (`ldb manifest_dump`'s view; `scree dump` prints it).
     pub fn tables(&self) -> Vec<crate::stats::TableInfo> {

@@ -153,11 +153,13 @@ pub(crate) struct DbInner {
     stats: Arc<IoStats>,
 }
 
-/// Whether `ext` names a table file a layout writes (sorted tables, HTables, BloomClusters).
+/// Whether `ext` names a table file a layout writes (sorted tables, HTables, BloomClusters; in
+/// test builds, the segment tables of the test-only appendable layout too).
 pub(crate) fn is_table_ext(ext: &str) -> bool {
     ext == "sst"
         || ext == layout::trie::version::HTABLE_EXT
         || ext == layout::trie::version::CLUSTER_EXT
+        || (cfg!(test) && ext == "seg")
 }
 
 /// Whether the WAL at `path` may hold a write: a byte that is not zero (or it cannot be read).

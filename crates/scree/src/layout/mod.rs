@@ -7,6 +7,8 @@
 pub mod fragmented;
 pub mod leveled;
 pub mod parallel;
+#[cfg(test)]
+pub(crate) mod segments;
 pub mod trie;
 
 use std::any::Any;
@@ -343,6 +345,8 @@ pub fn new_layout(kind: LayoutKind) -> Result<Arc<dyn Layout>> {
         LayoutKind::Leveled => Ok(Arc::new(leveled::Leveled::new())),
         LayoutKind::Fragmented => Ok(Arc::new(fragmented::Fragmented::new())),
         LayoutKind::Trie => Ok(Arc::new(trie::Trie::new())),
+        #[cfg(test)]
+        LayoutKind::TestSegments => Ok(Arc::new(segments::Segments::default())),
         other => Err(crate::error::Error::Unsupported(format!(
             "layout `{}` is not implemented in this build (implemented: {})",
             other.name(),
