@@ -3,7 +3,8 @@
 docs/format-htable.md alone (not from the Rust code), to cross-check those documents.
 
 Given a database directory it decodes CURRENT, every MANIFEST-*, every WAL (*.log), every
-sorted table (*.sst), HTable (*.ht) and BloomCluster (*.bc) and checks:
+sorted table (*.sst), HTable (*.ht), BloomCluster (*.bc) and appendable segment table (*.seg,
+the test-only format of "Appendable tables") and checks:
   * every checksum (masked CRC-32C; region checksums of HTables and BloomClusters);
   * magic numbers, format versions, sizes, counts, offsets that must tile a file;
   * key order (internal-key order in blocks and across them, restart points, index keys equal
@@ -11,7 +12,12 @@ sorted table (*.sst), HTable (*.ht) and BloomCluster (*.bc) and checks:
   * manifest: edit grammar, snapshot first, table adds/removes, feature bits against the
     record/block types the files use, table metadata (size, entries, smallest/largest,
     min/max seq) against the table's contents, the trie's layout records (containers,
-    BloomClusters) and the fragmented layout's guard records (parsed);
+    BloomClusters) and the fragmented layout's guard records (parsed); appendable tables
+    (keyspace edit tag 6): the metadata offset inside the table, dead bytes before it, an
+    append switch (the table removed and added back in one edit) only growing the table with
+    its new metadata after the old end, the file at least as long as its named end (bytes past
+    it are an unfinished switch's and are ignored), and the dead bytes against the segments the
+    named metadata references;
   * Bloom filters: no false negative for any key a filter must cover (sorted-table filters,
     HTable per-bucket filters, BloomCluster columns), sizes and k against bits per key, with
     XXH3-64 implemented here;
@@ -32,6 +38,9 @@ sorted table (*.sst), HTable (*.ht) and BloomCluster (*.bc) and checks:
     only a note); WALs below every keyspace's log number are not read (notes only). The newest
     WAL the manifest names (the largest of its first sealed WAL and the keyspaces' log numbers)
     must exist, unless the manifest has no first sealed WAL or is itself damaged.
+Table and BloomCluster files the manifest does not name (an unfinished job's, torn or naming
+that job's tables; the next open removes them) are decoded, but what is wrong in them is only
+a note.
 It prints a one-line summary per file, then per keyspace, then `OK` or the problems found.
 `--dump-keys [FILE]` prints (or writes to FILE) the live keys after replay (newest version
 wins, tombstones hide older ones; trie versions ordered by container depth and order key),
@@ -374,11 +383,16 @@ def newest_named_wal_no(st):
 
 
 def fileno_of(name):
-    m = re.fullmatch(r"(\d+)\.(log|sst|ht|bc|dbtmp)", name)
+    m = re.fullmatch(r"(\d+)\.(log|sst|ht|bc|seg|dbtmp)", name)
     return int(m.group(1)) if m else None
 
 
-LAYOUTS = {1: "leveled", 2: "fragmented", 3: "trie", 4: "semisorted", 5: "lightweight"}
+LAYOUTS = {1: "leveled", 2: "fragmented", 3: "trie", 4: "semisorted", 5: "lightweight",
+           255: "test-segments"}
+# Table format bytes of the manifest's table records, and their file name extensions.
+TABLE_EXT = {0: ".sst", 1: ".ht", 255: ".seg"}
+# Formats whose tables may be appendable (keyspace edit tag 6): the test-only segment table.
+APPENDABLE_FORMATS = {255}
 
 
 class Checker:
@@ -392,14 +406,16 @@ class Checker:
         self.features_used = set()
         self.found = []  # the problems as (file, offset, message)
         self.history_end = None  # (WAL, offset, why): where the WAL chain ends before the newest WAL
-        self.muted = False  # while decoding a WAL nothing reads: its problems are only notes
+        # while decoding a WAL nothing reads, or a file the manifest does not name (an
+        # unfinished job's, removed at the next open): why its problems are only notes
+        self.muted = False
         self.deferred = None  # while decoding a WAL: its problems, held until wal_chain knows
                               # whether the WAL is in the history (reported) or after it (notes)
 
     def problem(self, fname, offset, msg):
         where = f"{fname}" + (f" @{offset}" if offset is not None else "")
         if self.muted:
-            self.notes.append(f"{where}: {msg} (in a WAL that is not read)")
+            self.notes.append(f"{where}: {msg} ({self.muted})")
             return
         if self.deferred is not None:
             self.deferred.append((fname, offset, msg))
@@ -592,7 +608,7 @@ class Checker:
                 pos = pos2
             elif tag == 6:
                 v, pos = varint(p, pos, n)
-                if v & ~0b11111:
+                if v & ~0b111111:
                     raise Bad(pos, f"unknown feature bits {v:#x}")
                 st["features"] = v
             elif tag == 7:
@@ -618,7 +634,7 @@ class Checker:
             pos += 1
             if tag == 1:
                 ks["log"], pos = varint(b, pos, n)
-            elif tag == 3:
+            elif tag in (3, 6):
                 at = pos
                 level, pos = varint(b, pos, n)
                 slot, pos = varint(b, pos, n)
@@ -633,7 +649,21 @@ class Checker:
                 entries, pos = varint(b, pos, n)
                 min_seq, pos = varint(b, pos, n)
                 max_seq, pos = varint(b, pos, n)
-                if fmt not in (0, 1):
+                append = None
+                if tag == 6:
+                    # an appendable table: the offset of its current metadata (which ends at the
+                    # table's size) and the dead bytes before it
+                    meta_offset, pos = varint(b, pos, n)
+                    dead, pos = varint(b, pos, n)
+                    if meta_offset >= size:
+                        raise Bad(at, f"appendable table {fno}: metadata at {meta_offset}, not inside its {size} bytes")
+                    if dead > meta_offset:
+                        raise Bad(at, f"appendable table {fno}: {dead} dead bytes before its metadata at {meta_offset}")
+                    if fmt not in APPENDABLE_FORMATS:
+                        raise Bad(at, f"appendable table {fno} of format {fmt}, which is not appendable")
+                    append = dict(meta_offset=meta_offset, dead=dead)
+                    self.features_used.add(5)
+                if fmt not in TABLE_EXT:
                     raise Bad(at, f"table format {fmt}")
                 if fno > MAX_FILE_NO:
                     raise Bad(at, "file number beyond 2^63-1")
@@ -647,7 +677,8 @@ class Checker:
                     raise Bad(at, "smallest key after largest")
                 adds.append((at, fno, dict(
                     level=level, slot=slot, fmt=fmt, size=size, smallest=smallest,
-                    largest=largest, entries=entries, min_seq=min_seq, max_seq=max_seq)))
+                    largest=largest, entries=entries, min_seq=min_seq, max_seq=max_seq,
+                    append=append)))
             elif tag == 4:
                 at = pos
                 fno, pos = varint(b, pos, n)
@@ -663,9 +694,10 @@ class Checker:
                 raise Bad(pos - 1, f"unknown keyspace edit tag {tag}")
         # Removals apply before additions (a trivial move is removed and added in one edit),
         # then the layout records.
+        removed = {}
         for at, fno in removes:
             if fno in ks["tables"]:
-                del ks["tables"][fno]
+                removed[fno] = ks["tables"].pop(fno)
                 continue
             cl = [c for c, r in ks["clusters"].items() if r["file_no"] == fno]
             if cl:
@@ -676,7 +708,22 @@ class Checker:
         for at, fno, t in adds:
             if fno in ks["tables"]:
                 raise Bad(at, f"table {fno} added twice")
-            if trie:
+            old = removed.get(fno)
+            table_of = lambda m: {k: v for k, v in m.items() if k not in ("level", "slot")}
+            if old is not None and table_of(old) != table_of(t):
+                # removed and added back changed (not only moved to another level or slot): an
+                # append switch, whose new end lies past the old one, with the new metadata
+                # after the old end
+                a, o = t["append"], old["append"]
+                if a is None or o is None:
+                    raise Bad(at, f"table {fno} re-added changed, but not as an appendable table")
+                if t["size"] <= old["size"] or a["meta_offset"] < old["size"] or a["dead"] < o["dead"]:
+                    raise Bad(at, f"append switch of table {fno}: {old['size']} bytes (metadata at "
+                                  f"{o['meta_offset']}) to {t['size']} (metadata at {a['meta_offset']})")
+            if ks["layout"] == "test-segments":
+                if t["fmt"] != 255 or t["append"] is None or t["level"] > 1:
+                    raise Bad(at, f"segment table {fno}: format {t['fmt']}, level {t['level']}")
+            elif trie:
                 if t["fmt"] != 1:
                     raise Bad(at, f"trie table {fno} of format {t['fmt']}")
                 if not valid_container(t["slot"]) or t["slot"] >> 56 != t["level"]:
@@ -754,7 +801,7 @@ class Checker:
         ("nothing else in the later WALs is checked or reported")."""
         unread = bool(st["ks"]) and fno < min(k["log"] for k in st["ks"].values())
         was_muted, was_deferred = self.muted, self.deferred
-        self.muted = was_muted or unread
+        self.muted = was_muted or ("in a WAL that is not read" if unread else False)
         self.deferred = []
         try:
             if fno >= st["next_file"]:
@@ -1224,6 +1271,89 @@ class Checker:
                  f"index type {itype}, {len(keys)} entries, {len(distinct)} user keys, "
                  f"seq {min(seqs) if seqs else '-'}..{max(seqs) if seqs else '-'}, filter {fdesc}, "
                  f"{n} bytes" + (f", level {meta['level']}" if meta else ", not in the manifest"))
+
+    def decode_seg(self, name, fno, meta, ksid):
+        """The test-only appendable segment table (docs/format.md, "Appendable tables"): the
+        manifest names its metadata (meta_offset .. size), which names its live segments."""
+        data = self.read(name)
+        n = len(data)
+        if meta is None:
+            self.say(f"{name}: segment table, {n} bytes, not in the manifest")
+            return
+        ap = meta["append"]
+        if ap is None or meta["fmt"] != 255:
+            self.problem(name, None, "a .seg table the manifest does not record as appendable")
+            return
+        size, mo = meta["size"], ap["meta_offset"]
+        if n < size:
+            self.problem(name, n, f"file is {n} bytes, the manifest says the table ends at {size}")
+            return
+        if n > size:
+            self.notes.append(f"{name}: {n - size} bytes past the table's named end (an unfinished switch), ignored")
+        body = data[mo:size]
+        if len(body) < 4 or masked_crc(body[:-4]) != struct.unpack_from("<I", body, len(body) - 4)[0]:
+            self.problem(name, mo, "segment table metadata checksum mismatch")
+            return
+        try:
+            cnt, q = varint(body, 0, len(body) - 4, "segment count")
+            segs = []
+            for _ in range(cnt):
+                off, q = varint(body, q, len(body) - 4, "segment offset")
+                ln, q = varint(body, q, len(body) - 4, "segment length")
+                segs.append((off, ln))
+            if q != len(body) - 4:
+                raise Bad(q, "bytes after the segment handles")
+        except Bad as e:
+            self.problem(name, mo + e.offset, f"segment table metadata: {e.msg}")
+            return
+        prev_end = 0
+        keys = []
+        for i, (off, ln) in enumerate(segs):
+            if off < prev_end or off + ln > mo:
+                self.problem(name, mo, f"segment {i} at {off}+{ln}: overlaps, or runs past the metadata at {mo}")
+                return
+            prev_end = off + ln
+            seg = data[off:off + ln]
+            if ln < 4 or masked_crc(seg[:-4]) != struct.unpack_from("<I", seg, ln - 4)[0]:
+                self.problem(name, off, f"segment {i} checksum mismatch")
+                return
+            try:
+                m, q = varint(seg, 0, ln - 4, "entry count")
+                prev = None
+                for _ in range(m):
+                    kl, q = varint(seg, q, ln - 4, "key length")
+                    k, q = take(seg, q, kl, ln - 4, "key")
+                    vl, q = varint(seg, q, ln - 4, "value length")
+                    v, q = take(seg, q, vl, ln - 4, "value")
+                    if len(k) < 8:
+                        raise Bad(q, "key shorter than an internal key")
+                    if prev is not None and ikey_sort_key(k) <= ikey_sort_key(prev):
+                        raise Bad(q, "keys not in strictly ascending internal-key order")
+                    prev = k
+                    keys.append((k, v))
+                if q != ln - 4:
+                    raise Bad(q, "bytes after the last entry")
+            except Bad as e:
+                self.problem(name, off + e.offset, f"segment {i}: {e.msg}")
+                return
+        live = sum(ln for _, ln in segs)
+        if ap["dead"] != mo - live:
+            self.problem(name, None, f"manifest dead bytes {ap['dead']}, but {mo - live} of the {mo} bytes "
+                                     f"before the metadata are in no live segment")
+        seqs = [ikey_split(k)[1] for k, _ in keys]
+        want = dict(entries=len(keys))
+        if keys:
+            ks_sorted = sorted((k for k, _ in keys), key=ikey_sort_key)
+            want.update(smallest=ks_sorted[0], largest=ks_sorted[-1], min_seq=min(seqs), max_seq=max(seqs))
+        for k2, v2 in want.items():
+            if meta[k2] != v2:
+                self.problem(name, None, f"manifest {k2} {fmt_v(meta[k2])} != table's {fmt_v(v2)}")
+        for ek, ev in keys:
+            u, seq, kind = ikey_split(ek)
+            self.add_version(ksid, u, (1, seq, -meta["level"], fno), kind, ev, name)
+        self.say(f"{name}: segment table, {len(segs)} segments, {len(keys)} entries, ends at {size} "
+                 f"(metadata at {mo}, {ap['dead']} dead bytes), {n - size} bytes past the end, "
+                 f"level {meta['level']}")
 
     def check_sorted_filter(self, name, fo, filt, ukeys):
         last = filt[-1]
@@ -1810,17 +1940,23 @@ def main():
         kid, meta = live.get(fno, (None, None))
         if meta is None:
             c.notes.append(f"{x}: not named by the manifest (removed at the next open)")
+            # a file an unfinished job left (torn, or naming tables of that job): not part of
+            # the database, so what is wrong in it is only a note
+            c.muted = "in a file the manifest does not name"
         seen.add(fno)
         if x.endswith(".sst"):
             c.decode_sst(x, fno, meta, kid, st)
+        elif x.endswith(".seg"):
+            c.decode_seg(x, fno, meta, kid)
         elif x.endswith(".ht"):
             r = c.decode_ht(x, fno, meta, kid, st)
             if r is not None and meta is not None:
                 hts[fno] = r
+        c.muted = False
     for fno, (kid, t) in sorted(live.items()):
         if fno not in seen:
             c.problem(f"{fno:06d}", None, f"table named by the manifest (keyspace {kid}) is missing")
-        ext = {0: ".sst", 1: ".ht"}[t["fmt"]]
+        ext = TABLE_EXT[t["fmt"]]
         if f"{fno:06d}{ext}" not in names:
             c.problem(f"{fno:06d}{ext}", None, "manifest names it, no such file name")
     clusters = {}
@@ -1835,7 +1971,9 @@ def main():
             rec = clusters.get(fileno_of(x))
             if rec is None:
                 c.notes.append(f"{x}: not named by the manifest (removed at the next open)")
+                c.muted = "in a file the manifest does not name"
             c.decode_bc(x, hts, rec)
+            c.muted = False
     # feature bits
     feats = st["features"] or 0
     if st["sealed_from"] is not None:

@@ -386,6 +386,7 @@ pub fn dump(args: DumpArgs) -> anyhow::Result<bool> {
                     "largest_key": enc.show(&t.largest_key),
                     "min_seq": t.min_seq,
                     "max_seq": t.max_seq,
+                    "dead_bytes": t.dead_bytes,
                 })).collect::<Vec<_>>(),
             }));
             continue;
@@ -402,8 +403,13 @@ pub fn dump(args: DumpArgs) -> anyhow::Result<bool> {
                 None if t.place.is_empty() => String::new(),
                 None => format!(", {}", t.place),
             };
+            // An appendable table's bytes its current metadata no longer references.
+            let dead = match t.dead_bytes {
+                0 => String::new(),
+                n => format!(" ({n} dead)"),
+            };
             println!(
-                "  level {}{place}: {} {} bytes, {} entries, keys [{} .. {}], seq {}..{}",
+                "  level {}{place}: {} {} bytes{dead}, {} entries, keys [{} .. {}], seq {}..{}",
                 t.level,
                 t.file,
                 t.size,

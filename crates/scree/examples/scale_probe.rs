@@ -53,6 +53,7 @@ fn meta(no: u64, lo: &str, hi: &str, seq: u64) -> TableMeta {
         entries: 20_000,
         min_seq: seq,
         max_seq: seq,
+        append: None,
     }
 }
 

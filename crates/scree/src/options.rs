@@ -195,6 +195,11 @@ impl Options {
     }
 }
 
+/// The layout byte of [`Layout::TestSegments`] (docs/format.md, "Appendable tables"): read
+/// only by test builds, an unknown layout to every other.
+#[cfg(test)]
+const TEST_SEGMENTS_LAYOUT_BYTE: u8 = 0xff;
+
 /// The design a keyspace stores its data with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -212,6 +217,12 @@ pub enum Layout {
     },
     /// LWC-tree's light-weight compaction (not implemented yet).
     Lightweight,
+    /// The appendable segment tables of the engine's own unit tests (`layout::segments`):
+    /// exercises append-then-switch through real manifest edits. Only in test builds; its
+    /// layout byte is refused by every other build.
+    #[cfg(test)]
+    #[doc(hidden)]
+    TestSegments,
 }
 
 /// How a layout orders keys, which decides the scans it serves and its memtable's index.
@@ -286,6 +297,8 @@ impl Layout {
     pub fn order(&self) -> Order {
         match self {
             Layout::Leveled | Layout::Fragmented | Layout::Lightweight => Order::Total,
+            #[cfg(test)]
+            Layout::TestSegments => Order::Total,
             Layout::SemiSorted { prefix_len } => Order::PrefixGroups(*prefix_len),
             Layout::Trie => Order::Hash,
         }
@@ -299,6 +312,8 @@ impl Layout {
             Layout::Trie => "trie",
             Layout::SemiSorted { .. } => "semisorted",
             Layout::Lightweight => "lightweight",
+            #[cfg(test)]
+            Layout::TestSegments => "test-segments",
         }
     }
 
@@ -318,6 +333,8 @@ impl Layout {
                 v
             }
             Layout::Lightweight => vec![5],
+            #[cfg(test)]
+            Layout::TestSegments => vec![TEST_SEGMENTS_LAYOUT_BYTE],
         }
     }
 
@@ -331,6 +348,8 @@ impl Layout {
                 prefix_len: r.len()?,
             }),
             5 => Some(Layout::Lightweight),
+            #[cfg(test)]
+            TEST_SEGMENTS_LAYOUT_BYTE => Some(Layout::TestSegments),
             _ => None,
         }
     }
@@ -536,6 +555,8 @@ impl KeyspaceOptions {
             Layout::Fragmented => self.fragmented.validate(),
             Layout::Trie => self.trie.validate(),
             Layout::SemiSorted { .. } | Layout::Lightweight => Ok(()),
+            #[cfg(test)]
+            Layout::TestSegments => Ok(()),
         }
     }
 }

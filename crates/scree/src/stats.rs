@@ -208,6 +208,7 @@ impl IoStats {
             bytes_mapped: self.mapped.load(Relaxed),
             open_table_files: self.open_table_files.load(Relaxed),
             table_reader_bytes: self.table_reader_bytes.load(Relaxed),
+            dead_bytes: 0,
             keyspaces: Vec::new(),
         }
     }
@@ -261,6 +262,11 @@ pub struct TableInfo {
     /// Largest sequence number of the writes inside (for `trie`, the order the manifest
     /// keeps its tables in, which is at least that).
     pub max_seq: u64,
+    /// Bytes of an appendable table that its current metadata no longer references
+    /// (superseded metadata, an unfinished switch's bytes), reclaimed when it is next
+    /// rewritten; 0 for other tables. Counted in `size`.
+    #[serde(default)]
+    pub dead_bytes: u64,
 }
 
 /// One level (or sub-level group) of a keyspace's layout.
@@ -308,11 +314,17 @@ pub struct LevelWrites {
     pub compaction_bytes: u64,
     /// Bytes of the tables moved into this level without being rewritten.
     pub moved_bytes: u64,
+    /// The part of `flush_bytes` and `compaction_bytes` appended to appendable tables that
+    /// stayed in place (append-then-switch, docs/format.md, "Appendable tables"): written
+    /// bytes, never moves.
+    #[serde(default)]
+    pub appended_bytes: u64,
     /// Bytes of the tables that the jobs writing into this level merged away (what they read;
     /// a job is counted at the deepest level it wrote to, and a job whose output is empty is not
     /// counted).
     pub input_bytes: u64,
-    /// Tables written into this level (flushes and compactions; moves not counted).
+    /// Tables written into this level (flushes and compactions; moves and appends to a table
+    /// that stays not counted).
     pub tables_written: u64,
     /// `(flush_bytes + compaction_bytes) / user_bytes` of the whole database: this level's
     /// share of the write amplification without WAL.
@@ -338,6 +350,9 @@ pub struct KeyspaceStats {
     /// are left out).
     #[serde(default)]
     pub level_writes: Vec<LevelWrites>,
+    /// Dead bytes of the keyspace's live appendable tables ([`TableInfo::dead_bytes`]).
+    #[serde(default)]
+    pub dead_bytes: u64,
 }
 
 /// Statistics of a database since it was opened. Serializable with serde.
@@ -427,6 +442,10 @@ pub struct Stats {
     /// `trie` keeps in memory (`TrieOptions::filter_memory_bytes`, per keyspace).
     #[serde(default)]
     pub table_reader_bytes: u64,
+    /// Dead bytes of every live appendable table: bytes on disk no version's metadata
+    /// references until the table is rewritten (the sum of [`KeyspaceStats::dead_bytes`]).
+    #[serde(default)]
+    pub dead_bytes: u64,
     /// Per-keyspace level shapes.
     pub keyspaces: Vec<KeyspaceStats>,
 }

@@ -6,6 +6,10 @@
 //! decoder nothing runs drifts unnoticed: it can go on wanting a sorted table's `max_seq` to
 //! equal its largest written sequence number after the code and format.md have changed that.
 //!
+//! Appendable tables (keyspace edit tag 6), which only the test-only layout of the library's
+//! unit tests writes, are cross-checked there:
+//! `layout::segments::tests::the_format_decoder_replays_a_database_of_appendable_tables`.
+//!
 //! Needs `python3` (standard library only); `.ci/run` installs it where it is missing.
 //! The WAL damage cross-check (`scripts/wal_damage_crosscheck.py`) needs the `scree` binary
 //! and stays a manual command (docs/format.md, "Cross-check").

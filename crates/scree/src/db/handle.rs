@@ -323,6 +323,8 @@ impl Db {
         ks.sort_by_key(|k| k.id);
         for k in ks {
             let sv = k.sv();
+            let dead_bytes: u64 = sv.version.files().iter().map(|f| f.meta.dead_bytes()).sum();
+            s.dead_bytes += dead_bytes;
             s.keyspaces.push(KeyspaceStats {
                 name: k.name.clone(),
                 layout: k.kind.name().to_string(),
@@ -357,6 +359,7 @@ impl Db {
                         }
                     })
                     .collect(),
+                dead_bytes,
             });
         }
         s
@@ -402,6 +405,12 @@ impl Keyspace {
         self.put_opt(key, value, &WriteOptions::default())
     }
 
+    /// The layout's current version (unit tests of a layout's own structures).
+    #[cfg(test)]
+    pub(crate) fn version(&self) -> Arc<dyn crate::layout::LayoutVersion> {
+        self.core.sv().version.clone()
+    }
+
     /// Every live file of the keyspace, level by level in its layout's order, with where the
     /// layout keeps it (`ldb manifest_dump`'s view; `scree dump` prints it).
     pub fn tables(&self) -> Vec<crate::stats::TableInfo> {
@@ -423,6 +432,7 @@ impl Keyspace {
                     largest_key: m.largest_user().to_vec(),
                     min_seq: m.min_seq,
                     max_seq: m.max_seq,
+                    dead_bytes: m.dead_bytes(),
                 }
             })
             .collect()

@@ -44,10 +44,15 @@ impl DbInner {
             .copied()
             .filter(|f| !added.contains(f))
             .collect();
-        // Only the merged tables are needed (their bytes, and marking them obsolete): a flush
-        // or a move merges none and skips listing every live table, which costs milliseconds
+        // Only the merged tables are needed (their bytes, and marking them obsolete), and the
+        // old sizes of appendable tables switched to a new end (what was appended): a flush or
+        // a move needs none and skips listing every live table, which costs milliseconds
         // under the manifest lock in a store of 100k tables.
-        let old_files = if merged.is_empty() {
+        let switches = edit
+            .added
+            .iter()
+            .any(|a| a.meta.append.is_some() && edit.removed.contains(&a.meta.file_no));
+        let old_files = if merged.is_empty() && !switches {
             Vec::new()
         } else {
             sv.version.files()
@@ -66,6 +71,11 @@ impl DbInner {
             keyspaces: vec![edit.clone()],
             ..Default::default()
         };
+        if e.adds_appendable_tables() {
+            // The snapshot may predate every appendable table: the edit names the feature
+            // itself, so that a build without it refuses the manifest here too.
+            e.features = Some(e.features_needed());
+        }
         if flushed.is_some() {
             // The flush synced the retired WALs when it started; a rotation since then
             // retired another, unsynced, which the log numbers recorded here can move past.
@@ -152,7 +162,6 @@ impl DbInner {
             next_file_no: Some(self.next_file.load(Ordering::SeqCst)),
             last_seq: Some(self.last_seq.load(Ordering::Acquire)),
             hash_key: Some(self.hash_key),
-            features: Some(manifest::KNOWN_FEATURES),
             sealed_logs_from: Some(self.sealed_from),
             ..Default::default()
         };
@@ -169,6 +178,7 @@ impl DbInner {
             ks.sv().version.snapshot(&mut k);
             e.keyspaces.push(k);
         }
+        e.features = Some(e.features_needed());
         e
     }
 

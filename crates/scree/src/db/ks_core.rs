@@ -122,10 +122,13 @@ impl KsCore {
         self.opts.read().clone()
     }
 
-    /// Counts what an edit about to be installed writes into each level: its added tables (a
-    /// table also named as removed is a move), and the tables it merges away (`merged`: removed
-    /// and not re-added), at the deepest level it writes to. `old` holds the tables of the
-    /// version the edit applies to.
+    /// Counts what an edit about to be installed writes into each level: its added tables, and
+    /// the tables it merges away (`merged`: removed and not re-added), at the deepest level it
+    /// writes to. A table also named as removed is a move (its bytes are moved, not written),
+    /// unless it is an appendable table at a new end: then the bytes appended since the end
+    /// `old` names are written (flush or compaction bytes, and `appended_bytes`), the bytes
+    /// before them neither written nor moved. `old` holds the tables of the version the edit
+    /// applies to (at least the merged and the re-added appendable ones).
     pub(super) fn count_level_writes(
         &self,
         edit: &KsEdit,
@@ -141,17 +144,29 @@ impl KsCore {
                 w.resize_with(level + 1, LevelWrites::default);
             }
             let Some(lw) = w.get_mut(level) else { continue };
-            let bytes = a.meta.size;
-            if edit.removed.contains(&a.meta.file_no) {
-                lw.moved_bytes += bytes;
-                continue;
-            }
-            if flush {
-                lw.flush_bytes += bytes;
+            let no = a.meta.file_no;
+            let written = if edit.removed.contains(&no) {
+                let before = old.iter().find(|t| t.meta.file_no == no).map(|t| &t.meta);
+                match before {
+                    Some(b) if a.meta.append.is_some() && a.meta.size > b.size => {
+                        let appended = a.meta.size - b.size;
+                        lw.appended_bytes += appended;
+                        appended
+                    }
+                    _ => {
+                        lw.moved_bytes += a.meta.size;
+                        continue;
+                    }
+                }
             } else {
-                lw.compaction_bytes += bytes;
+                lw.tables_written += 1;
+                a.meta.size
+            };
+            if flush {
+                lw.flush_bytes += written;
+            } else {
+                lw.compaction_bytes += written;
             }
-            lw.tables_written += 1;
             deepest = deepest.max(Some(level));
         }
         let merged: u64 = old

@@ -61,7 +61,7 @@ fn a_manifest_needing_an_unknown_feature_is_refused() {
     assert_eq!(manifests.len(), 1, "{manifests:?}");
     let m = &manifests[0];
     let bytes = fs.file_bytes(m).expect("manifest");
-    // Every snapshot names the features this build writes.
+    // Every snapshot names the features this build always writes (no appendable table here).
     let edits = crate::manifest::read_manifest(
         &Env {
             fs: fs.as_dyn(),
@@ -72,7 +72,10 @@ fn a_manifest_needing_an_unknown_feature_is_refused() {
         m,
     )
     .expect("read");
-    assert_eq!(edits[0].features, Some(crate::manifest::KNOWN_FEATURES));
+    assert_eq!(
+        edits[0].features,
+        Some(crate::manifest::edit::ALWAYS_WRITTEN_FEATURES)
+    );
     // A newer build's feature bit: this build must refuse the database, not misread it.
     let unknown = Edit {
         features: Some(1 << 40 | crate::manifest::KNOWN_FEATURES),

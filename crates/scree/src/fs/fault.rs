@@ -10,7 +10,9 @@
 //!   themselves are durable as soon as they are created);
 //! * [`FaultFs::crash`] replaces the live state by the durable one, cutting every file back to its
 //!   synced length and then treating the unsynced bytes as [`CrashMode`] says (dropped, a random
-//!   prefix kept, zero-filled, or garbage).
+//!   prefix kept, zero-filled, or garbage). Bytes appended to a file reopened with
+//!   [`FileSystem::reopen_for_append`] are unsynced bytes like any others: a crash before the
+//!   writer's sync treats them so, and never touches the bytes before them.
 //!
 //! Directory entries: by default a crash loses *all* of a directory's namespace changes since
 //! its last [`FileSystem::sync_dir`] together, as if the directory were written back in one
@@ -55,7 +57,7 @@ use super::{FileLock, FileSystem, ReadableFile, WritableFile};
 pub enum OpKind {
     /// `create` (a new or truncated file).
     Create,
-    /// `open` for reading (also the open inside `read_all`).
+    /// `open` for reading (also the open inside `read_all`), and `reopen_for_append`.
     Open,
     /// `read_at`.
     Read,
@@ -958,6 +960,23 @@ impl FileSystem for FaultFs {
         }))
     }
 
+    fn reopen_for_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let mut s = self.sh.state.lock();
+        s.check(OpKind::Open, path)?;
+        let ino = *s.live.get(path).ok_or_else(|| not_found(path))?;
+        let r = s.inodes.get(&ino).cloned().ok_or_else(|| not_found(path))?;
+        // The inode's synced length stays where it is: what this writer appends is unsynced
+        // until its sync, as on a created file.
+        let len = r.read().data.len() as u64;
+        Ok(Box::new(FaultWritable {
+            fs: self.clone(),
+            epoch: s.epoch,
+            path: path.to_path_buf(),
+            ino: r,
+            len,
+        }))
+    }
+
     fn open(&self, path: &Path, _direct: bool) -> io::Result<Arc<dyn ReadableFile>> {
         let mut s = self.sh.state.lock();
         s.check(OpKind::Open, path)?;
@@ -1201,6 +1220,52 @@ mod tests {
         w.append(data).expect("append");
         w.sync().expect("sync");
         fs.sync_dir(&p("/d")).expect("sync dir");
+    }
+
+    /// What a writer appends to a reopened file is unsynced until its sync: a crash treats
+    /// those bytes as it treats a new file's (dropped, partly kept, zeros, garbage, …) and
+    /// never the bytes the file held before. A synced append survives every crash mode.
+    #[test]
+    fn bytes_appended_to_a_reopened_file_are_unsynced_until_its_sync() {
+        for mode in CrashMode::ALL {
+            let fs = FaultFs::new(11).with_dir_entries_out_of_order();
+            fs.create_dir_all(&p("/d")).expect("mkdir");
+            durable_file(&fs, "/d/t", b"table");
+            let mut w = fs.reopen_for_append(&p("/d/t")).expect("reopen");
+            assert!(fs.pending_dir_changes().is_empty(), "a reopen is no create");
+            assert_eq!(w.len(), 5);
+            w.append(&[9u8; 100]).expect("append");
+            w.append(&[8u8; 50]).expect("append");
+            assert_eq!(w.len(), 155);
+            assert_eq!(fs.file_bytes(&p("/d/t")).map(|b| b.len()), Some(155));
+            fs.crash(mode);
+            let b = fs.file_bytes(&p("/d/t")).expect("the file stays");
+            assert_eq!(&b[..5], b"table", "{mode:?}");
+            assert!(b.len() <= 155, "{mode:?}");
+            match mode {
+                CrashMode::Drop => assert_eq!(b.len(), 5),
+                CrashMode::KeepWholeWrites => assert!([5, 105, 155].contains(&b.len())),
+                CrashMode::KeepPartial => {
+                    assert!(b[5..].iter().take(100).all(|&x| x == 9), "{mode:?}")
+                }
+                _ => {}
+            }
+            assert!(
+                w.append(b"x").is_err(),
+                "a handle from before the crash is dead"
+            );
+            let mut w = fs.reopen_for_append(&p("/d/t")).expect("reopen");
+            assert_eq!(w.len(), b.len() as u64);
+            w.append(b"more").expect("append");
+            w.sync().expect("sync");
+            fs.crash(mode);
+            let after = fs.file_bytes(&p("/d/t")).expect("file");
+            assert_eq!(&after[..b.len()], &b[..], "{mode:?}");
+            assert_eq!(&after[b.len()..], b"more", "{mode:?}");
+        }
+        let fs = FaultFs::new(1);
+        fs.create_dir_all(&p("/d")).expect("mkdir");
+        assert!(fs.reopen_for_append(&p("/d/none")).is_err());
     }
 
     #[test]

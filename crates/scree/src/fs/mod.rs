@@ -17,7 +17,8 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::stats::{IoStats, ReadKind, WriteCause};
 
-/// A file opened for appending. Bytes are durable only after [`WritableFile::sync`].
+/// A file opened for appending: created ([`FileSystem::create`]) or reopened at its end
+/// ([`FileSystem::reopen_for_append`]). Bytes are durable only after [`WritableFile::sync`].
 pub trait WritableFile: Send {
     /// Appends `data` at the end of the file (may be buffered in user space).
     fn append(&mut self, data: &[u8]) -> io::Result<()>;
@@ -31,9 +32,10 @@ pub trait WritableFile: Send {
     fn finish(&mut self) -> io::Result<()> {
         self.sync()
     }
-    /// Bytes appended so far.
+    /// The file's length as this writer sees it: the length it had when reopened (0 for a
+    /// created file) plus the bytes appended since. The next append lands at this offset.
     fn len(&self) -> u64;
-    /// Whether nothing was appended yet.
+    /// Whether the file is empty.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -59,9 +61,11 @@ pub trait ReadableFile: Send + Sync {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// A read-only memory map of the whole file, if this file layer can make one (none by
-    /// default; never for O_DIRECT files). Only for files nothing writes any more.
-    fn map(&self) -> Option<Arc<memmap2::Mmap>> {
+    /// A read-only memory map of the file's first `len` bytes (at most its length), if this
+    /// file layer can make one (none by default; never for O_DIRECT files). Only for bytes
+    /// nothing writes any more: a table's whole file, or the prefix of an appendable table
+    /// that its version names (appends land after it and never change it).
+    fn map(&self, _len: u64) -> Option<Arc<memmap2::Mmap>> {
         None
     }
 }
@@ -88,6 +92,20 @@ pub trait FileSystem: Send + Sync + 'static {
     /// appended bytes with zeros, which log readers take as the end of the log.
     fn create_log(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         self.create(path)
+    }
+    /// Reopens an existing file to append to it: the writer starts at the file's current end
+    /// ([`WritableFile::len`] is its length) and never writes before it. The appended bytes
+    /// are durable only after [`WritableFile::sync`], like those of a created file; the bytes
+    /// already there are not touched. For appendable tables (docs/format.md, "Appendable
+    /// tables"). Default: `Unsupported` (a file layer without appendable tables).
+    fn reopen_for_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{}: this file system cannot reopen a file to append",
+                path.display()
+            ),
+        ))
     }
     /// Opens a file for reading; `direct` asks for O_DIRECT reads that bypass the page cache.
     fn open(&self, path: &Path, direct: bool) -> io::Result<Arc<dyn ReadableFile>>;
@@ -163,6 +181,21 @@ impl Env {
         })
     }
 
+    /// Reopens an existing file at its end to append to it ([`FileSystem::reopen_for_append`]);
+    /// the bytes appended (not those already there) are counted under `cause`.
+    pub fn reopen_for_append(&self, path: &Path, cause: WriteCause) -> Result<CountedWriter> {
+        let inner = self
+            .fs
+            .reopen_for_append(path)
+            .map_err(|e| Error::io(path, e))?;
+        Ok(CountedWriter {
+            inner,
+            path: path.to_path_buf(),
+            cause,
+            stats: self.stats.clone(),
+        })
+    }
+
     /// A writer that refuses every append, standing in for the WAL and the manifest of a
     /// database opened read-only: a write that got past the `Error::ReadOnly` checks fails
     /// here instead of creating a file. Syncs succeed, as nothing was appended.
@@ -175,20 +208,50 @@ impl Env {
         }
     }
 
-    /// Opens a file for counted reads.
+    /// Opens a file for counted reads of the whole file.
     pub fn open(&self, path: &Path, direct: bool) -> Result<CountedReader> {
         let inner = self.fs.open(path, direct).map_err(|e| Error::io(path, e))?;
+        let len = inner.len();
+        Ok(self.reader(inner, path, direct, len))
+    }
+
+    /// Opens a file for counted reads of its first `len` bytes: reads past them are refused
+    /// as reads past the end, and a memory map covers only them. The file may be longer (an
+    /// appendable table whose later bytes no version names yet); a shorter one is
+    /// `Corruption` (what a version names was synced before the manifest named it).
+    pub fn open_prefix(&self, path: &Path, direct: bool, len: u64) -> Result<CountedReader> {
+        let inner = self.fs.open(path, direct).map_err(|e| Error::io(path, e))?;
+        let on_disk = inner.len();
+        if on_disk < len {
+            return Err(Error::corruption(
+                path,
+                on_disk,
+                format!("file is {on_disk} bytes, the manifest says it holds {len}"),
+            ));
+        }
+        Ok(self.reader(inner, path, direct, len))
+    }
+
+    /// A counted reader of the first `len` bytes of `inner`, mapped when the options say so.
+    fn reader(
+        &self,
+        inner: Arc<dyn ReadableFile>,
+        path: &Path,
+        direct: bool,
+        len: u64,
+    ) -> CountedReader {
         let map = if self.mmap_reads && !direct {
-            inner.map().filter(|m| m.len() as u64 == inner.len())
+            inner.map(len).filter(|m| m.len() as u64 == len)
         } else {
             None
         };
-        Ok(CountedReader {
+        CountedReader {
             inner,
             map,
+            len,
             path: path.to_path_buf(),
             stats: self.stats.clone(),
-        })
+        }
     }
 
     /// Reads a whole small file (counted as metadata).
@@ -292,11 +355,12 @@ impl CountedWriter {
     pub fn finish(&mut self) -> Result<()> {
         self.inner.finish().map_err(|e| Error::io(&self.path, e))
     }
-    /// Bytes appended so far.
+    /// The file's length as written: its length when reopened (0 when created) plus the bytes
+    /// appended since ([`WritableFile::len`]); the next append lands here.
     pub fn len(&self) -> u64 {
         self.inner.len()
     }
-    /// Whether nothing was appended yet.
+    /// Whether the file is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -310,29 +374,31 @@ impl CountedWriter {
     }
 }
 
-/// A readable file whose block reads are counted by kind.
+/// A readable file whose block reads are counted by kind. It reads the first
+/// [`CountedReader::len`] bytes of the file only (all of it, or the prefix
+/// [`Env::open_prefix`] names).
 #[derive(Clone)]
 #[doc(hidden)]
 pub struct CountedReader {
     inner: Arc<dyn ReadableFile>,
-    /// The file's memory map (`Env::mmap_reads`), which reads are served from.
+    /// The file's memory map (`Env::mmap_reads`), which reads are served from: exactly the
+    /// `len` bytes readers may see.
     map: Option<Arc<memmap2::Mmap>>,
+    /// The bytes readers may see: the file's length at open, or the prefix a version names.
+    len: u64,
     path: PathBuf,
     stats: Arc<IoStats>,
 }
 
 impl CountedReader {
-    /// A read of `len` bytes at `offset` must lie inside the file.
+    /// A read of `len` bytes at `offset` must lie inside the readable bytes.
     fn check_range(&self, offset: u64, len: usize) -> Result<()> {
         let end = offset.checked_add(len as u64);
-        if end.is_none_or(|e| e > self.inner.len()) {
+        if end.is_none_or(|e| e > self.len) {
             return Err(Error::corruption(
                 &self.path,
                 offset,
-                format!(
-                    "read of {len} bytes past end of file ({} bytes)",
-                    self.inner.len()
-                ),
+                format!("read of {len} bytes past end of file ({} bytes)", self.len),
             ));
         }
         Ok(())
@@ -381,9 +447,10 @@ impl CountedReader {
         self.stats.count_read(kind, len as u64);
         Ok(Some(bytes))
     }
-    /// The file's length.
+    /// The bytes it reads: the file's length at open, or the prefix [`Env::open_prefix`]
+    /// named.
     pub fn len(&self) -> u64 {
-        self.inner.len()
+        self.len
     }
     /// Whether the file is empty.
     pub fn is_empty(&self) -> bool {

@@ -33,7 +33,7 @@ const WRITE_BUFFER: usize = 256 * 1024;
 struct StdWritable {
     file: File,
     buf: Vec<u8>,
-    /// Bytes that reached the file.
+    /// The file's length: what it held when opened plus the bytes that reached it since.
     written: u64,
     /// The error that poisoned the writer.
     failed: Option<io::ErrorKind>,
@@ -41,10 +41,15 @@ struct StdWritable {
 
 impl StdWritable {
     fn new(file: File) -> StdWritable {
+        Self::at(file, 0)
+    }
+
+    /// A writer of `file`, which already holds `len` bytes (opened with `O_APPEND`).
+    fn at(file: File, len: u64) -> StdWritable {
         StdWritable {
             file,
             buf: Vec::new(),
-            written: 0,
+            written: len,
             failed: None,
         }
     }
@@ -148,18 +153,27 @@ impl ReadableFile for StdReadable {
         self.file.read_exact_at(buf, offset)
     }
 
-    fn map(&self) -> Option<Arc<memmap2::Mmap>> {
-        if self.direct || self.len == 0 {
+    fn map(&self, len: u64) -> Option<Arc<memmap2::Mmap>> {
+        if self.direct || len == 0 || len > self.len {
             return None;
         }
+        let len = usize::try_from(len).ok()?;
         // SAFETY: the mapped bytes must not change or disappear while mapped. Scree maps only
-        // table files, which it writes once, syncs and never opens for writing again (a
-        // compaction writes new files; deleting an old one leaves its inode, and so the map,
-        // intact until the map is dropped). A process outside Scree that truncates a table file
-        // of an open database would make a read of the lost pages raise SIGBUS, as with
-        // LevelDB's memory-mapped tables; `Options::mmap_reads = false` reads with pread
-        // instead. Checksums are verified on mapped blocks as on read ones.
-        unsafe { memmap2::Mmap::map(&self.file) }.ok().map(Arc::new)
+        // bytes it never writes again: a whole table file, which it writes once, syncs and
+        // never opens for writing again, or the prefix of an appendable table that a version
+        // names. Such a table is only ever reopened to append (`O_APPEND`: every write lands
+        // at the end, after the mapped prefix), so the file grows but the mapped bytes stay
+        // as they are, and growing a file neither moves nor unmaps pages mapped before. The
+        // map is exactly `len` bytes long: the rest of its last page, which later appends
+        // fill, is outside every slice it hands out. A compaction writes new files; deleting
+        // an old one leaves its inode, and so the map, intact until the map is dropped. A
+        // process outside Scree that truncates a table file of an open database would make a
+        // read of the lost pages raise SIGBUS, as with LevelDB's memory-mapped tables;
+        // `Options::mmap_reads = false` reads with pread instead. Checksums are verified on
+        // mapped blocks as on read ones.
+        unsafe { memmap2::MmapOptions::new().len(len).map(&self.file) }
+            .ok()
+            .map(Arc::new)
     }
 
     fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
@@ -222,6 +236,13 @@ impl FileSystem for StdFs {
             // write that meets it.
             Err(_) => self.create(path),
         }
+    }
+    fn reopen_for_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        // O_APPEND: every write(2) lands at the end of the file, whatever its offset, so no
+        // byte before the end at the reopen (which readers may have mapped) is written.
+        let file = OpenOptions::new().append(true).open(path)?;
+        let len = file.metadata()?.len();
+        Ok(Box::new(StdWritable::at(file, len)))
     }
     fn open(&self, path: &Path, direct: bool) -> io::Result<Arc<dyn ReadableFile>> {
         let mut opts = OpenOptions::new();
@@ -374,5 +395,35 @@ mod tests {
         assert_eq!(got.len(), 6 + big.len());
         assert_eq!(&got[..3], b"abc");
         assert_eq!(&got[got.len() - 3..], b"def");
+    }
+
+    /// A reopened file is appended to at its end, `len` counts from its length, and a map of
+    /// its old length made before the appends still reads the old bytes, exactly that many.
+    #[test]
+    fn a_reopened_file_grows_at_its_end_under_a_map_of_its_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let mut w = StdFs.create(&path).unwrap();
+        w.append(&[1u8; 5000]).unwrap();
+        w.sync().unwrap();
+        drop(w);
+        let r = StdFs.open(&path, false).unwrap();
+        let map = r.map(5000).unwrap();
+        assert_eq!(map.len(), 5000);
+        assert!(r.map(5001).is_none(), "a map past the end would fault");
+        let mut w = StdFs.reopen_for_append(&path).unwrap();
+        assert_eq!(w.len(), 5000);
+        w.append(b"tail").unwrap();
+        assert_eq!(w.len(), 5004);
+        w.sync().unwrap();
+        let got = std::fs::read(&path).unwrap();
+        assert_eq!(got.len(), 5004);
+        assert!(got[..5000].iter().all(|&b| b == 1));
+        assert_eq!(&got[5000..], b"tail");
+        assert_eq!(map.len(), 5000);
+        assert!(map.iter().all(|&b| b == 1));
+        assert!(StdFs
+            .reopen_for_append(&dir.path().join("missing"))
+            .is_err());
     }
 }

@@ -8,6 +8,8 @@ pub mod fragmented;
 pub mod leveled;
 pub mod parallel;
 pub mod reserve;
+#[cfg(test)]
+pub(crate) mod segments;
 pub mod sorted;
 pub mod trie;
 
@@ -17,7 +19,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIter;
-use crate::manifest::edit::KsEdit;
+use crate::manifest::edit::{format_is_appendable, KsEdit};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::{KeyspaceOptions, Layout as LayoutKind};
 use crate::stats::{IoStats, LevelReads, LevelStats};
@@ -33,7 +35,8 @@ pub fn implemented() -> Vec<LayoutKind> {
 }
 
 /// Checks an edit before a layout applies it: every table it removes must be one the version
-/// holds (`holds`), and every table it adds must have the file format `format`. A manifest saying
+/// holds (`holds`), every table it adds must have the file format `format`, and only tables of
+/// an appendable format may be added as appendable. A manifest saying
 /// otherwise is damaged, or was written by a bug: ignoring the removal hid that (RocksDB refuses
 /// it too), and a table of the wrong format would only fail at its first read. At replay the
 /// error becomes `Corruption` naming the manifest.
@@ -50,6 +53,16 @@ pub(crate) fn check_edit_tables(
     if let Some(a) = edit.added.iter().find(|a| a.format != format) {
         return Err(Error::InvalidArgument(format!(
             "edit adds table {:06} of format {}; this layout's tables have format {format}",
+            a.meta.file_no, a.format
+        )));
+    }
+    if let Some(a) = edit
+        .added
+        .iter()
+        .find(|a| a.meta.append.is_some() && !format_is_appendable(a.format))
+    {
+        return Err(Error::InvalidArgument(format!(
+            "edit adds table {:06} as appendable; tables of format {} are not",
             a.meta.file_no, a.format
         )));
     }
@@ -336,6 +349,8 @@ pub fn new_layout(kind: LayoutKind) -> Result<Arc<dyn Layout>> {
         LayoutKind::Leveled => Ok(Arc::new(leveled::Leveled::new())),
         LayoutKind::Fragmented => Ok(Arc::new(fragmented::Fragmented::new())),
         LayoutKind::Trie => Ok(Arc::new(trie::Trie::new())),
+        #[cfg(test)]
+        LayoutKind::TestSegments => Ok(Arc::new(segments::Segments::default())),
         other => Err(crate::error::Error::Unsupported(format!(
             "layout `{}` is not implemented in this build (implemented: {})",
             other.name(),

@@ -2,9 +2,22 @@
 //! Byte layout in docs/format.md ("Manifest").
 
 use crate::coding::{put_slice, put_varint, Reader};
-use crate::table::TableMeta;
+use crate::table::{AppendMeta, TableMeta};
 
-/// A table added to a keyspace, with its layout placement.
+/// [`AddedTable::format`] of the appendable segment table of the engine's own unit tests
+/// (`layout::segments`): no layout a user can pick has it, and every build outside its tests
+/// refuses it (docs/format.md, "Appendable tables").
+pub const FORMAT_TEST_SEGMENTS: u8 = 0xff;
+
+/// Whether tables of `format` may be appendable (recorded with keyspace edit tag 6). Today
+/// only the test-only segment table is; a layout of an appendable format names it here.
+pub fn format_is_appendable(format: u8) -> bool {
+    cfg!(test) && format == FORMAT_TEST_SEGMENTS
+}
+
+/// A table added to a keyspace, with its layout placement. An appendable table
+/// ([`TableMeta::append`] set; keyspace edit tag 6) that the same edit also removes is an
+/// append switch: the table now ends at its new size, with its metadata at the new offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddedTable {
     /// Level (layout-defined; 0 = newest).
@@ -111,19 +124,48 @@ pub const FEATURE_SEALED_WAL: u64 = 8;
 /// database missing one: its writes would be lost silently. Builds without it refuse the
 /// database, as for any feature bit they do not know.
 pub const FEATURE_LOG_NUMBERS_EXIST: u64 = 16;
+/// Feature bit: appendable tables (keyspace edit tag 6, docs/format.md, "Appendable tables"):
+/// a table file may be longer than the size the manifest records, and grows by appends.
+/// Unlike the other bits it is named only by manifests that hold such a table: by the first
+/// edit adding one, and by every snapshot while one is live ([`Edit::features_needed`]), so
+/// databases without them stay readable by builds before it.
+pub const FEATURE_APPENDABLE_TABLES: u64 = 32;
 /// Every feature bit this build reads.
 pub const KNOWN_FEATURES: u64 = FEATURE_COMPACT_WAL
     | FEATURE_IKEY_BLOCKS
     | FEATURE_SYNCED_WAL
     | FEATURE_SEALED_WAL
-    | FEATURE_LOG_NUMBERS_EXIST;
+    | FEATURE_LOG_NUMBERS_EXIST
+    | FEATURE_APPENDABLE_TABLES;
+/// The feature bits every snapshot this build writes names, whatever the database holds.
+pub const ALWAYS_WRITTEN_FEATURES: u64 = KNOWN_FEATURES & !FEATURE_APPENDABLE_TABLES;
 
 const K_LOG: u8 = 1;
 const K_ADD: u8 = 3;
 const K_REMOVE: u8 = 4;
 const K_RECORD: u8 = 5;
+const K_ADD_APPENDABLE: u8 = 6;
 
 impl Edit {
+    /// Whether the edit adds an appendable table (keyspace edit tag 6).
+    pub fn adds_appendable_tables(&self) -> bool {
+        self.keyspaces
+            .iter()
+            .flat_map(|k| &k.added)
+            .any(|a| a.meta.append.is_some())
+    }
+
+    /// The feature bits a snapshot holding this edit's tables must name, or that an edit
+    /// adding an appendable table names: [`ALWAYS_WRITTEN_FEATURES`], plus
+    /// [`FEATURE_APPENDABLE_TABLES`] when it adds one.
+    pub fn features_needed(&self) -> u64 {
+        if self.adds_appendable_tables() {
+            ALWAYS_WRITTEN_FEATURES | FEATURE_APPENDABLE_TABLES
+        } else {
+            ALWAYS_WRITTEN_FEATURES
+        }
+    }
+
     /// Encodes the edit.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
@@ -158,6 +200,27 @@ impl Edit {
             put_slice(&mut out, &k.encode());
         }
         out
+    }
+
+    /// The feature bits an edit names, read from its leading fields alone (the counters, the
+    /// hash key, the features: what every build writes first and knows). For an edit that
+    /// does not decode: if it names features this build does not know, a newer build wrote
+    /// it, and the fields that failed are that build's ([`crate::manifest::read_manifest`]
+    /// refuses it as `Unsupported` rather than as damage).
+    pub fn leading_features(buf: &[u8]) -> Option<u64> {
+        let mut r = Reader::new(buf);
+        loop {
+            match r.u8()? {
+                T_NEXT_FILE | T_LAST_SEQ | T_SEALED_FROM => {
+                    r.varint()?;
+                }
+                T_HASH_KEY => {
+                    r.bytes(16)?;
+                }
+                T_FEATURES => return r.varint(),
+                _ => return None,
+            }
+        }
     }
 
     /// Decodes an edit; `Err` carries the offset and what was wrong.
@@ -215,7 +278,11 @@ impl KsEdit {
             put_varint(&mut out, n);
         }
         for a in &self.added {
-            out.push(K_ADD);
+            out.push(if a.meta.append.is_some() {
+                K_ADD_APPENDABLE
+            } else {
+                K_ADD
+            });
             put_varint(&mut out, u64::from(a.level));
             put_varint(&mut out, a.slot);
             out.push(a.format);
@@ -227,6 +294,10 @@ impl KsEdit {
             put_varint(&mut out, m.entries);
             put_varint(&mut out, m.min_seq);
             put_varint(&mut out, m.max_seq);
+            if let Some(ap) = m.append {
+                put_varint(&mut out, ap.meta_offset);
+                put_varint(&mut out, ap.dead_bytes);
+            }
         }
         for f in &self.removed {
             out.push(K_REMOVE);
@@ -252,9 +323,9 @@ impl KsEdit {
             let bad = |d: &str| (at, d.to_string());
             match r.u8() {
                 Some(K_LOG) => k.log_number = Some(r.varint().ok_or_else(|| bad("log number"))?),
-                Some(K_ADD) => {
-                    let mut next = || r.varint();
-                    let level = next()
+                Some(tag @ (K_ADD | K_ADD_APPENDABLE)) => {
+                    let level = r
+                        .varint()
                         .and_then(|v| u32::try_from(v).ok())
                         .ok_or_else(|| bad("level"))?;
                     let slot = r.varint().ok_or_else(|| bad("slot"))?;
@@ -266,6 +337,28 @@ impl KsEdit {
                     let entries = r.varint().ok_or_else(|| bad("entries"))?;
                     let min_seq = r.varint().ok_or_else(|| bad("min seq"))?;
                     let max_seq = r.varint().ok_or_else(|| bad("max seq"))?;
+                    let append = if tag == K_ADD_APPENDABLE {
+                        let meta_offset = r.varint().ok_or_else(|| bad("metadata offset"))?;
+                        let dead_bytes = r.varint().ok_or_else(|| bad("dead bytes"))?;
+                        // The metadata lies inside the table and is not empty; dead bytes lie
+                        // before it (the metadata itself is live).
+                        if meta_offset >= size {
+                            return Err(bad(&format!(
+                                "appendable table {file_no}: metadata at {meta_offset}, not inside its {size} bytes"
+                            )));
+                        }
+                        if dead_bytes > meta_offset {
+                            return Err(bad(&format!(
+                                "appendable table {file_no}: {dead_bytes} dead bytes before its metadata at {meta_offset}"
+                            )));
+                        }
+                        Some(AppendMeta {
+                            meta_offset,
+                            dead_bytes,
+                        })
+                    } else {
+                        None
+                    };
                     k.added.push(AddedTable {
                         level,
                         slot,
@@ -278,6 +371,7 @@ impl KsEdit {
                             entries,
                             min_seq,
                             max_seq,
+                            append,
                         },
                     });
                 }
@@ -329,6 +423,7 @@ mod tests {
                         entries: 3,
                         min_seq: 1,
                         max_seq: 3,
+                        append: None,
                     },
                 }],
                 removed: vec![3, 4],
@@ -343,6 +438,72 @@ mod tests {
         for cut in 0..b.len() {
             // Truncations either fail or decode a prefix of the fields, never panic.
             let _ = Edit::decode(&b[..cut]);
+        }
+        assert!(!e.adds_appendable_tables());
+        assert_eq!(e.features_needed(), ALWAYS_WRITTEN_FEATURES);
+    }
+
+    fn appendable(file_no: u64, size: u64, meta_offset: u64, dead_bytes: u64) -> AddedTable {
+        AddedTable {
+            level: 1,
+            slot: 0,
+            format: 0xff,
+            meta: TableMeta {
+                file_no,
+                size,
+                smallest: b"a\0\0\0\0\0\0\0\0".to_vec(),
+                largest: b"z\0\0\0\0\0\0\0\0".to_vec(),
+                entries: 3,
+                min_seq: 1,
+                max_seq: 3,
+                append: Some(AppendMeta {
+                    meta_offset,
+                    dead_bytes,
+                }),
+            },
+        }
+    }
+
+    /// An append switch (the table removed and added back at its new end) round-trips, under
+    /// keyspace edit tag 6: the tag-3 fields, then the metadata offset and the dead bytes.
+    #[test]
+    fn an_append_switch_round_trips_as_tag_6() {
+        let mut k = KsEdit::new(2);
+        k.removed.push(9);
+        k.added.push(appendable(9, 300, 280, 17));
+        let e = Edit {
+            keyspaces: vec![k],
+            ..Default::default()
+        };
+        let b = e.encode();
+        assert_eq!(Edit::decode(&b).expect("decodes"), e);
+        assert!(e.adds_appendable_tables());
+        assert_eq!(e.features_needed(), KNOWN_FEATURES);
+        // The keyspace edit's bytes: id 2, tag 6, level 1, slot 0, format 0xff, file 9, size
+        // 300, the keys, entries 3, seqs 1..3, metadata at 280, 17 dead bytes; then tag 4.
+        let mut want = vec![2, 6, 1, 0, 0xff, 9, 0xac, 0x02, 9];
+        want.extend_from_slice(b"a\0\0\0\0\0\0\0\0");
+        want.push(9);
+        want.extend_from_slice(b"z\0\0\0\0\0\0\0\0");
+        want.extend_from_slice(&[3, 1, 3, 0x98, 0x02, 17, 4, 9]);
+        assert_eq!(b[2..], want[..]);
+        for cut in 0..b.len() {
+            let _ = Edit::decode(&b[..cut]);
+        }
+    }
+
+    /// Metadata outside the table, or dead bytes past the metadata's start, are refused.
+    #[test]
+    fn an_appendable_table_with_impossible_offsets_is_refused() {
+        for (size, meta_offset, dead) in [(300, 300, 0), (300, 400, 0), (300, 100, 101)] {
+            let mut k = KsEdit::new(1);
+            k.added.push(appendable(5, size, meta_offset, dead));
+            let e = Edit {
+                keyspaces: vec![k],
+                ..Default::default()
+            };
+            let err = Edit::decode(&e.encode()).expect_err("refused");
+            assert!(err.1.contains("appendable table 5"), "{err:?}");
         }
     }
 }

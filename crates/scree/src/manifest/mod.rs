@@ -76,6 +76,15 @@ pub fn read_manifest(env: &Env, path: &Path) -> Result<Vec<Edit>> {
     let mut offset = 0u64;
     for r in records {
         let e = Edit::decode(r).map_err(|(o, d)| {
+            // A field this build cannot read, in an edit naming features it does not know:
+            // written by a newer build, not damaged.
+            if let Some(f) = Edit::leading_features(r).filter(|f| f & !KNOWN_FEATURES != 0) {
+                return Error::Unsupported(format!(
+                    "{} needs format features {:#x} this build does not read (written by a newer build)",
+                    path.display(),
+                    f & !KNOWN_FEATURES
+                ));
+            }
             Error::corruption(
                 path,
                 offset + log::HEADER as u64 + o as u64,
@@ -180,6 +189,61 @@ impl ManifestWriter {
     /// Whether the manifest is empty.
     pub fn is_empty(&self) -> bool {
         self.log.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod feature_tests {
+    use std::sync::Arc;
+
+    use super::edit::{Edit, KsEdit};
+    use super::{manifest_path, read_manifest, KNOWN_FEATURES};
+    use crate::error::Error;
+    use crate::fs::{std_fs::StdFs, Env};
+    use crate::log::frame;
+
+    /// An edit with a field this build cannot decode is `Unsupported` when its leading
+    /// features name a bit this build does not know (a newer build's record), and
+    /// `Corruption` otherwise.
+    #[test]
+    fn an_undecodable_edit_naming_unknown_features_is_unsupported_not_corrupt() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let env = Env {
+            fs: Arc::new(StdFs),
+            stats: Arc::default(),
+            direct_reads: false,
+            mmap_reads: false,
+        };
+        let snapshot = Edit {
+            next_file_no: Some(5),
+            features: Some(KNOWN_FEATURES),
+            ..Default::default()
+        };
+        for (features, unsupported) in [(KNOWN_FEATURES, false), (1 << 40, true)] {
+            let mut next = Edit {
+                next_file_no: Some(6),
+                features: Some(features),
+                keyspaces: vec![KsEdit::new(1)],
+                ..Default::default()
+            }
+            .encode();
+            // The keyspace edit (last field, 3 bytes: tag 5, length 1, id 1) gets a field of
+            // an unknown tag.
+            let n = next.len();
+            next[n - 2] = 2;
+            next.push(99);
+            let mut bytes = frame(1, &snapshot.encode());
+            bytes.extend_from_slice(&frame(1, &next));
+            let path = manifest_path(dir.path(), 7);
+            std::fs::write(&path, bytes).expect("write");
+            match (read_manifest(&env, &path), unsupported) {
+                (Err(Error::Unsupported(m)), true) => assert!(m.contains("0x10000000000"), "{m}"),
+                (Err(Error::Corruption { detail, .. }), false) => {
+                    assert!(detail.contains("unknown keyspace edit tag 99"), "{detail}")
+                }
+                (other, _) => panic!("features {features:#x}: {other:?}"),
+            }
+        }
     }
 }
 

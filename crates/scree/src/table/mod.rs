@@ -67,9 +67,34 @@ pub struct TableMeta {
     /// Largest sequence number of the writes inside (a version written with sequence number
     /// 0 at the bottom counts with its own number).
     pub max_seq: u64,
+    /// For an appendable table, where its current metadata starts and how many of its bytes
+    /// no longer count; `None` for a table written once and never again (every format but
+    /// the appendable ones). See docs/format.md, "Appendable tables".
+    pub append: Option<AppendMeta>,
+}
+
+/// What the manifest records of an appendable table beyond [`TableMeta`]: the table is the
+/// first [`TableMeta::size`] bytes of its file, and its metadata (the index naming its live
+/// segments) runs from `meta_offset` to that end. A table grows by append-then-switch: new
+/// segments and new metadata are appended after its end and synced, then a manifest edit
+/// names the new end and metadata offset. Bytes before the end a version names are never
+/// written again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendMeta {
+    /// Offset of the table's current metadata; it ends at [`TableMeta::size`].
+    pub meta_offset: u64,
+    /// Bytes before `meta_offset` that the current metadata does not reference: metadata
+    /// tails a later switch superseded, bytes an unfinished switch appended before a crash,
+    /// segments the layout dropped. Reclaimed when the table is next rewritten.
+    pub dead_bytes: u64,
 }
 
 impl TableMeta {
+    /// Bytes the table's current metadata does not reference ([`AppendMeta::dead_bytes`]; 0 for
+    /// a table that is not appendable).
+    pub fn dead_bytes(&self) -> u64 {
+        self.append.map_or(0, |a| a.dead_bytes)
+    }
     /// Smallest user key.
     pub fn smallest_user(&self) -> &[u8] {
         key::user_key(&self.smallest)
@@ -229,6 +254,7 @@ impl TableBuilder {
             entries: self.entries,
             min_seq: if self.entries == 0 { 0 } else { self.min_seq },
             max_seq: self.max_seq,
+            append: None,
         })
     }
 }
@@ -905,7 +931,9 @@ pub trait TableAux: std::any::Any + Send + Sync {
 }
 
 /// A live table file. When it is marked obsolete (no version names it any more) the file is
-/// deleted as soon as the last reader drops its handle.
+/// deleted as soon as the last reader drops its handle. An appendable table has one handle per
+/// length a version names ([`TableFile::readded`]): they share the file's [`FileLife`], and the
+/// file goes only when every one of them is gone.
 pub struct TableFile {
     /// What the manifest knows of it.
     pub meta: TableMeta,
@@ -926,6 +954,15 @@ pub struct TableFile {
     /// open-table bound has closed its reader.
     cached_meta: OnceLock<[Option<u64>; 2]>,
     me: Weak<TableFile>,
+    /// The file's life, shared with the handles of its other lengths; taken by the drop.
+    life: Option<Arc<FileLife>>,
+}
+
+/// What every handle of one file shares: whether the file is obsolete. The handle that drops
+/// the last reference to it deletes the file (on the purge thread) if it is; handles of an
+/// appendable table's older lengths, which old versions still read, keep it until then.
+#[derive(Default)]
+struct FileLife {
     obsolete: AtomicBool,
 }
 
@@ -942,6 +979,14 @@ impl TableFile {
     }
     /// A handle for a file of another format (`ext`, a registered extension, names it).
     pub fn with_ext(meta: TableMeta, ctx: Arc<TableCtx>, ext: &'static str) -> Arc<TableFile> {
+        Self::with_life(meta, ctx, ext, Arc::default())
+    }
+    fn with_life(
+        meta: TableMeta,
+        ctx: Arc<TableCtx>,
+        ext: &'static str,
+        life: Arc<FileLife>,
+    ) -> Arc<TableFile> {
         Arc::new_cyclic(|me| TableFile {
             meta,
             ext,
@@ -951,8 +996,45 @@ impl TableFile {
             used: AtomicBool::new(false),
             cached_meta: OnceLock::new(),
             me: me.clone(),
-            obsolete: AtomicBool::new(false),
+            life: Some(life),
         })
+    }
+    /// The handle of this table once an edit removed it and added it back with `meta`: this
+    /// handle when nothing changed (a move), or, for an append switch (an appendable table at
+    /// a new end), a new handle of the same file at the new length, sharing the file's life
+    /// (this one keeps the old length for the versions that hold it). Anything else is not an
+    /// append of this table: the new end must lie past the old one, with the new metadata
+    /// after the old end (bytes before it are never written again) and at least the dead
+    /// bytes before.
+    pub fn readded(&self, meta: &TableMeta) -> Result<Arc<TableFile>> {
+        let (old, me) = (&self.meta, self.me.upgrade());
+        if meta == old {
+            if let Some(me) = me {
+                return Ok(me);
+            }
+        }
+        let fits = match (old.append, meta.append) {
+            (Some(o), Some(n)) => {
+                meta.file_no == old.file_no
+                    && meta.size > old.size
+                    && n.meta_offset >= old.size
+                    && n.dead_bytes >= o.dead_bytes
+            }
+            _ => false,
+        };
+        if !fits {
+            return Err(Error::InvalidArgument(format!(
+                "table {:06} re-added as {meta:?}, which is neither it ({old:?}) nor an append to it",
+                old.file_no
+            )));
+        }
+        let life = self.life.clone().unwrap_or_default();
+        Ok(Self::with_life(
+            meta.clone(),
+            self.ctx.clone(),
+            self.ext,
+            life,
+        ))
     }
     /// The file's path.
     pub fn path(&self) -> PathBuf {
@@ -1033,10 +1115,16 @@ impl TableFile {
     /// size the manifest records (0: not recorded): a file of another length is not the file
     /// the manifest names, even when its own footer and checksums are sound (a table of
     /// another number or database put in its place), and reading it as that file would answer
-    /// from the wrong keys (gets of the real table's keys would say "absent").
+    /// from the wrong keys (gets of the real table's keys would say "absent"). An appendable
+    /// table is read up to the size its version names and no further (a map covers only
+    /// that); its file may be longer, by bytes a later switch appended (the next version's,
+    /// or an unfinished switch's before a crash), never shorter.
     pub fn open_file(&self) -> Result<CountedReader> {
         let env = &self.ctx.env;
         let path = self.path();
+        if self.meta.append.is_some() {
+            return env.open_prefix(&path, env.direct_reads, self.meta.size);
+        }
         let file = env.open(&path, env.direct_reads)?;
         let (len, size) = (file.len(), self.meta.size);
         if size != 0 && len != size {
@@ -1048,10 +1136,13 @@ impl TableFile {
         }
         Ok(file)
     }
-    /// Marks the file for deletion once unreferenced.
+    /// Marks the file for deletion once unreferenced (by every handle of it).
     pub fn mark_obsolete(&self) {
-        self.obsolete.store(true, AtOrd::SeqCst);
+        if let Some(l) = &self.life {
+            l.obsolete.store(true, AtOrd::SeqCst);
+        }
     }
+
     /// A cursor over the table.
     pub fn iter(&self, fill_cache: bool) -> Result<TableIter> {
         TableIter::new(self.reader()?, fill_cache)
@@ -1098,7 +1189,11 @@ pub fn get_in_tables<'a>(
 
 impl Drop for TableFile {
     fn drop(&mut self) {
-        if self.obsolete.load(AtOrd::SeqCst) {
+        let life = self.life.take();
+        if life
+            .as_ref()
+            .is_some_and(|l| l.obsolete.load(AtOrd::SeqCst))
+        {
             // Torn down on the purge thread, not on whichever writer or reader dropped the
             // last reference (table/purge.rs).
             let reader = self.reader.get_mut().take();
@@ -1117,8 +1212,21 @@ impl Drop for TableFile {
                 }
                 drop(reader);
                 drop(aux);
-                let _ = ctx.env.fs.remove(&path);
+                // The last handle of the file deletes it; a handle of another length of an
+                // appendable table still held by an old version keeps it until it goes too.
+                if life.and_then(Arc::into_inner).is_some() {
+                    let _ = ctx.env.fs.remove(&path);
+                }
             }));
+        } else if let Some(last) = life.and_then(Arc::into_inner) {
+            // The last handle of the file, and no version that named it is left to mark it
+            // obsolete after this check: deleted only if a newer handle already was.
+            if last.obsolete.load(AtOrd::SeqCst) {
+                let (ctx, path) = (self.ctx.clone(), self.path());
+                self.ctx.purge.run(Box::new(move || {
+                    let _ = ctx.env.fs.remove(&path);
+                }));
+            }
         }
     }
 }
@@ -1238,6 +1346,7 @@ pub(crate) mod test_support {
                 entries: 2,
                 min_seq: seqs.0,
                 max_seq: seqs.1,
+                append: None,
             },
         }
     }

@@ -165,7 +165,6 @@ fn snapshot_edit(r: &Recovered, hash_key: [u8; 16], wal_no: u64, read_only: bool
         next_file_no: Some(r.next_file),
         last_seq: Some(r.last_seq),
         hash_key: Some(hash_key),
-        features: Some(crate::manifest::KNOWN_FEATURES),
         sealed_logs_from: Some(wal_no),
         ..Default::default()
     };
@@ -194,5 +193,6 @@ fn snapshot_edit(r: &Recovered, hash_key: [u8; 16], wal_no: u64, read_only: bool
             snap.keyspaces.push(k);
         }
     }
+    snap.features = Some(snap.features_needed());
     snap
 }

@@ -575,6 +575,7 @@ mod retire_tests {
             entries: 0,
             min_seq: 0,
             max_seq: 0,
+            append: None,
         };
         let f = TableFile::with_ext(meta, ctx.clone(), crate::htable::HTABLE_EXT);
         let mut b = HTableBuilder::new(HK, HTableOptions::default());

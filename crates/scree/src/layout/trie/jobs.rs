@@ -139,6 +139,7 @@ impl TableStats {
                 smallest: summary.smallest,
                 largest: summary.largest,
                 max_seq: order_key,
+                append: None,
             },
             filters,
             n: summary.n_buckets,

@@ -425,6 +425,7 @@ pub fn cluster_meta(file_no: u64, size: u64) -> TableMeta {
         entries: 0,
         min_seq: 0,
         max_seq: 0,
+        append: None,
     }
 }
 
