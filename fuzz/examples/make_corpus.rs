@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use scree::fs::fault::FaultFs;
+use scree::testing::fault::FaultFs;
 use scree::key::{make_ikey, ValueKind};
 use scree::table::block::BlockBuilder;
 use scree::{Db, KeyspaceOptions, Layout, Options};

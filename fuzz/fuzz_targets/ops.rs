@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use scree::fs::fault::{CrashMode, Fault, FaultError, FaultFs, OpKind};
+use scree::testing::fault::{CrashMode, Fault, FaultError, FaultFs, OpKind};
 use scree::{Db, Keyspace, KeyspaceOptions, Layout, Options, WriteBatch, WriteOptions};
 
 #[derive(Arbitrary, Debug)]

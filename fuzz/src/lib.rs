@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use scree::fs::fault::FaultFs;
+use scree::testing::fault::FaultFs;
 use scree::fs::std_fs::StdFs;
 use scree::fs::{Env, FileSystem};
 use scree::stats::IoStats;

@@ -683,7 +683,7 @@ fn check_wal(
 #[allow(clippy::indexing_slicing, clippy::field_reassign_with_default)]
 mod tests {
     use super::*;
-    use crate::fs::fault::FaultFs;
+    use crate::testing::fault::FaultFs;
     use crate::{Db, KeyspaceOptions, Layout, Options};
 
     /// Options of a database on `fs` with one background thread.

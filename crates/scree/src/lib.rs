@@ -49,6 +49,8 @@ pub mod stats;
 pub mod table;
 #[doc(hidden)]
 pub mod table_format;
+#[doc(hidden)]
+pub mod testing;
 
 pub use batch::{WriteBatch, WriteOptions};
 pub use db::{Db, Keyspace, Snapshot};

@@ -138,8 +138,8 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::fs::fault::FaultFs;
     use crate::manifest::{self, edit::Edit};
+    use crate::testing::fault::FaultFs;
     use crate::{Db, KeyspaceOptions, Options};
 
     #[test]

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use scree::fs::fault::FaultFs;
+use scree::testing::fault::FaultFs;
 use scree::{Db, Keyspace, Layout, Snapshot, WriteBatch, WriteOptions};
 
 const ACCOUNTS: u64 = 48;

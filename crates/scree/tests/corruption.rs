@@ -34,7 +34,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use scree::fs::fault::FaultFs;
+use scree::testing::fault::FaultFs;
 use scree::{Db, Error, Keyspace, KeyspaceOptions, Layout, Options, WalRecovery};
 
 const DIR: &str = "/db";

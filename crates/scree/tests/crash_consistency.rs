@@ -26,7 +26,7 @@ mod common;
 mod reliability;
 
 use reliability::*;
-use scree::fs::fault::{CrashMode, FaultFs, OpKind};
+use scree::testing::fault::{CrashMode, FaultFs, OpKind};
 use scree::{Layout, Options};
 
 type Run = fn(&mut Writer<'_>) -> scree::Result<()>;

@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use scree::fs::fault::{CrashMode, FaultFs};
+use scree::testing::fault::{CrashMode, FaultFs};
 use scree::{Db, Keyspace, KeyspaceOptions, Layout, LevelStats, Options};
 
 fn mix(mut x: u64) -> u64 {

@@ -15,7 +15,7 @@ mod common;
 mod reliability;
 
 use reliability::*;
-use scree::fs::fault::{CrashMode, Fault, FaultError, FaultFs, OpKind};
+use scree::testing::fault::{CrashMode, Fault, FaultError, FaultFs, OpKind};
 use scree::{Error, Layout, Options};
 
 fn key(i: usize) -> Vec<u8> {

@@ -5,7 +5,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use scree::fs::fault::{FaultFs, OpKind};
+use scree::testing::fault::{FaultFs, OpKind};
 use scree::{Db, Keyspace, KeyspaceOptions, Layout};
 
 fn table_levels(db: &Db) -> Vec<(u32, u64)> {

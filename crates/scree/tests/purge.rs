@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use scree::fs::fault::{FaultFs, OpKind};
 use scree::fs::FileSystem;
+use scree::testing::fault::{FaultFs, OpKind};
 use scree::{Db, Keyspace, Layout};
 
 /// Table files (every registered table format's extension) in `/db`.

@@ -746,12 +746,12 @@ fn a_snapshot_larger_than_max_manifest_bytes_is_not_rewritten_per_edit() {
 /// read-only), and a reopen must still find every acknowledged write in the WALs.
 #[test]
 fn a_flush_behind_several_frozen_memtables_keeps_their_wals_replayable() {
-    use scree::fs::fault::{Fault, OpKind};
     use scree::fs::FileSystem;
+    use scree::testing::fault::{Fault, OpKind};
     use std::time::{Duration, Instant};
     for layout in Layout::implemented() {
         let table_ext = &format!(".{}", common::data_ext(layout));
-        let fs = scree::fs::fault::FaultFs::new(3);
+        let fs = scree::testing::fault::FaultFs::new(3);
         let mut o = common::small_db();
         o.fs = Some(fs.as_dyn());
         o.max_immutable_memtables = 8;

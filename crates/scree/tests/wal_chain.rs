@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use scree::fs::fault::{Fault, FaultError, FaultFs, OpKind};
 use scree::fs::Env;
+use scree::testing::fault::{Fault, FaultError, FaultFs, OpKind};
 use scree::{Db, Error, Keyspace, Layout, Options, WalRecovery, WriteOptions};
 
 const DIR: &str = "/db";
@@ -41,7 +41,7 @@ fn two_keyspaces(fs: &FaultFs) -> (Db, Keyspace, Keyspace) {
 }
 
 /// Holds every sync of the file at `path` until the gate opens.
-fn hold_syncs_of(fs: &FaultFs, path: &Path) -> scree::fs::fault::Gate {
+fn hold_syncs_of(fs: &FaultFs, path: &Path) -> scree::testing::fault::Gate {
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -388,7 +388,7 @@ fn a_flush_installs_only_after_the_wals_retired_while_it_ran_are_synced() {
     w2_sync.open();
     let _ = flusher.join();
     drop((a, b, db));
-    fs.crash(scree::fs::fault::CrashMode::Drop);
+    fs.crash(scree::testing::fault::CrashMode::Drop);
     let rep = check(&fs);
     assert!(rep.problems.is_empty(), "{:?}", rep.problems);
     let db = Db::open(DIR, opts(&fs)).expect("reopen after a power loss");
@@ -527,7 +527,7 @@ fn a_synced_write_waits_for_the_directory_sync_another_thread_started() {
     );
     fs.freeze();
     drop((k, db));
-    fs.crash(scree::fs::fault::CrashMode::Drop);
+    fs.crash(scree::testing::fault::CrashMode::Drop);
     let (_db, k) = open(opts(&fs)).expect("reopen");
     assert_eq!(k.get("synced").expect("get"), Some(b"yes".to_vec()));
 }

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::batch::{self, WriteBatch, WriteOptions};
 use crate::batch::{encode_fixed, BatchEntry};
-use crate::fs::fault::{CrashMode, FaultFs};
 use crate::log;
 use crate::log::{frame, LogEnd};
 use crate::manifest::edit::Edit;
 use crate::options::{Layout as LayoutKind, Options};
+use crate::testing::fault::{CrashMode, FaultFs};
 use crate::Keyspace;
 
 /// (keyspace index, key) → value; `None` for a deleted key.

@@ -5,8 +5,6 @@
 //! are accounted by cause (see `stats`).
 
 #[doc(hidden)]
-pub mod fault;
-#[doc(hidden)]
 pub mod mmap_log;
 pub mod std_fs;
 
@@ -464,8 +462,8 @@ impl CountedReader {
 
 #[cfg(test)]
 mod tests {
-    use super::fault::{Fault, FaultError, FaultFs, OpKind};
     use super::*;
+    use crate::testing::fault::{Fault, FaultError, FaultFs, OpKind};
 
     /// A part whose append failed after some of its bytes reached the file (a short write; a
     /// memory-mapped log that copied part of a record before the next window could not be

@@ -1,6 +1,6 @@
-//! Deferred teardown of obsolete table files ([`Purger`]). Whichever thread drops the last
-//! reference to an obsolete table used to tear it down on the spot: unmap it, drop its reader,
-//! evict its blocks and delete the file. That thread is often a writer or a reader that held
+//! Deferred teardown of obsolete table files ([`Purger`]). Tearing an obsolete table down on
+//! the spot (unmap it, drop its reader, evict its blocks, delete the file) would fall on
+//! whichever thread drops the last reference to it. That thread is often a writer or a reader that held
 //! the superversion a compaction just replaced: on a 50M-key `trie` fill, dropping a root
 //! pile of eight 64 MiB HTables cost the writer 175–365 ms (20–46 ms per table, mostly the
 //! teardown of its mapping and metadata), the longest puts of the run. The purger hands that

@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use super::{load_index, Footer, TableFile, TableMeta, VERSION};
+use super::reader::load_index;
+use super::{Footer, TableFile, TableMeta, VERSION};
 use crate::error::{Error, Result};
 use crate::fs::Env;
 use crate::iter::InternalIter;

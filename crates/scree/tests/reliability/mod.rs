@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use scree::fs::fault::FaultFs;
+use scree::testing::fault::FaultFs;
 use scree::{Db, Keyspace, KeyspaceOptions, Layout, Options, WriteBatch, WriteOptions};
 
 /// The directory every fake database lives in.

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{contents, file, Entries, SegVersion, EXT};
-use crate::fs::fault::{CrashMode, FaultFs};
 use crate::fs::std_fs::StdFs;
 use crate::fs::{Env, FileSystem};
 use crate::layout::LayoutVersion;
@@ -15,6 +14,7 @@ use crate::memtable::Lookup;
 use crate::options::{KeyspaceOptions, Layout as LayoutKind, Options};
 use crate::stats::{LevelWrites, ReadKind, Stats};
 use crate::table::{AppendMeta, TableFile, TableMeta};
+use crate::testing::fault::{CrashMode, FaultFs};
 use crate::{Db, Error, Keyspace, Result};
 
 const KS: &str = "s";

@@ -1,0 +1,154 @@
+//! Writing a sorted table: data blocks, the index block, the Bloom filter and the footer.
+
+use crate::coding::{crc, put_u32, put_u64, put_varint};
+use crate::error::{Error, Result};
+use crate::filter::bloom;
+use crate::fs::CountedWriter;
+use crate::key;
+use block::BlockBuilder;
+
+use super::*;
+
+/// Writes one sorted table.
+pub struct TableBuilder {
+    w: CountedWriter,
+    file_no: u64,
+    block: BlockBuilder,
+    index: BlockBuilder,
+    block_size: usize,
+    bloom_bits: u32,
+    hashes: Vec<u64>,
+    last_user: Vec<u8>,
+    smallest: Vec<u8>,
+    largest: Vec<u8>,
+    entries: u64,
+    min_seq: u64,
+    max_seq: u64,
+    offset: u64,
+}
+
+impl TableBuilder {
+    /// Starts a table in `w`.
+    pub fn new(w: CountedWriter, file_no: u64, block_size: usize, bloom_bits: u32) -> Self {
+        TableBuilder {
+            w,
+            file_no,
+            block: BlockBuilder::for_internal_keys(16),
+            index: BlockBuilder::for_internal_keys(1),
+            block_size,
+            bloom_bits,
+            hashes: Vec::new(),
+            last_user: Vec::new(),
+            smallest: Vec::new(),
+            largest: Vec::new(),
+            entries: 0,
+            min_seq: u64::MAX,
+            max_seq: 0,
+            offset: 0,
+        }
+    }
+
+    /// Counts `seq` in the table's largest sequence number ([`TableMeta::max_seq`]) for an
+    /// entry added with sequence number 0 (a version every snapshot sees, written at the
+    /// bottom): the table still holds that write, and `max_seq` bounds the writes it holds.
+    pub fn note_seq(&mut self, seq: u64) {
+        self.max_seq = self.max_seq.max(seq);
+    }
+
+    /// Adds an entry; internal keys must arrive in increasing order.
+    pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        if !key::valid_ikey(ikey) {
+            return Err(Error::InvalidArgument(
+                "sorted table entry with a malformed internal key".into(),
+            ));
+        }
+        let p = key::parse(ikey);
+        if self.entries == 0 {
+            self.smallest = ikey.to_vec();
+        }
+        if self.entries == 0 || p.user_key != self.last_user.as_slice() {
+            self.hashes.push(bloom::bloom_hash(p.user_key));
+            self.last_user.clear();
+            self.last_user.extend_from_slice(p.user_key);
+        }
+        self.min_seq = self.min_seq.min(p.seq);
+        self.max_seq = self.max_seq.max(p.seq);
+        self.block.add(ikey, value);
+        self.largest.clear();
+        self.largest.extend_from_slice(ikey);
+        self.entries += 1;
+        if self.block.estimated_size() >= self.block_size {
+            self.flush_block()?;
+        }
+        Ok(())
+    }
+
+    fn flush_block(&mut self) -> Result<()> {
+        if self.block.is_empty() {
+            return Ok(());
+        }
+        let last = self.block.last_key().to_vec();
+        let raw = self.block.finish();
+        let mut handle = Vec::with_capacity(16);
+        put_varint(&mut handle, self.offset);
+        put_varint(&mut handle, raw.len() as u64);
+        self.index.add(&last, &handle);
+        self.w.append(&raw)?;
+        self.offset += raw.len() as u64;
+        Ok(())
+    }
+
+    /// Bytes written so far (approximate final size).
+    pub fn estimated_size(&self) -> u64 {
+        self.offset + self.block.estimated_size() as u64
+    }
+    /// Entries added.
+    pub fn entries(&self) -> u64 {
+        self.entries
+    }
+    /// The last internal key added.
+    pub fn last_key(&self) -> &[u8] {
+        &self.largest
+    }
+
+    /// Writes filter, index and footer, syncs, and returns the table's metadata.
+    pub fn finish(mut self) -> Result<TableMeta> {
+        self.flush_block()?;
+        let mut filter = if self.bloom_bits > 0 {
+            bloom::encode_local(&self.hashes, self.bloom_bits)
+        } else {
+            Vec::new()
+        };
+        let filter_off = self.offset;
+        let fc = crc(&filter);
+        put_u32(&mut filter, fc);
+        self.w.append(&filter)?;
+        self.offset += filter.len() as u64;
+        let index_raw = self.index.finish();
+        let index_off = self.offset;
+        self.w.append(&index_raw)?;
+        self.offset += index_raw.len() as u64;
+        let mut footer = Vec::with_capacity(FOOTER);
+        put_u64(&mut footer, index_off);
+        put_u64(&mut footer, index_raw.len() as u64);
+        put_u64(&mut footer, filter_off);
+        put_u64(&mut footer, filter.len() as u64);
+        put_u32(&mut footer, VERSION);
+        let c = crc(&footer);
+        put_u32(&mut footer, c);
+        put_u64(&mut footer, MAGIC);
+        self.w.append(&footer)?;
+        self.offset += footer.len() as u64;
+        self.w.sync()?;
+        Ok(TableMeta {
+            file_no: self.file_no,
+            size: self.offset,
+            smallest: self.smallest,
+            largest: self.largest,
+            entries: self.entries,
+            min_seq: if self.entries == 0 { 0 } else { self.min_seq },
+            max_seq: self.max_seq,
+            append: None,
+        })
+    }
+}
