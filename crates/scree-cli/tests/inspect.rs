@@ -9,10 +9,22 @@ use std::process::{Command, Output};
 use scree::{Db, KeyspaceOptions, Layout, Options};
 
 fn scree(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_scree"))
-        .args(args)
-        .output()
-        .expect("run scree")
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_scree"))
+            .args(args)
+            .output()
+            .expect("run scree")
+    };
+    // Tests run in parallel threads, and a child another test is starting holds a copy of
+    // every open descriptor between its fork and its exec, the database's LOCK included: a
+    // database a test has just closed can look locked for that moment. A second try tells
+    // that window from a lock really held (which the second try meets too).
+    let o = run();
+    if o.status.code() == Some(2) && stderr(&o).contains("is locked by another process") {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        return run();
+    }
+    o
 }
 
 fn stdout(o: &Output) -> String {
