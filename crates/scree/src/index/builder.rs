@@ -55,7 +55,7 @@ impl IndexBuilder {
     /// Adds the table's next entry: the hashes of its key's prefix and suffix and the block it
     /// is stored in. Entries come in table order ((prefix hash, suffix hash) never decreases);
     /// the first is in block 0 and each is in the block of the one before or the next block
-    /// (blocks are filled in order, none is empty, no entry straddles two).
+    /// (blocks are filled in order, none is empty, no entry straddles two; at most 2^32 − 1).
     pub fn add(&mut self, prefix_hash: u64, suffix_hash: u64, block: u32) -> Result<()> {
         let Some((ph, sh, b)) = self.prev else {
             if block != 0 {
@@ -75,6 +75,11 @@ impl IndexBuilder {
                 "compact index: entry {} ({prefix_hash:#x}, {suffix_hash:#x}) sorts before the one before it",
                 self.num_entries
             )));
+        }
+        if block == u32::MAX {
+            return Err(Error::InvalidArgument(
+                "compact index: a table has at most 2^32 − 1 blocks".into(),
+            ));
         }
         if block != b && Some(block) != b.checked_add(1) {
             return Err(Error::InvalidArgument(format!(

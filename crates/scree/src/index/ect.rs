@@ -64,12 +64,12 @@ pub(crate) struct Encoded {
 }
 
 pub(crate) fn encode(keys: &[u64], bb: u8) -> Encoded {
-    let buckets = 1usize << bb;
-    let mut counts = Vec::with_capacity(buckets);
-    let mut bit_lens = Vec::with_capacity(buckets);
+    let buckets = 1u64 << bb;
+    let mut counts = Vec::new();
+    let mut bit_lens = Vec::new();
     let mut w = BitWriter::default();
     let mut rest = keys;
-    for b in 0..buckets as u64 {
+    for b in 0..buckets {
         let here = rest.partition_point(|&k| bucket_of(k, bb) == b);
         let (mine, after) = rest.split_at(here);
         let start = w.len();
@@ -133,12 +133,12 @@ impl Ect {
         mut words: Vec<u64>,
         len: u64,
     ) -> Result<Ect, String> {
-        let buckets = 1usize << bucket_bits;
-        if counts.len() != buckets || bit_lens.len() != buckets {
+        let buckets = 1u64.checked_shl(u32::from(bucket_bits)).unwrap_or(0);
+        if counts.len() as u64 != buckets || bit_lens.len() as u64 != buckets {
             return Err("bucket directory size does not match the bucket bits".into());
         }
-        let mut ranks = Vec::with_capacity(buckets + 1);
-        let mut starts = Vec::with_capacity(buckets + 1);
+        let mut ranks = Vec::with_capacity(counts.len() + 1);
+        let mut starts = Vec::with_capacity(counts.len() + 1);
         let (mut rank, mut bit) = (0u64, 0u64);
         for (&c, &l) in counts.iter().zip(bit_lens) {
             ranks.push(rank);

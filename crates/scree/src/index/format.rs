@@ -91,7 +91,8 @@ pub(crate) fn encode(p: &Parts) -> Vec<u8> {
 
 /// Parses `bytes`, found at `offset` in `file`.
 pub(crate) fn decode(bytes: &[u8], file: &Path, offset: u64) -> Result<(Parts, Offsets)> {
-    let bad = |pos: usize, what: &str| Error::corruption(file, offset + pos as u64, what);
+    let bad =
+        |pos: usize, what: &str| Error::corruption(file, offset.saturating_add(pos as u64), what);
     if bytes.len() < 5 {
         return Err(bad(
             0,
@@ -121,6 +122,7 @@ pub(crate) fn decode(bytes: &[u8], file: &Path, offset: u64) -> Result<(Parts, O
         counts.ok_or_else(|| bad(r.pos(), "compact index: truncated counts"))?;
     if bb > MAX_BUCKET_BITS
         || (groups == 0) != (blocks == 0)
+        || (groups == 0) != (entries == 0)
         || entries < u64::from(groups).max(u64::from(blocks))
     {
         return Err(bad(1, "compact index: inconsistent counts"));
@@ -130,10 +132,11 @@ pub(crate) fn decode(bytes: &[u8], file: &Path, offset: u64) -> Result<(Parts, O
     p.num_groups = groups;
     p.bucket_bits = bb;
 
-    offs.level1 = offset + r.pos() as u64;
-    let buckets = 1usize << bb;
+    let level1 = r.pos();
+    offs.level1 = offset.saturating_add(level1 as u64);
     // Each bucket takes at least two bytes: refuse counts the bytes cannot hold before
     // allocating for them.
+    let buckets = 1usize.checked_shl(u32::from(bb)).unwrap_or(usize::MAX);
     if buckets.saturating_mul(2) > body_len - r.pos() {
         return Err(bad(r.pos(), "compact index: bucket directory past the end"));
     }
@@ -149,7 +152,7 @@ pub(crate) fn decode(bytes: &[u8], file: &Path, offset: u64) -> Result<(Parts, O
         .try_fold(0u64, |a, &c| a.checked_add(c));
     if total != Some(u64::from(groups)) {
         return Err(bad(
-            offs.level1 as usize - offset as usize,
+            level1,
             "compact index: bucket key counts do not add up to the group count",
         ));
     }
@@ -160,11 +163,11 @@ pub(crate) fn decode(bytes: &[u8], file: &Path, offset: u64) -> Result<(Parts, O
         .ok_or_else(|| bad(r.pos(), "compact index: trie length overflows"))?;
     p.trie_words = words(&mut r, p.trie_len).map_err(|w| bad(r.pos(), w))?;
 
-    offs.level2 = offset + r.pos() as u64;
+    offs.level2 = offset.saturating_add(r.pos() as u64);
     p.last_words = words(&mut r, p.last_len()).map_err(|w| bad(r.pos(), w))?;
     p.cont_words = words(&mut r, u64::from(blocks)).map_err(|w| bad(r.pos(), w))?;
 
-    offs.level3 = offset + r.pos() as u64;
+    offs.level3 = offset.saturating_add(r.pos() as u64);
     let seps: u64 = p.cont_words.iter().map(|w| u64::from(w.count_ones())).sum();
     let lens = usize::try_from(seps)
         .ok()
