@@ -142,8 +142,9 @@ impl Separators {
 
     /// The boundaries among `count` separators starting at `first` that suffix hash `s` lies
     /// past: `(lo, hi)` where it lies past all of the first `lo`, on both sides of those in
-    /// `lo..hi` (ties equal to it) and before the rest. Binary searches; each step decodes one
-    /// separator.
+    /// `lo..hi` (ties equal to it) and before the rest. A binary search decodes one separator a
+    /// step; one more says whether a run of ties equal to `s` starts at `lo`, and only then is
+    /// its end searched for.
     pub(crate) fn search(
         &self,
         s: u64,
@@ -156,23 +157,31 @@ impl Separators {
             cost.rank_select += 2;
             Some(self.get(first.checked_add(j)?)?.side(s))
         };
-        // Smallest j in 0..count whose side is not Greater (count if none), then smallest
-        // j ≥ lo whose side is Less.
-        let partition = |mut lo: usize, pred: &dyn Fn(Ordering) -> bool, cost: &mut LookupCost| {
-            let mut hi = count;
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if pred(side(mid, cost)?) {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
+        // Smallest j whose side is not Greater (count if none); past it, only ties equal to `s`
+        // can be Equal, so the end of the run is searched for only when the first is one.
+        let mut lo = 0;
+        let mut hi = count;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if side(mid, cost)? == Ordering::Greater {
+                lo = mid + 1;
+            } else {
+                hi = mid;
             }
-            Some(lo)
-        };
-        let lo = partition(0, &|o| o == Ordering::Greater, cost)?;
-        let hi = partition(lo, &|o| o == Ordering::Equal, cost)?;
-        Some((lo, hi))
+        }
+        if lo == count || side(lo, cost)? != Ordering::Equal {
+            return Some((lo, lo));
+        }
+        let (mut a, mut b) = (lo + 1, count);
+        while a < b {
+            let mid = a + (b - a) / 2;
+            if side(mid, cost)? == Ordering::Equal {
+                a = mid + 1;
+            } else {
+                b = mid;
+            }
+        }
+        Some((lo, a))
     }
 
     /// Bytes of the heap this level holds.
