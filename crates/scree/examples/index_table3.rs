@@ -139,9 +139,9 @@ fn main() {
     println!("Bits per key of the compact three-level index (heap of the loaded index / entries)");
     println!();
     println!(
-        "{:<5} {:<7} {:>7} {:>6} {:>6} {:>6} | {:>6} {:>6} {:>6} {:>6} | {:>6} {:>6} {:>5} | {:>6} {:>5}",
+        "{:<5} {:<7} {:>7} {:>6} {:>6} {:>6} | {:>6} {:>6} {:>6} {:>6} | {:>6} {:>6} {:>5} | {:>6} {:>5} {:>6} {:>5}",
         "table", "groups", "entries", "prefix", "blocks", "seps",
-        "L1", "L2", "L3", "total", "dhat", "paper", "ratio", "L1/pfx", "disk"
+        "L1", "L2", "L3", "total", "dhat", "paper", "ratio", "L1/pfx", "sep L", "L3/sep", "disk"
     );
     let mut cost_rows = Vec::new();
     for (name, blocks, per_block, paper) in configs {
@@ -152,13 +152,17 @@ fn main() {
             let h = idx.heap_bytes();
             let n = t.entries.len() as f64;
             let bpk = |bytes: usize| bytes as f64 * 8.0 / n;
-            let seps = (1..t.entries.len())
-                .filter(|&i| {
-                    t.entries[i].2 != t.entries[i - 1].2 && t.entries[i].0 == t.entries[i - 1].0
-                })
-                .count();
+            // Separators the table needs, and the bits each keeps: the leading bits shared by
+            // the suffix hashes on the two sides of a boundary inside a group (64 for a tie).
+            let (mut seps, mut sep_bits) = (0usize, 0u64);
+            for w in t.entries.windows(2) {
+                if w[1].2 != w[0].2 && w[1].0 == w[0].0 {
+                    seps += 1;
+                    sep_bits += u64::from((w[0].1 ^ w[1].1).leading_zeros());
+                }
+            }
             println!(
-                "{:<5} {:<7} {:>7} {:>6} {:>6} {:>6} | {:>6.3} {:>6.3} {:>6.3} {:>6.3} | {:>6.3} {:>6.2} {:>5.2} | {:>6.2} {:>5}",
+                "{:<5} {:<7} {:>7} {:>6} {:>6} {:>6} | {:>6.3} {:>6.3} {:>6.3} {:>6.3} | {:>6.3} {:>6.2} {:>5.2} | {:>6.2} {:>5.1} {:>6.1} {:>5}",
                 name,
                 pattern.name(),
                 t.entries.len(),
@@ -173,6 +177,8 @@ fn main() {
                 paper[pi],
                 bpk(m.dhat_bytes) / paper[pi],
                 h.level1 as f64 * 8.0 / f64::from(idx.num_groups()),
+                sep_bits as f64 / seps.max(1) as f64,
+                h.level3 as f64 * 8.0 / seps.max(1) as f64,
                 m.encoded,
             );
             assert_eq!(
