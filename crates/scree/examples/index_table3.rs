@@ -195,8 +195,9 @@ fn main() {
         "dhat: heap the decode left live, per entry; ratio: dhat / paper; L1/pfx: level-1 bits per"
     );
     println!(
-        "distinct prefix; disk: encoded bytes. Lookups, per lookup of a present key (all of them):"
+        "distinct prefix; sep L: bits kept per separator (mean); L3/sep: level-3 heap bits per"
     );
+    println!("separator; disk: encoded bytes. Lookups, per lookup of a present key (all of them):");
     println!();
     println!(
         "{:<5} {:<7} {:>9} {:>7} {:>9} {:>9} {:>9} | {:>10} {:>10}",
