@@ -19,9 +19,9 @@
 //! with keyed SipHash-1-3 as the layout would; entries are sorted by (prefix hash, suffix hash,
 //! key) and filled into blocks in order.
 //!
-//! "heap" is `BlockIndex::heap_bytes`; "dhat" is what the allocator saw the decode leave live
+//! "total" is `BlockIndex::heap_bytes`; "dhat" is what the allocator saw the decode leave live
 //! (dhat's counting allocator, the index boxed), so the figure is measured twice and no formula
-//! enters it. Lookups: every key of the table, in a scrambled order, must be located to exactly
+//! enters it; the example stops if the two differ by a byte. Lookups: every key of the table, in a scrambled order, must be located to exactly
 //! its block; the cost columns are per lookup. Absent keys (a fresh prefix, or a present prefix
 //! with a fresh suffix) report how often level 1 answered "none".
 
