@@ -4,7 +4,7 @@
 //! The trie is a binary radix trie over the hashes' bits, most significant first, that stops
 //! splitting a node once it holds at most one key: a key ends at the shortest prefix of its bits
 //! that no other key shares. A node of `n ≥ 2` keys is stored as the count of keys whose next
-//! bit is 0 ([`super::codes`]), then its left subtree, then its right subtree (pre-order).
+//! bit is 0 (coded as `codes.rs` says), then its left subtree, then its right subtree (pre-order).
 //!
 //! The keys are first split into `2^bucket_bits` buckets by their top bits; each bucket's trie
 //! starts at depth `bucket_bits`, and two Elias–Fano sequences give each bucket's first rank and

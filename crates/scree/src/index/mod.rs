@@ -3,11 +3,11 @@
 //! which blocks hold a whole prefix group. It replaces a sorted table's index block; no block
 //! offsets are stored, since block `b` starts at `b × block size`.
 //!
-//! - Level 1 ([`ect`]): the table's distinct prefix hashes in an entropy-coded trie (SILT's ECT)
+//! - Level 1 (`ect.rs`, codes in `codes.rs`): the table's distinct prefix hashes in an entropy-coded trie (SILT's ECT)
 //!   mapping a prefix hash to its rank; for a hash it proves absent, its predecessor's rank.
-//! - Level 2 ([`groups`]): rank → the first and last block of that prefix's group, in two
+//! - Level 2 (`groups.rs`): rank → the first and last block of that prefix's group, in two
 //!   rank/select bit vectors.
-//! - Level 3 ([`separators`]): for each block boundary inside a group, the shortest partial
+//! - Level 3 (`separators.rs`): for each block boundary inside a group, the shortest partial
 //!   suffix hash that separates the entries on its two sides; a binary search among a group's
 //!   separators picks the block.
 //!
