@@ -182,12 +182,8 @@ pub(crate) fn get_left(r: &mut BitReader<'_>, n: usize) -> Option<usize> {
     for _ in 0..zeros {
         v = (v << 1) | u64::from(r.read()?);
     }
-    let d = unzigzag(v - 1);
-    let left = (n / 2) as i64 + d;
-    if left < 0 || left > n as i64 {
-        return None;
-    }
-    Some(left as usize)
+    let left = i64::try_from(n / 2).ok()?.checked_add(unzigzag(v - 1))?;
+    usize::try_from(left).ok().filter(|&l| l <= n)
 }
 
 #[cfg(test)]
