@@ -1,7 +1,7 @@
 //! Writes the seed corpora of every fuzz target into `fuzz/corpus/<target>/` from a real
 //! database built on the in-memory file system (every layout): WAL and manifest files and
 //! records, table files of every registered format that names a fuzz target
-//! (`scree::table_format`: sorted tables, HTables), blocks, Bloom filters.
+//! (`scree::table_format`: sorted tables, HTables), blocks, Bloom filters, compact indexes.
 //! Run from `fuzz/`: `cargo run --release --example make_corpus`.
 
 use std::collections::HashMap;
@@ -145,4 +145,33 @@ fn main() {
             .collect();
         write("ops", &format!("bytes-{i}"), &s);
     }
+    index_seeds();
+}
+
+/// Compact three-level indexes: groups of 1–6 entries, 5 to a block, with versions of one key
+/// straddling a boundary; one group over four blocks; an empty table.
+fn index_seeds() {
+    use scree::index::IndexBuilder;
+    let mut b = IndexBuilder::with_bucket_keys(4);
+    let mut entries = Vec::new();
+    for g in 0..40u64 {
+        let p = g.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        for j in 0..(g % 6 + 1) {
+            entries.push((p, j.wrapping_mul(0xD6E8_FEB8_6659_FD93)));
+        }
+    }
+    entries.push(entries[7]);
+    entries.push(entries[7]);
+    entries.sort_unstable();
+    for (i, &(p, s)) in entries.iter().enumerate() {
+        b.add(p, s, (i / 5) as u32).expect("in order");
+    }
+    write("index_decode", "forty-groups", &b.finish().expect("index"));
+    let mut b = IndexBuilder::new();
+    for i in 0..12u32 {
+        b.add(7, u64::from(i) << 60, i / 3).expect("in order");
+    }
+    write("index_decode", "one-group", &b.finish().expect("index"));
+    let empty = IndexBuilder::new().finish().expect("index");
+    write("index_decode", "empty", &empty);
 }

@@ -32,6 +32,8 @@ pub mod filter;
 #[doc(hidden)]
 pub mod htable;
 #[doc(hidden)]
+pub mod index;
+#[doc(hidden)]
 pub mod iter;
 #[doc(hidden)]
 pub mod key;

@@ -1,0 +1,147 @@
+//! Level 2: a prefix's rank to the blocks its group (the entries of that prefix hash) occupies,
+//! in two rank/select bit vectors (vers-vecs' `RsVec`), no block offsets stored:
+//!
+//! - `last`: for each group in rank order, as many 0s as its last block is past the previous
+//!   group's last block, then a 1 (unary deltas; the first group's delta counts from block 0).
+//!   The last block of group `r` is `select1(r) − r`.
+//! - `cont`: one bit per block, set when the block's first entry has the same prefix hash as the
+//!   previous block's last entry (the group continues across the boundary; bit 0 is clear).
+//!
+//! A group's first block is the previous group's last block `L` if it ends there too, or if it
+//! continues across the boundary after `L`; otherwise it is `L + 1`. The set bits of `cont` are
+//! also the boundaries level 3 keeps a separator for, so `rank1` of `cont` numbers them.
+
+use vers_vecs::{BitVec, RsVec};
+
+use super::LookupCost;
+
+/// A rank/select vector of exactly `len` bits from words whose unused bits are zero. Its
+/// arrays are cloned once built: a clone allocates each at its length, without the spare
+/// capacity construction leaves, so the heap it holds is what `heap_size` reports.
+pub(crate) fn rs_vec(words: Vec<u64>, len: u64) -> RsVec {
+    let mut bv = BitVec::from_vec(words);
+    let len = usize::try_from(len).unwrap_or(usize::MAX);
+    if bv.len() > len {
+        bv.drop_last(bv.len() - len);
+    }
+    RsVec::from_bit_vec(bv).clone()
+}
+
+/// The loaded level 2.
+#[derive(Debug)]
+pub(crate) struct Groups {
+    last: RsVec,
+    cont: RsVec,
+    num_groups: u32,
+}
+
+impl Groups {
+    /// Loads and checks level 2 for `num_groups` groups over `num_blocks` blocks: `last` must
+    /// hold `num_groups` 1s and end with one (the last group ends in the last block), `cont`'s
+    /// set bits must be exactly the boundaries inside some group.
+    pub(crate) fn new(
+        last: RsVec,
+        cont: RsVec,
+        num_groups: u32,
+        num_blocks: u32,
+    ) -> Result<Groups, String> {
+        let want_last = u64::from(num_groups) + u64::from(num_blocks).saturating_sub(1);
+        if num_groups == 0 || num_blocks == 0 {
+            if num_groups != 0 || num_blocks != 0 || !last.is_empty() || !cont.is_empty() {
+                return Err("groups without blocks, or blocks without groups".into());
+            }
+        } else if last.len() as u64 != want_last
+            || last.rank1(last.len()) != num_groups as usize
+            || last.get(last.len() - 1) != Some(1)
+        {
+            return Err("group end bits do not match the group and block counts".into());
+        }
+        if cont.len() != num_blocks as usize || cont.get(0) == Some(1) {
+            return Err("continuation bits do not match the block count".into());
+        }
+        let g = Groups {
+            last,
+            cont,
+            num_groups,
+        };
+        // Every boundary inside a group is a continuation, and nothing else is.
+        let mut inside = 0u64;
+        let mut ignored = LookupCost::default();
+        for r in 0..num_groups {
+            let (first, last) = g
+                .range(r, &mut ignored)
+                .ok_or_else(|| format!("group {r}: no block range"))?;
+            let set = g.cont.rank1(last as usize + 1) - g.cont.rank1(first as usize + 1);
+            if set as u64 != u64::from(last - first) {
+                return Err(format!(
+                    "group {r}: a boundary inside it is not a continuation"
+                ));
+            }
+            inside += u64::from(last - first);
+        }
+        if g.cont.rank1(g.cont.len()) as u64 != inside {
+            return Err("a continuation bit lies between groups".into());
+        }
+        Ok(g)
+    }
+
+    /// Number of groups.
+    pub(crate) fn len(&self) -> u32 {
+        self.num_groups
+    }
+
+    fn last_block(&self, r: u32) -> Option<u32> {
+        let pos = self.last.select1(r as usize);
+        if pos >= self.last.len() {
+            return None;
+        }
+        u32::try_from(pos - r as usize).ok()
+    }
+
+    /// First and last block (inclusive) of group `r`.
+    pub(crate) fn range(&self, r: u32, cost: &mut LookupCost) -> Option<(u32, u32)> {
+        let last = self.last_block(r)?;
+        cost.rank_select += 1;
+        if r == 0 {
+            return Some((0, last));
+        }
+        let prev = self.last_block(r - 1)?;
+        cost.rank_select += 1;
+        if last == prev {
+            return Some((last, last));
+        }
+        let first = if self.cont.get(prev as usize + 1)? == 1 {
+            prev
+        } else {
+            prev + 1
+        };
+        Some((first, last))
+    }
+
+    /// The block a prefix hash absent from the table would fall in, given that `r` groups sort
+    /// before it: the last block of the group before it (block 0 if none).
+    pub(crate) fn gap_block(&self, r: u32, cost: &mut LookupCost) -> Option<u32> {
+        if r == 0 {
+            return Some(0);
+        }
+        cost.rank_select += 1;
+        self.last_block(r - 1)
+    }
+
+    /// Index of the separator of the boundary before block `b` (that boundary must be a
+    /// continuation): the number of continuations before it.
+    pub(crate) fn separator_index(&self, b: u32, cost: &mut LookupCost) -> usize {
+        cost.rank_select += 1;
+        self.cont.rank1(b as usize)
+    }
+
+    /// Number of separators level 3 must hold.
+    pub(crate) fn separators(&self) -> usize {
+        self.cont.rank1(self.cont.len())
+    }
+
+    /// Bytes of the heap this level holds.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.last.heap_size() + self.cont.heap_size()
+    }
+}
