@@ -32,13 +32,14 @@ pub mod reader;
 #[cfg(test)]
 mod tests;
 mod verify;
+mod writer;
 
 use siphasher::sip128::{Hasher128, SipHasher13};
 use std::hash::Hasher;
 
 pub use builder::{
-    buckets_for_bytes, finish_borrowed, segments_for, HTableBuilder, HTableOptions, HTableStream,
-    HTableSummary, ItemRef, TableSizer, MIN_BUCKETS_PER_SEGMENT,
+    buckets_for_bytes, finish_borrowed, segments_for, HTableBuilder, HTableOptions, HTableSummary,
+    ItemRef, TableSizer, MIN_BUCKETS_PER_SEGMENT,
 };
 pub use cluster::{
     BloomClusterBuilder, BloomClusterReader, BloomColumn, ClusterBlock, CLUSTER_BLOCK_SIZE,
@@ -46,6 +47,7 @@ pub use cluster::{
 pub(crate) use format::filter_may_contain;
 pub use format::FilterSet;
 pub use reader::{HItem, HTableReader, TableScan};
+pub use writer::HTableStream;
 
 /// Size of one bucket (and of one BloomCluster block): one disk read.
 pub const BUCKET_SIZE: usize = 4096;
