@@ -461,6 +461,9 @@ struct Secondary {
     arena: Vec<u8>,
     /// Arena bytes of removed entries.
     garbage: usize,
+    /// The allocation a table of twice the capacity takes, measured once per capacity: a full
+    /// table is asked again on every conflict until something is removed.
+    grown_bytes: Option<(usize, usize)>,
 }
 
 fn class_hash(class: u64) -> u64 {
@@ -527,7 +530,14 @@ impl Secondary {
         let grow_table = self.table.len() >= self.table.capacity();
         let new_cap = (self.table.capacity() * 2).max(4);
         let table_bytes = if grow_table {
-            HashTable::<SecEntry>::with_capacity(new_cap).allocation_size()
+            match self.grown_bytes {
+                Some((cap, bytes)) if cap == new_cap => bytes,
+                _ => {
+                    let bytes = HashTable::<SecEntry>::with_capacity(new_cap).allocation_size();
+                    self.grown_bytes = Some((new_cap, bytes));
+                    bytes
+                }
+            }
         } else {
             self.table.allocation_size()
         };
@@ -592,6 +602,7 @@ impl Secondary {
             table: HashTable::with_capacity(keys.len()),
             arena: Vec::with_capacity(keys.iter().map(|(_, key, _)| key.len()).sum()),
             garbage: 0,
+            grown_bytes: None,
         };
         for &(class, key, id) in keys {
             let e = SecEntry {
@@ -696,7 +707,14 @@ impl MultiLevelCuckoo {
 
     /// Algorithm 1: the newest sub-level that may hold `key`.
     pub fn lookup(&self, key: &[u8]) -> Answer {
-        let p = self.table.pos(key_hash(&self.hash_key, key));
+        self.lookup_hashed(key_hash(&self.hash_key, key), key)
+    }
+
+    /// [`lookup`](Self::lookup) with the key's hash already computed (`hash` must be
+    /// [`key_hash`] of `key` under this filter's hash key): the filters of several stepped
+    /// levels of one database share one hash per lookup.
+    pub fn lookup_hashed(&self, hash: u64, key: &[u8]) -> Answer {
+        let p = self.table.pos(hash);
         if self.overflowed {
             return match self.secondary.get(self.table.class(p), key) {
                 Some(id) => Answer::SubLevel(id),
@@ -925,6 +943,35 @@ impl MultiLevelCuckoo {
         }
     }
 
+    /// The check [`decode`](Self::decode) leaves out because it reads the table at random
+    /// (one probe per entry): every class has at most one entry. For offline verification of
+    /// a filter decoded from `file` at `offset`; a failure is `Error::Corruption`.
+    pub fn verify(&self, file: &Path, offset: u64) -> Result<()> {
+        let t = &self.table;
+        let base = u64::from(t.base);
+        for idx in 0..t.total_slots() {
+            let c = t.get(idx);
+            if c == 0 {
+                continue;
+            }
+            let fp = t.fp_of(c);
+            let b = (idx / t.slots as usize) as u64;
+            let (seg, j) = ((b / base) as u32, (b % base) as u32);
+            // Searched from the pair's lower bucket, both entries of a doubled class find the
+            // same one first.
+            let lo = j.min(t.alt(j, fp));
+            if t.find(Pos { fp, seg, j: lo }) != Some(idx) {
+                let at = offset + slot_offset(idx, t.slot_bits()) as u64;
+                return Err(Error::corruption(
+                    file,
+                    at,
+                    "multi-level cuckoo filter: two entries of one class",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The filter's bytes (layout in `docs/format.md`): a header, the primary bit array, the
     /// secondary keys in key order, a masked CRC32C of everything before it.
     pub fn encode(&self) -> Vec<u8> {
@@ -1024,6 +1071,7 @@ impl MultiLevelCuckoo {
             return Err(bad(22, "built with a different hash key"));
         }
         let words_at = r.pos();
+        debug_assert_eq!(words_at, WORDS_AT);
         let total_bits = (u64::from(base) << growth) * u64::from(slots * (fp_bits + id_bits));
         if n_words != total_bits.div_ceil(64) {
             return Err(bad(38, "bit array size does not match the table's shape"));
@@ -1035,8 +1083,9 @@ impl MultiLevelCuckoo {
         for w in table.words.iter_mut() {
             *w = r.u64().ok_or_else(|| short(&r))?;
         }
-        let slot_at = |idx: usize| words_at + idx * (fp_bits + id_bits) as usize / 8;
-        // Every entry in the segment its fingerprint names, at most one entry per class.
+        let slot_at = |idx: usize| slot_offset(idx, fp_bits + id_bits);
+        // Every entry in the segment its fingerprint names (one pass in memory order; the
+        // class check, which reads at random, is `verify`'s).
         let mut seen = 0u64;
         for idx in 0..table.total_slots() {
             let c = table.get(idx);
@@ -1045,17 +1094,9 @@ impl MultiLevelCuckoo {
             }
             seen += 1;
             let fp = table.fp_of(c);
-            let b = (idx / slots as usize) as u64;
-            let seg = (b / u64::from(base)) as u32;
-            let j = (b % u64::from(base)) as u32;
-            if fp == 0 || fp & table.seg_mask() != seg {
+            let seg = (idx / slots as usize) as u64 / u64::from(base);
+            if fp == 0 || u64::from(fp & table.seg_mask()) != seg {
                 return Err(bad(slot_at(idx), "entry outside its bucket pair"));
-            }
-            // Searched from the pair's lower bucket, both entries of a doubled class would
-            // find the same first one.
-            let lo = j.min(table.alt(j, fp));
-            if table.find(Pos { fp, seg, j: lo }) != Some(idx) {
-                return Err(bad(slot_at(idx), "two entries of one class"));
             }
         }
         if seen != occupied {
@@ -1114,6 +1155,14 @@ impl MultiLevelCuckoo {
     }
 }
 
+/// Offset in the encoding of the byte holding the start of slot `idx`.
+fn slot_offset(idx: usize, slot_bits: u32) -> usize {
+    WORDS_AT + idx * slot_bits as usize / 8
+}
+
+/// Offset of the primary bit array in the encoding.
+const WORDS_AT: usize = 46;
+
 /// A value derived from the hash key, stored to refuse a filter decoded with another key.
 fn hash_key_check(hash_key: &[u8; 16]) -> u64 {
     key_hash(hash_key, b"scree multi-level cuckoo filter")
@@ -1154,7 +1203,11 @@ impl CuckooFilter {
 
     /// Adds a key.
     pub fn insert(&mut self, key: &[u8]) {
-        let h = key_hash(&self.hash_key, key);
+        self.insert_hashed(key_hash(&self.hash_key, key));
+    }
+
+    /// Adds a key by its [`key_hash`] under this filter's hash key.
+    pub fn insert_hashed(&mut self, h: u64) {
         loop {
             let p = self.table.pos(h);
             if self.table.insert_new(p, 0, self.max_kicks, &mut self.rng) {
@@ -1170,11 +1223,12 @@ impl CuckooFilter {
 
     /// Whether `key` may have been added.
     pub fn contains(&self, key: &[u8]) -> bool {
-        self.overflowed
-            || self
-                .table
-                .find(self.table.pos(key_hash(&self.hash_key, key)))
-                .is_some()
+        self.contains_hashed(key_hash(&self.hash_key, key))
+    }
+
+    /// Whether a key with this [`key_hash`] may have been added.
+    pub fn contains_hashed(&self, h: u64) -> bool {
+        self.overflowed || self.table.find(self.table.pos(h)).is_some()
     }
 
     /// Bytes allocated by the filter's bit array.
@@ -1507,7 +1561,12 @@ mod tests {
         let c = g.table.get(idx);
         g.table.set(free, c);
         g.table.occupied += 1;
-        refused(&g, "two entries of one class");
+        let h = decode(&g.encode()).unwrap();
+        match h.verify(Path::new("v"), 7) {
+            Err(Error::Corruption { detail, .. }) => assert!(detail.contains("two entries")),
+            other => panic!("{other:?}"),
+        }
+        assert!(f.verify(Path::new("v"), 7).is_ok());
         // An entry count that does not match.
         let mut g = f.clone();
         g.table.occupied += 1;
