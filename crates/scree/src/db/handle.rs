@@ -487,7 +487,8 @@ impl Keyspace {
 
     /// Read-modify-write: `f` gets the current value of `key` (`None` if it has none) and
     /// returns the new one (`None` deletes the key); no other write lands between the read and
-    /// the write. Returns the new value. `f` runs while other writers wait: keep it short.
+    /// the write. Returns the new value. `f` runs while other writers wait: keep it short, and
+    /// do not write to the database from it (that write would wait for this one forever).
     pub fn update(
         &self,
         key: impl AsRef<[u8]>,
