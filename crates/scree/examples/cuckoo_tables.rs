@@ -17,8 +17,9 @@
 //! persisted filter and a file of the level's keys and 100-byte values, read back with
 //! O_DIRECT to time a rebuild's scan; `CUCKOO_TABLES_NO_IO=1` skips those files.
 //!
-//! `cargo run --release --example cuckoo_tables -- fixture DIR` instead writes the fixture the
-//! format document's second decoder (`scripts/decode_mlcf.py`) is checked on.
+//! `cargo run --release --example cuckoo_tables -- open [N] [DIR]` measures only the opening
+//! costs; `-- fixture DIR` instead writes the fixture the format document's second decoder
+//! (`scripts/decode_mlcf.py`) is checked on.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -384,6 +385,9 @@ fn open_costs(n: u64, dir: &Path) -> std::io::Result<()> {
     let back = MultiLevelCuckoo::decode(Path::new("mem"), 0, HASH_KEY, &bytes).expect("decodes");
     let decode = t.elapsed().as_secs_f64();
     assert_eq!(back.stats().primary_entries, ml.stats().primary_entries);
+    let t = Instant::now();
+    back.verify(Path::new("mem"), 0).expect("verifies");
+    let verify = t.elapsed().as_secs_f64();
     drop(back);
     let t = Instant::now();
     let it = st.distinct.iter().map(|(k, s)| (k.as_slice(), *s));
@@ -409,7 +413,8 @@ fn open_costs(n: u64, dir: &Path) -> std::io::Result<()> {
         );
     };
     row("encode (persist)", encode);
-    row("decode with every check (open, persisted)", decode);
+    row("decode with its checks (open, persisted)", decode);
+    row("verify: one entry per class (offline checks only)", verify);
     row(
         "build from the level's distinct keys (open, rebuilt; CPU only)",
         rebuild,
@@ -525,6 +530,13 @@ fn main() -> std::io::Result<()> {
             .next()
             .map_or_else(|| std::env::temp_dir().join("mlcf"), PathBuf::from);
         return fixture(&dir);
+    }
+    if first.as_deref() == Some("open") {
+        let n = args
+            .next()
+            .map_or(1_000_000, |a| a.parse().expect("N is a number"));
+        let dir = args.next().map_or_else(std::env::temp_dir, PathBuf::from);
+        return open_costs(n, &dir);
     }
     let n: u64 = first
         .map(|a| a.replace([',', '_'], "").parse().expect("N is a number"))

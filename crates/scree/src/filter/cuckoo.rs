@@ -35,9 +35,10 @@
 //! 2. a present key not in the secondary table has an entry in its class, and that entry is
 //!    ambiguous or has id `newest(x)`; a non-ambiguous entry serves at most one such key (its
 //!    *owner*);
-//! 3. every key in the secondary table has an entry in its class (the class entry is a *gate*:
-//!    a lookup that finds no entry answers [`Answer::Absent`] without reading the secondary
-//!    table, which gives the same answers as Algorithm 1's secondary-first order).
+//! 3. unless the filter overflowed, every key in the secondary table has an entry in its class
+//!    (the class entry is a *gate*: a lookup that finds no entry answers [`Answer::Absent`]
+//!    without reading the secondary table, which gives the same answers as Algorithm 1's
+//!    secondary-first order).
 //!
 //! Lookups of present keys therefore answer `SubLevel(newest(x))` or `ProbeAll`, never
 //! `Absent` and never an older sub-level. Insert (Algorithm 2) is told what the caller knows
