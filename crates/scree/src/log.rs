@@ -105,12 +105,7 @@ impl LogWriter {
 #[cfg(test)]
 pub(crate) fn temp_log() -> (tempfile::TempDir, LogWriter) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let env = crate::fs::Env {
-        fs: std::sync::Arc::new(crate::fs::std_fs::StdFs),
-        stats: std::sync::Arc::new(crate::stats::IoStats::default()),
-        direct_reads: false,
-        mmap_reads: false,
-    };
+    let env = crate::fs::Env::plain(std::sync::Arc::new(crate::fs::std_fs::StdFs));
     let w = env
         .create(
             &dir.path().join("000001.log"),

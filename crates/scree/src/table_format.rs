@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::fs::{Env, FileSystem};
-use crate::stats::IoStats;
 use crate::table::TableFile;
 
 /// A visitor of a table's entries: `(internal key, value)`.
@@ -123,12 +122,7 @@ pub fn describe(fs: Arc<dyn FileSystem>, path: &Path) -> Result<Description> {
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     let format = by_ext(ext)
         .ok_or_else(|| Error::InvalidArgument(format!("{}: not a table file", path.display())))?;
-    let env = Env {
-        fs,
-        stats: Arc::new(IoStats::default()),
-        direct_reads: false,
-        mmap_reads: false,
-    };
+    let env = Env::plain(fs);
     (format.describe)(&env, path)
 }
 
@@ -192,12 +186,7 @@ mod tests {
             // The open rewrites the manifest as one snapshot of the live files.
             drop(Db::open("/db", o).expect("reopen"));
             let dir = Path::new("/db");
-            let env = Env {
-                fs: fs.as_dyn(),
-                stats: Arc::default(),
-                direct_reads: false,
-                mmap_reads: false,
-            };
+            let env = Env::plain(fs.as_dyn());
             let n = manifest::read_current(&env, dir).expect("CURRENT");
             let data = env
                 .read_all(&manifest::manifest_path(dir, n))

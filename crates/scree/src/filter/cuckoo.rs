@@ -566,6 +566,12 @@ impl Secondary {
             self.arena.shrink_to_fit();
             return false;
         }
+        self.push(class, key, id);
+        true
+    }
+
+    /// Appends `key` to the arena and enters it under `class` with sub-level `id`.
+    fn push(&mut self, class: u64, key: &[u8], id: u8) {
         let e = SecEntry {
             class,
             off: self.arena.len() as u32,
@@ -574,7 +580,6 @@ impl Secondary {
         self.arena.extend_from_slice(key);
         self.table
             .insert_unique(class_hash(class), e, |e| class_hash(e.class));
-        true
     }
 
     /// Rewrites the arena without removed keys once they are most of it.
@@ -606,14 +611,7 @@ impl Secondary {
             grown_bytes: None,
         };
         for &(class, key, id) in keys {
-            let e = SecEntry {
-                class,
-                off: s.arena.len() as u32,
-                len_id: ((key.len() as u32) << 8) | u32::from(id),
-            };
-            s.arena.extend_from_slice(key);
-            s.table
-                .insert_unique(class_hash(class), e, |e| class_hash(e.class));
+            s.push(class, key, id);
         }
         s
     }

@@ -157,6 +157,17 @@ pub struct Env {
 }
 
 impl Env {
+    /// An environment over `fs` with counters of its own and plain reads (no O_DIRECT, no
+    /// memory map): what tools and tests that read files outside an open database use.
+    pub fn plain(fs: Arc<dyn FileSystem>) -> Env {
+        Env {
+            fs,
+            stats: Arc::new(IoStats::default()),
+            direct_reads: false,
+            mmap_reads: false,
+        }
+    }
+
     /// Creates a file whose written bytes are counted under `cause`.
     pub fn create(&self, path: &Path, cause: WriteCause) -> Result<CountedWriter> {
         let inner = self.fs.create(path).map_err(|e| Error::io(path, e))?;

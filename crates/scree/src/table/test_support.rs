@@ -31,12 +31,7 @@ fn ctx_with(
     purge: super::purge::Purger,
 ) -> Arc<TableCtx> {
     Arc::new(TableCtx {
-        env: Env {
-            fs: Arc::new(StdFs),
-            stats: Arc::default(),
-            direct_reads: false,
-            mmap_reads: false,
-        },
+        env: Env::plain(Arc::new(StdFs)),
         cache,
         dir: dir.to_path_buf(),
         open: super::OpenTables::default(),
