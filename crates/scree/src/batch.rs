@@ -169,7 +169,7 @@ impl WriteBatch {
             self.error = Some("a batch cannot span databases".into());
             return;
         }
-        if let Err(e) = check_key(key).and_then(|_| check_value(value)) {
+        if let Err(e) = ks.check_key(key).and_then(|_| check_value(value)) {
             self.error = Some(e.to_string());
             return;
         }

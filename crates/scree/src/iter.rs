@@ -148,6 +148,69 @@ impl InternalIter for MemIter {
     }
 }
 
+/// Iterates entries held in memory, sorted by [`cmp_ikey`] (a `semisorted` prefix group of
+/// one sub-level, whose table holds it in hash order).
+pub struct VecIter {
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Position; `entries.len()` when not valid.
+    pos: usize,
+}
+
+impl VecIter {
+    /// Iterates `entries`, which must be sorted by [`cmp_ikey`].
+    pub fn new(entries: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
+        let pos = entries.len();
+        VecIter { entries, pos }
+    }
+}
+
+impl InternalIter for VecIter {
+    fn valid(&self) -> bool {
+        self.pos < self.entries.len()
+    }
+    fn key(&self) -> &[u8] {
+        self.entries.get(self.pos).map_or(&[], |e| &e.0)
+    }
+    fn value(&self) -> &[u8] {
+        self.entries.get(self.pos).map_or(&[], |e| &e.1)
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.pos = 0;
+        Ok(())
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.pos = self.entries.len().checked_sub(1).unwrap_or(self.entries.len());
+        Ok(())
+    }
+    fn seek(&mut self, ikey: &[u8]) -> Result<()> {
+        self.pos = self
+            .entries
+            .partition_point(|e| cmp_ikey(&e.0, ikey) == std::cmp::Ordering::Less);
+        Ok(())
+    }
+    fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
+        let n = self
+            .entries
+            .partition_point(|e| cmp_ikey(&e.0, ikey) != std::cmp::Ordering::Greater);
+        self.pos = n.checked_sub(1).unwrap_or(self.entries.len());
+        Ok(())
+    }
+    fn next(&mut self) -> Result<()> {
+        if self.valid() {
+            self.pos += 1;
+        }
+        Ok(())
+    }
+    fn prev(&mut self) -> Result<()> {
+        self.pos = if self.valid() && self.pos > 0 {
+            self.pos - 1
+        } else {
+            self.entries.len()
+        };
+        Ok(())
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Direction {
     Forward,

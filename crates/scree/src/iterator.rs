@@ -43,11 +43,15 @@ impl std::fmt::Debug for RangeIter {
 pub(crate) fn sources_for(
     mems: Vec<Arc<crate::memtable::Memtable>>,
     version: Arc<dyn crate::layout::LayoutVersion>,
+    prefix: Option<Vec<u8>>,
 ) -> SourceFn {
     Arc::new(move || {
         // The layout refuses first when it has no scans (its message says why).
         let mut tables: Vec<Box<dyn InternalIter>> = Vec::new();
-        version.add_iters(&mut tables)?;
+        match &prefix {
+            Some(p) => version.add_prefix_iters(p, &mut tables)?,
+            None => version.add_iters(&mut tables)?,
+        }
         let mut children: Vec<Box<dyn InternalIter>> = Vec::new();
         for m in &mems {
             if !m.is_sorted() {

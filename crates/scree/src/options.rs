@@ -274,6 +274,19 @@ impl Order {
         }
     }
 
+    /// `InvalidArgument` for a key the order cannot place: under `PrefixGroups(n)` a key
+    /// shorter than its `n`-byte prefix.
+    pub(crate) fn check_key(&self, ks: &str, layout: &Layout, key: &[u8]) -> Result<()> {
+        match self {
+            Order::PrefixGroups(n) if key.len() < *n => Err(Error::InvalidArgument(format!(
+                "key of {} bytes in keyspace {ks:?}: layout `{layout}` needs keys of at least \
+                 their {n}-byte prefix",
+                key.len()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// `Unsupported` naming why a scan of `prefix` in keyspace `ks` is refused.
     pub(crate) fn check_prefix(&self, ks: &str, layout: &Layout, prefix: &[u8]) -> Result<()> {
         match self {
@@ -512,6 +525,8 @@ pub struct KeyspaceOptions {
     pub fragmented: FragmentedOptions,
     /// Options of the `trie` layout.
     pub trie: TrieOptions,
+    /// Options of the `semisorted` layout.
+    pub semisorted: SemiSortedOptions,
 }
 
 impl KeyspaceOptions {
@@ -525,6 +540,7 @@ impl KeyspaceOptions {
             leveled: LeveledOptions::default(),
             fragmented: FragmentedOptions::default(),
             trie: TrieOptions::default(),
+            semisorted: SemiSortedOptions::default(),
         }
     }
 
@@ -554,10 +570,75 @@ impl KeyspaceOptions {
             Layout::Leveled => self.leveled.validate(),
             Layout::Fragmented => self.fragmented.validate(),
             Layout::Trie => self.trie.validate(),
-            Layout::SemiSorted { .. } | Layout::Lightweight => Ok(()),
+            Layout::SemiSorted { prefix_len } => self.semisorted.validate(prefix_len),
+            Layout::Lightweight => Ok(()),
             #[cfg(test)]
             Layout::TestSegments => Ok(()),
         }
+    }
+}
+
+/// Options of the `semisorted` layout (SlimDB: stepped levels of sub-levels, fixed-size blocks
+/// with the compact three-level index, one multi-level cuckoo filter per level; settings in
+/// docs/architecture-semisorted.md). Data blocks are `KeyspaceOptions::block_size` bytes.
+#[derive(Debug, Clone)]
+pub struct SemiSortedOptions {
+    /// Sub-levels a stepped level holds before they are merged into one new sub-level of the
+    /// next level (the paper's r). Default 8.
+    pub sub_levels: usize,
+    /// Number of stepped levels; the last one merges its sub-levels in place. 2..=16. Default 6.
+    pub max_levels: usize,
+    /// Size at which a merge's output table is closed (at the next prefix group). Default
+    /// 32 MiB (the paper's).
+    pub target_table_bytes: u64,
+    /// Sub-levels of a level at which writes are slowed. Default 12.
+    pub slowdown_sublevels: usize,
+    /// Sub-levels of a level at which writes wait. Default 16. A level's filter has ids for
+    /// `stop_sublevels + 2` sub-levels.
+    pub stop_sublevels: usize,
+    /// Bytes the secondary table (full keys whose fingerprints conflict) of one level's filter
+    /// may hold, as a fraction: bits per key of the level's capacity. Default 1.
+    pub secondary_bits_per_key: f64,
+}
+
+impl Default for SemiSortedOptions {
+    fn default() -> Self {
+        SemiSortedOptions {
+            sub_levels: 8,
+            max_levels: 6,
+            target_table_bytes: 32 << 20,
+            slowdown_sublevels: 12,
+            stop_sublevels: 16,
+            secondary_bits_per_key: 1.0,
+        }
+    }
+}
+
+impl SemiSortedOptions {
+    fn validate(&self, prefix_len: usize) -> Result<()> {
+        let bad = |m: &str| Err(Error::InvalidArgument(format!("semisorted: {m}")));
+        if prefix_len == 0 || prefix_len > MAX_KEY_BYTES {
+            return bad("prefix_len must be 1..=65536");
+        }
+        if !(2..=64).contains(&self.sub_levels) {
+            return bad("sub_levels must be 2..=64");
+        }
+        if !(2..=16).contains(&self.max_levels) {
+            return bad("max_levels must be 2..=16");
+        }
+        if self.target_table_bytes < 4096 {
+            return bad("target_table_bytes must be at least 4096");
+        }
+        if self.slowdown_sublevels < self.sub_levels
+            || self.stop_sublevels < self.slowdown_sublevels
+            || self.stop_sublevels > 200
+        {
+            return bad("need sub_levels <= slowdown_sublevels <= stop_sublevels <= 200");
+        }
+        if !(0.0..=64.0).contains(&self.secondary_bits_per_key) {
+            return bad("secondary_bits_per_key must be within 0..=64");
+        }
+        Ok(())
     }
 }
 

@@ -36,6 +36,13 @@ pub fn scree_test_tune(o: &mut KeyspaceOptions) {
     t.last_level_depth = 2;
     t.slowdown_sublevels = 4;
     t.stop_sublevels = 8;
+    // semisorted: steps of 2 sub-levels over three levels, small tables.
+    let s = &mut o.semisorted;
+    s.sub_levels = 2;
+    s.max_levels = 3;
+    s.slowdown_sublevels = 4;
+    s.stop_sublevels = 8;
+    s.target_table_bytes = 8 * 1024;
 }
 
 pub fn small_db() -> Options {

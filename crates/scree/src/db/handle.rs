@@ -400,6 +400,16 @@ impl Keyspace {
         self.core.kind
     }
 
+    /// Checks a key's size, and its length against the layout's key order (a `PrefixGroups`
+    /// layout needs at least the prefix).
+    pub(crate) fn check_key(&self, key: &[u8]) -> Result<()> {
+        check_key(key)?;
+        self.core
+            .kind
+            .order()
+            .check_key(&self.core.name, &self.core.kind, key)
+    }
+
     /// Stores `value` under `key`.
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         self.put_opt(key, value, &WriteOptions::default())
@@ -446,7 +456,7 @@ impl Keyspace {
         opts: &WriteOptions,
     ) -> Result<()> {
         let (k, v) = (key.as_ref(), value.as_ref());
-        check_key(k)?;
+        self.check_key(k)?;
         check_value(v)?;
         let rep = batch::single(self.core.id, ValueKind::Put, k, v);
         self.h.inner.write(
@@ -473,7 +483,7 @@ impl Keyspace {
         opts: &WriteOptions,
     ) -> Result<bool> {
         let (k, v) = (key.as_ref(), value.as_ref());
-        check_key(k)?;
+        self.check_key(k)?;
         check_value(v)?;
         self.h
             .inner
@@ -505,7 +515,7 @@ impl Keyspace {
         opts: &WriteOptions,
     ) -> Result<Option<Value>> {
         let k = key.as_ref();
-        check_key(k)?;
+        self.check_key(k)?;
         let mut new = None;
         self.h
             .inner
@@ -538,7 +548,7 @@ impl Keyspace {
     /// Deletes `key` with write options.
     pub fn delete_opt(&self, key: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
         let k = key.as_ref();
-        check_key(k)?;
+        self.check_key(k)?;
         let rep = batch::single(self.core.id, ValueKind::Delete, k, &[]);
         self.h.inner.write(
             rep,

@@ -53,7 +53,7 @@ impl Keyspace {
     ) -> RangeIter {
         let (name, kind) = (&self.core.name, &self.core.kind);
         match kind.order().check_range(name, kind) {
-            Ok(()) => self.range_at(lo, hi, seq),
+            Ok(()) => self.range_at(lo, hi, None, seq),
             Err(e) => iterator::failed(e),
         }
     }
@@ -65,19 +65,26 @@ impl Keyspace {
         match kind.order().check_prefix(name, kind, prefix) {
             Ok(()) => {
                 let hi = prefix_end(prefix).map_or(Bound::Unbounded, Bound::Excluded);
-                self.range_at(Bound::Included(prefix.to_vec()), hi, seq)
+                self.range_at(Bound::Included(prefix.to_vec()), hi, Some(prefix.to_vec()), seq)
             }
             Err(e) => iterator::failed(e),
         }
     }
 
-    fn range_at(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, seq: Option<u64>) -> RangeIter {
+    /// A scan of `lo..hi`; `prefix`, for a prefix scan, lets the layout open only that group.
+    fn range_at(
+        &self,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        prefix: Option<Vec<u8>>,
+        seq: Option<u64>,
+    ) -> RangeIter {
         let sv = self.core.sv();
         let seq = seq.unwrap_or_else(|| self.h.inner.last_seq.load(Ordering::Acquire));
         let mems: Vec<Arc<Memtable>> = std::iter::once(sv.mem.clone())
             .chain(sv.imms.iter().cloned())
             .collect();
-        RangeIter::new(iterator::sources_for(mems, sv.version.clone()), seq, lo, hi)
+        RangeIter::new(iterator::sources_for(mems, sv.version.clone(), prefix), seq, lo, hi)
             .holding(self.h.clone())
     }
 }

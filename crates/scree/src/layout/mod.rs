@@ -10,6 +10,7 @@ pub mod parallel;
 pub mod reserve;
 #[cfg(test)]
 pub(crate) mod segments;
+pub mod semisorted;
 pub mod sorted;
 pub mod trie;
 
@@ -31,6 +32,7 @@ pub fn implemented() -> Vec<LayoutKind> {
         LayoutKind::Leveled,
         LayoutKind::Fragmented,
         LayoutKind::Trie,
+        LayoutKind::SemiSorted { prefix_len: 1 },
     ]
 }
 
@@ -135,6 +137,12 @@ pub trait LayoutVersion: Send + Sync {
     fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup>;
     /// Pushes iterators covering every table (sorted layouts); `Unsupported` otherwise.
     fn add_iters(&self, out: &mut Vec<Box<dyn InternalIter>>) -> Result<()>;
+    /// Pushes iterators covering every entry whose user key starts with `prefix` (they may
+    /// hold other keys too; the caller bounds the scan). Default: [`LayoutVersion::add_iters`].
+    /// A `PrefixGroups` layout serves only this.
+    fn add_prefix_iters(&self, _prefix: &[u8], out: &mut Vec<Box<dyn InternalIter>>) -> Result<()> {
+        self.add_iters(out)
+    }
     /// A new version with `edit` applied. Files are looked up or opened through `tables`.
     fn apply(&self, edit: &KsEdit, tables: &Arc<TableCtx>) -> Result<Arc<dyn LayoutVersion>>;
     /// Records that recreate this version from nothing (manifest roll-over).
@@ -349,6 +357,7 @@ pub fn new_layout(kind: LayoutKind) -> Result<Arc<dyn Layout>> {
         LayoutKind::Leveled => Ok(Arc::new(leveled::Leveled::new())),
         LayoutKind::Fragmented => Ok(Arc::new(fragmented::Fragmented::new())),
         LayoutKind::Trie => Ok(Arc::new(trie::Trie::new())),
+        LayoutKind::SemiSorted { prefix_len } => Ok(Arc::new(semisorted::SemiSorted::new(prefix_len))),
         #[cfg(test)]
         LayoutKind::TestSegments => Ok(Arc::new(segments::Segments::default())),
         other => Err(crate::error::Error::Unsupported(format!(

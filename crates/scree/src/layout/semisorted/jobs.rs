@@ -1,0 +1,360 @@
+//! The `semisorted` layout's jobs: the stepped merge (every sub-level of a level merged into one
+//! new sub-level of the next level, or in place at the last level) and the rebuild of a level's
+//! missing filter; and what both use: writing tables cut at prefix-group boundaries
+//! ([`Output`]) and the merged scan of several sub-levels ([`Merged`]).
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+use super::table::{self, hashes, Entry, SemiKey, SemiTableBuilder};
+use super::version::{filter_record, reader_of, OpenSemi, PendingFilter, Shared, Sub};
+use super::{filter_with, Reservation};
+use crate::error::Result;
+use crate::filter::cuckoo::MultiLevelCuckoo;
+use crate::key::{self, ValueKind};
+use crate::layout::{Job, JobCtx};
+use crate::manifest::edit::{AddedTable, KsEdit};
+use crate::stats::{ReadKind, WriteCause};
+use crate::table::TableMeta;
+
+use super::table::FORMAT_SEMISORTED;
+
+/// Writes entries in [`SemiKey`] order into tables, closing a table at the first prefix group
+/// that starts after it reached the target size.
+pub struct Output<'a> {
+    ctx: &'a JobCtx<'a>,
+    cause: WriteCause,
+    builder: Option<SemiTableBuilder>,
+    last_ph: Option<u64>,
+    done: Vec<TableMeta>,
+}
+
+impl<'a> Output<'a> {
+    /// An output of tables written for `cause`.
+    pub fn new(ctx: &'a JobCtx<'a>, cause: WriteCause) -> Self {
+        Output {
+            ctx,
+            cause,
+            builder: None,
+            last_ph: None,
+            done: Vec::new(),
+        }
+    }
+
+    /// Adds the next entry.
+    pub fn add(&mut self, ph: u64, sh: u64, ikey: &[u8], value: &[u8]) -> Result<()> {
+        let target = self.ctx.opts.semisorted.target_table_bytes;
+        if self.last_ph != Some(ph) {
+            if let Some(b) = &self.builder {
+                if b.estimated_size() >= target {
+                    if let Some(b) = self.builder.take() {
+                        self.done.push(b.finish()?);
+                    }
+                    self.ctx.flush_point()?;
+                }
+            }
+            self.last_ph = Some(ph);
+        }
+        if self.builder.is_none() {
+            let no = self.ctx.new_file_no();
+            let w = self
+                .ctx
+                .tables
+                .env
+                .create(&table::path(&self.ctx.tables.dir, no), self.cause)?;
+            self.builder = Some(SemiTableBuilder::new(
+                w,
+                no,
+                self.ctx.opts.block_size,
+                self.ctx.hash_key,
+            ));
+        }
+        if let Some(b) = self.builder.as_mut() {
+            b.add(ph, sh, ikey, value)?;
+        }
+        Ok(())
+    }
+
+    /// Finishes the last table; the tables written, in order.
+    pub fn finish(mut self) -> Result<Vec<TableMeta>> {
+        if let Some(b) = self.builder.take() {
+            if b.entries() > 0 {
+                self.done.push(b.finish()?);
+            }
+        }
+        Ok(self.done)
+    }
+}
+
+/// A cursor over one sub-level's entries in table order, a block at a time.
+struct Cursor {
+    sub: Arc<Sub>,
+    /// Index of the sub-level among the merged ones (0: newest).
+    rank: usize,
+    table: usize,
+    reader: Option<Arc<OpenSemi>>,
+    block: u32,
+    entries: Vec<Entry>,
+    pos: usize,
+    /// Hashes of the current entry.
+    h: (u64, u64),
+}
+
+impl Cursor {
+    fn current(&self) -> Option<&Entry> {
+        self.entries.get(self.pos)
+    }
+
+    /// Moves to the next entry (loading blocks and tables as needed).
+    fn advance(&mut self, shared: &Shared) -> Result<()> {
+        self.pos += 1;
+        while self.pos >= self.entries.len() {
+            self.entries.clear();
+            self.pos = 0;
+            if let Some(r) = &self.reader {
+                if self.block < r.reader.footer().blocks {
+                    self.entries = r.reader.block_entries(self.block, ReadKind::Compaction)?;
+                    self.block += 1;
+                    continue;
+                }
+                self.reader = None;
+                self.table += 1;
+            }
+            let Some(t) = self.sub.tables.get(self.table) else {
+                return Ok(());
+            };
+            self.reader = Some(reader_of(t)?);
+            self.block = 0;
+        }
+        if let Some(e) = self.entries.get(self.pos) {
+            self.h = hashes(&shared.hash_key, shared.prefix_len, key::user_key(&e.ikey));
+        }
+        Ok(())
+    }
+
+    fn key(&self) -> Option<SemiKey<'_>> {
+        let e = self.current()?;
+        let p = key::parse(&e.ikey);
+        Some(SemiKey {
+            ph: self.h.0,
+            sh: self.h.1,
+            user_key: p.user_key,
+            trailer: p.trailer(),
+        })
+    }
+}
+
+/// Heap entry: the cursor with the smallest key on top (ties: the newer sub-level).
+struct Top(Cursor);
+
+impl PartialEq for Top {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Top {}
+impl PartialOrd for Top {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Top {
+    fn cmp(&self, o: &Self) -> Ordering {
+        match (self.0.key(), o.0.key()) {
+            (Some(a), Some(b)) => b.cmp(&a).then_with(|| o.0.rank.cmp(&self.0.rank)),
+            _ => Ordering::Equal,
+        }
+    }
+}
+
+/// The merged scan of sub-levels (given newest first), in [`SemiKey`] order.
+pub struct Merged<'s> {
+    heap: BinaryHeap<Top>,
+    shared: &'s Shared,
+}
+
+impl<'s> Merged<'s> {
+    /// Opens a cursor on each of `subs`.
+    pub fn new(subs: &[Arc<Sub>], shared: &'s Shared) -> Result<Self> {
+        let mut heap = BinaryHeap::new();
+        for (rank, sub) in subs.iter().enumerate() {
+            let mut c = Cursor {
+                sub: sub.clone(),
+                rank,
+                table: 0,
+                reader: None,
+                block: 0,
+                entries: Vec::new(),
+                pos: 0,
+                h: (0, 0),
+            };
+            // Starts before the first entry: `advance` loads it.
+            c.pos = 0;
+            c.advance(shared)?;
+            if c.current().is_some() {
+                heap.push(Top(c));
+            }
+        }
+        Ok(Merged { heap, shared })
+    }
+
+    /// Calls `f(hashes, entry, rank of its sub-level)` for each entry in order.
+    pub fn for_each(
+        mut self,
+        mut f: impl FnMut((u64, u64), &Entry, usize) -> Result<()>,
+    ) -> Result<()> {
+        while let Some(Top(mut c)) = self.heap.pop() {
+            if let Some(e) = c.current() {
+                f(c.h, e, c.rank)?;
+            }
+            c.advance(self.shared)?;
+            if c.current().is_some() {
+                self.heap.push(Top(c));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Merges every sub-level of level `src` into one new sub-level of `dst` (`src + 1`, or `src`
+/// for a merge in place).
+pub struct MergeJob {
+    pub(super) src: usize,
+    pub(super) dst: usize,
+    /// The sub-levels merged, newest first.
+    pub(super) inputs: Vec<Arc<Sub>>,
+    /// No older data of these keys exists below the output: tombstones no snapshot needs go.
+    pub(super) bottommost: bool,
+    /// For a merge down: `dst`'s sub-levels (oldest first) and filter (None: empty level).
+    /// `None` when `dst`'s filter is missing (the output then waits for a rebuild).
+    pub(super) base: Option<(Vec<u64>, Option<Arc<MultiLevelCuckoo>>)>,
+    pub(super) shared: Arc<Shared>,
+    pub(super) res: Reservation,
+}
+
+impl Job for MergeJob {
+    fn run(&mut self, ctx: &JobCtx<'_>) -> Result<KsEdit> {
+        let merged = Merged::new(&self.inputs, &self.shared)?;
+        let mut out = Output::new(ctx, WriteCause::Compaction);
+        let snap = ctx.smallest_snapshot;
+        let mut last: Option<Vec<u8>> = None;
+        let mut last_seq = u64::MAX;
+        // Distinct user keys written, for the next level's filter.
+        let mut keys: Vec<u8> = Vec::new();
+        let mut ends: Vec<usize> = Vec::new();
+        let want_keys = !matches!(self.base, None) && self.src != self.dst;
+        merged.for_each(|(ph, sh), e, _| {
+            let p = key::parse(&e.ikey);
+            let same = last.as_deref() == Some(p.user_key);
+            if !same {
+                last = Some(p.user_key.to_vec());
+                last_seq = u64::MAX;
+            }
+            // A newer version every snapshot sees hides this one; a tombstone every snapshot
+            // sees goes at the bottom.
+            let hidden = last_seq <= snap;
+            let dead = self.bottommost && p.kind == ValueKind::Delete as u8 && p.seq <= snap;
+            last_seq = p.seq;
+            if hidden || dead {
+                return Ok(());
+            }
+            if want_keys && ends.last().map_or(true, |&end| {
+                let start = ends.len().checked_sub(2).map_or(0, |i| ends[i]);
+                &keys[start..end] != p.user_key
+            }) {
+                keys.extend_from_slice(p.user_key);
+                ends.push(keys.len());
+            }
+            out.add(ph, sh, &e.ikey, &e.value)
+        })?;
+        let metas = out.finish()?;
+        let mut edit = KsEdit::default();
+        edit.removed = self
+            .inputs
+            .iter()
+            .flat_map(|s| s.tables.iter().map(|t| t.meta.file_no))
+            .collect();
+        if let Some(slot) = metas.first().map(|m| m.file_no) {
+            if let (true, Some((slots, f))) = (want_keys, &self.base) {
+                let filter = filter_with(ctx, f.as_deref(), ends.len(), slots.len(), &mut |ins| {
+                    let mut start = 0;
+                    for &end in &ends {
+                        ins(&keys[start..end])?;
+                        start = end;
+                    }
+                    Ok(())
+                });
+                if let Ok(filter) = filter {
+                    self.shared.pending.lock().insert(
+                        slot,
+                        PendingFilter {
+                            level: self.dst as u32,
+                            base: slots.clone(),
+                            added: Some(slot),
+                            filter,
+                        },
+                    );
+                }
+            }
+            for meta in metas {
+                edit.added.push(AddedTable {
+                    level: self.dst as u32,
+                    slot,
+                    format: FORMAT_SEMISORTED,
+                    meta,
+                });
+            }
+        }
+        let gone = edit.removed.first().copied();
+        self.res
+            .keep_until(move |v| gone.is_some_and(|f| !v.has_file(f)) || gone.is_none());
+        Ok(edit)
+    }
+}
+
+/// Rebuilds the missing filter of level `level` from its sub-levels' keys.
+pub struct RebuildJob {
+    pub(super) level: usize,
+    /// The level's sub-levels, newest first.
+    pub(super) subs: Vec<Arc<Sub>>,
+    pub(super) shared: Arc<Shared>,
+    pub(super) _res: Reservation,
+}
+
+impl Job for RebuildJob {
+    fn run(&mut self, ctx: &JobCtx<'_>) -> Result<KsEdit> {
+        let n = self.subs.len();
+        let keys: u64 = self.subs.iter().map(|s| s.entries()).sum();
+        let mut f = MultiLevelCuckoo::new(
+            ctx.hash_key,
+            super::filter_params(ctx.opts, keys as usize),
+        )?;
+        let mut last: Option<Vec<u8>> = None;
+        // The first version of a key in the merged scan is its newest: its sub-level's id.
+        Merged::new(&self.subs, &self.shared)?.for_each(|_, e, rank| {
+            let uk = key::user_key(&e.ikey);
+            if last.as_deref() == Some(uk) {
+                return Ok(());
+            }
+            last = Some(uk.to_vec());
+            let id = (n - 1 - rank) as u8;
+            f.insert(uk, id, crate::filter::cuckoo::Prior::Absent)
+        })?;
+        let slots: Vec<u64> = self.subs.iter().rev().map(|s| s.slot).collect();
+        let mut edit = KsEdit::default();
+        if let Some(&key) = slots.last() {
+            self.shared.pending.lock().insert(
+                key,
+                PendingFilter {
+                    level: self.level as u32,
+                    base: slots.clone(),
+                    added: None,
+                    filter: f,
+                },
+            );
+            edit.records.push(filter_record(self.level as u32, &slots));
+        }
+        Ok(edit)
+    }
+}

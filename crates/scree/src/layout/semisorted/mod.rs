@@ -1,0 +1,365 @@
+//! The `semisorted` layout (SlimDB, papers/slimdb.txt): keys are a `prefix_len`-byte prefix
+//! and a suffix, ordered by the keyed hash of the prefix, then of the suffix, then the key;
+//! `prefix(p)` returns one group, and there are no range scans. Data lives in *stepped levels*
+//! (§2.2, §3.3): a flush writes a new sub-level of level 0; a level holding `sub_levels`
+//! sub-levels is merged r-way into one new sub-level of the next level, partitioned into tables
+//! by prefix-hash range, without reading the next level's data; the last level merges its
+//! sub-levels in place. Tables ([`table`]) have fixed-size blocks and the compact three-level
+//! index; each level has one multi-level cuckoo filter naming the sub-level of a key's newest
+//! version ([`version`]). Design notes: docs/architecture-semisorted.md.
+//!
+//! This file is the policy: flushes, which merge is next, reservations, back-pressure and full
+//! compaction; [`jobs`] runs merges and filter rebuilds.
+
+pub mod jobs;
+pub mod table;
+pub mod version;
+
+use std::sync::{Arc, OnceLock};
+
+use crate::error::{Error, Result};
+use crate::filter::cuckoo::{CuckooParams, MultiLevelCuckoo, Prior};
+use crate::layout::reserve::{self, Claim, Reservations};
+use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure};
+use crate::manifest::edit::{AddedTable, KsEdit};
+use crate::memtable::Memtable;
+use crate::options::{KeyspaceOptions, Layout as LayoutKind};
+use crate::stats::WriteCause;
+use crate::table::TableCtx;
+
+use jobs::{MergeJob, Output, RebuildJob};
+use table::{hashes, SemiKey, FORMAT_SEMISORTED};
+use version::{PendingFilter, SemiVersion, Shared};
+
+/// What a job holds: a level it reads (or whose filter it rebuilds, or into whose filter it
+/// must be the only writer).
+#[derive(PartialEq, Eq)]
+struct LevelClaim(u32);
+
+impl Claim for LevelClaim {
+    fn conflicts(&self, other: &Self) -> bool {
+        self == other
+    }
+}
+
+type Reservation = reserve::Reservation<LevelClaim, SemiVersion>;
+
+/// The `semisorted` policy.
+pub struct SemiSorted {
+    prefix_len: usize,
+    shared: OnceLock<Arc<Shared>>,
+    busy: Reservations<LevelClaim, SemiVersion>,
+}
+
+impl SemiSorted {
+    /// The policy for keys of `prefix_len`-byte prefixes.
+    pub fn new(prefix_len: usize) -> SemiSorted {
+        SemiSorted {
+            prefix_len,
+            shared: OnceLock::new(),
+            busy: Reservations::default(),
+        }
+    }
+
+    fn v<'a>(&self, version: &'a Arc<dyn LayoutVersion>) -> Option<&'a SemiVersion> {
+        version.as_any().downcast_ref::<SemiVersion>()
+    }
+
+    /// Takes `claims` for a new job planned on `v`, unless `v` is stale or one is held.
+    fn reserve(&self, v: &SemiVersion, claims: Vec<LevelClaim>) -> Option<Reservation> {
+        let mut b = self.busy.lock();
+        b.gc(v);
+        if b.is_stale(v.gen) {
+            return None;
+        }
+        let job = b.new_job();
+        if !b.take_all(job, claims) {
+            return None;
+        }
+        drop(b);
+        Some(self.busy.hold(job))
+    }
+
+    /// A merge of level `src` (all its sub-levels) into `src + 1`, or in place at the last
+    /// level (or, for a full compaction, at the deepest level holding data).
+    fn merge_job(&self, v: &SemiVersion, src: usize, in_place: bool, opts: &KeyspaceOptions) -> Option<Box<dyn Job>> {
+        let last = opts.semisorted.max_levels - 1;
+        let dst = if in_place { src } else { src + 1 };
+        let mut claims = vec![LevelClaim(src as u32)];
+        if !in_place && dst == last {
+            claims.push(LevelClaim(dst as u32));
+        }
+        let res = self.reserve(v, claims)?;
+        let inputs = v.levels.get(src)?.subs.clone();
+        if inputs.is_empty() {
+            return None;
+        }
+        let bottommost = if in_place {
+            v.deepest() == Some(src)
+        } else {
+            v.levels.iter().skip(dst).all(|l| l.subs.is_empty())
+        };
+        // The filter the output's keys go into (merges down only): the next level's, or a new
+        // one for an empty level; none when that level's filter is missing.
+        let base = if in_place {
+            None
+        } else {
+            match v.levels.get(dst) {
+                Some(l) if !l.subs.is_empty() => l.filter.clone().map(|f| (l.slots(), Some(f))),
+                _ => Some((Vec::new(), None)),
+            }
+        };
+        Some(Box::new(MergeJob {
+            src,
+            dst,
+            inputs,
+            bottommost,
+            base,
+            shared: self.shared(v),
+            res,
+        }))
+    }
+
+    fn shared(&self, v: &SemiVersion) -> Arc<Shared> {
+        v.shared.clone()
+    }
+}
+
+/// Filter parameters for a level sized for `capacity` keys.
+pub(crate) fn filter_params(opts: &KeyspaceOptions, capacity: usize) -> CuckooParams {
+    let o = &opts.semisorted;
+    let mut p = CuckooParams::for_level(capacity.max(1024), (o.stop_sublevels + 2) as u32);
+    p.secondary_budget_bytes = ((capacity as f64 * o.secondary_bits_per_key / 8.0) as usize).max(4096);
+    p
+}
+
+/// A new filter of `base` (a clone, or an empty one sized for `r` times `keys`), the keys
+/// `add` yields inserted as the newest sub-level.
+pub(crate) fn filter_with(
+    ctx: &JobCtx<'_>,
+    base: Option<&MultiLevelCuckoo>,
+    keys: usize,
+    base_len: usize,
+    add: &mut dyn FnMut(&mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()>,
+) -> Result<MultiLevelCuckoo> {
+    let mut f = match base {
+        Some(f) => f.clone(),
+        None => MultiLevelCuckoo::new(
+            ctx.hash_key,
+            filter_params(ctx.opts, keys * ctx.opts.semisorted.sub_levels),
+        )?,
+    };
+    let id = u8::try_from(base_len)
+        .ok()
+        .filter(|id| *id < f.id_capacity())
+        .ok_or_else(|| Error::InvalidArgument("semisorted: no filter id left".into()))?;
+    add(&mut |k| f.insert(k, id, Prior::Unknown))?;
+    Ok(f)
+}
+
+impl Layout for SemiSorted {
+    fn kind(&self) -> LayoutKind {
+        LayoutKind::SemiSorted {
+            prefix_len: self.prefix_len,
+        }
+    }
+
+    fn table_format(&self) -> u8 {
+        FORMAT_SEMISORTED
+    }
+
+    fn empty_version(&self, tables: &Arc<TableCtx>) -> Arc<dyn LayoutVersion> {
+        self.empty_version_with_key(tables, [0; 16])
+    }
+
+    fn empty_version_with_key(
+        &self,
+        _tables: &Arc<TableCtx>,
+        hash_key: [u8; 16],
+    ) -> Arc<dyn LayoutVersion> {
+        let shared = self
+            .shared
+            .get_or_init(|| Shared::new(self.prefix_len, hash_key))
+            .clone();
+        Arc::new(SemiVersion::empty(shared))
+    }
+
+    fn flush(
+        &self,
+        ctx: &JobCtx<'_>,
+        version: &Arc<dyn LayoutVersion>,
+        mem: &Memtable,
+    ) -> Result<KsEdit> {
+        let mut edit = KsEdit::default();
+        if mem.is_empty() {
+            return Ok(edit);
+        }
+        let v = self
+            .v(version)
+            .ok_or_else(|| Error::InvalidArgument("semisorted flush: not its version".into()))?;
+        let pl = self.prefix_len;
+        let mut entries: Vec<(u64, u64, Vec<u8>, Vec<u8>)> = Vec::with_capacity(mem.len());
+        mem.for_each_in_order(|k, val| {
+            let (ph, sh) = hashes(&ctx.hash_key, pl, crate::key::user_key(k));
+            entries.push((ph, sh, k.to_vec(), val.to_vec()));
+            Ok(())
+        })?;
+        entries.sort_by(|a, b| {
+            let ka = crate::key::parse(&a.2);
+            let kb = crate::key::parse(&b.2);
+            SemiKey { ph: a.0, sh: a.1, user_key: ka.user_key, trailer: ka.trailer() }.cmp(&SemiKey {
+                ph: b.0,
+                sh: b.1,
+                user_key: kb.user_key,
+                trailer: kb.trailer(),
+            })
+        });
+        let mut out = Output::new(ctx, WriteCause::Flush);
+        for (ph, sh, k, val) in &entries {
+            out.add(*ph, *sh, k, val)?;
+        }
+        let metas = out.finish()?;
+        let Some(slot) = metas.first().map(|m| m.file_no) else {
+            return Ok(edit);
+        };
+        // Level 0's filter with this sub-level's keys, when level 0 has one (or is empty).
+        let l0 = v.levels.first();
+        let base = match l0 {
+            Some(l) if !l.subs.is_empty() => l.filter.clone().map(|f| (l.slots(), Some(f))),
+            _ => Some((Vec::new(), None)),
+        };
+        if let Some((slots, f)) = base {
+            let distinct = entries
+                .windows(2)
+                .filter(|w| crate::key::user_key(&w[0].2) != crate::key::user_key(&w[1].2))
+                .count()
+                + 1;
+            let filter = filter_with(ctx, f.as_deref(), distinct, slots.len(), &mut |ins| {
+                let mut last: Option<&[u8]> = None;
+                for e in &entries {
+                    let uk = crate::key::user_key(&e.2);
+                    if last != Some(uk) {
+                        ins(uk)?;
+                        last = Some(uk);
+                    }
+                }
+                Ok(())
+            });
+            // No id left (the level is past its stop point): the filter goes missing, and is
+            // rebuilt after the level's next merge.
+            if let Ok(filter) = filter {
+                v.shared.pending.lock().insert(
+                    slot,
+                    PendingFilter {
+                        level: 0,
+                        base: slots,
+                        added: Some(slot),
+                        filter,
+                    },
+                );
+            }
+        }
+        for meta in metas {
+            edit.added.push(AddedTable {
+                level: 0,
+                slot,
+                format: FORMAT_SEMISORTED,
+                meta,
+            });
+        }
+        Ok(edit)
+    }
+
+    fn pick(&self, version: &Arc<dyn LayoutVersion>, ctx: &JobCtx<'_>) -> Option<Box<dyn Job>> {
+        let v = self.v(version)?;
+        let o = &ctx.opts.semisorted;
+        let last = o.max_levels - 1;
+        // Merges first, the fullest level first; then filters to rebuild.
+        let mut full: Vec<usize> = (0..v.levels.len())
+            .filter(|&l| v.levels[l].subs.len() >= o.sub_levels)
+            .collect();
+        full.sort_by_key(|&l| std::cmp::Reverse(v.levels[l].subs.len()));
+        for l in full {
+            if let Some(j) = self.merge_job(v, l, l >= last, ctx.opts) {
+                return Some(j);
+            }
+        }
+        for (l, level) in v.levels.iter().enumerate() {
+            // A level past its filter's ids waits for its merge instead.
+            if level.filter.is_none()
+                && !level.subs.is_empty()
+                && level.subs.len() <= o.stop_sublevels + 2
+            {
+                let Some(res) = self.reserve(v, vec![LevelClaim(l as u32)]) else {
+                    continue;
+                };
+                return Some(Box::new(RebuildJob {
+                    level: l,
+                    subs: level.subs.clone(),
+                    shared: v.shared.clone(),
+                    _res: res,
+                }));
+            }
+        }
+        None
+    }
+
+    fn needs_compaction(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> bool {
+        let Some(v) = self.v(version) else {
+            return false;
+        };
+        v.levels.iter().any(|l| {
+            l.subs.len() >= opts.semisorted.sub_levels || (l.filter.is_none() && !l.subs.is_empty())
+        })
+    }
+
+    fn manual(
+        &self,
+        version: &Arc<dyn LayoutVersion>,
+        ctx: &JobCtx<'_>,
+        scope: &ManualScope,
+    ) -> ManualStep {
+        let Some(v) = self.v(version) else {
+            return ManualStep::Done;
+        };
+        let Some(deepest) = v.deepest() else {
+            return ManualStep::Done;
+        };
+        let in_scope = |l: usize| {
+            v.levels[l]
+                .subs
+                .iter()
+                .any(|s| s.tables.iter().any(|t| scope.contains(t.meta.file_no)))
+        };
+        for l in 0..deepest {
+            if !v.levels[l].subs.is_empty() && in_scope(l) {
+                return match self.merge_job(v, l, false, ctx.opts) {
+                    Some(j) => ManualStep::Run(j),
+                    None => ManualStep::Wait,
+                };
+            }
+        }
+        if v.levels[deepest].subs.len() > 1 && in_scope(deepest) {
+            return match self.merge_job(v, deepest, true, ctx.opts) {
+                Some(j) => ManualStep::Run(j),
+                None => ManualStep::Wait,
+            };
+        }
+        ManualStep::Done
+    }
+
+    fn pressure(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> Pressure {
+        let Some(v) = self.v(version) else {
+            return Pressure::None;
+        };
+        let o = &opts.semisorted;
+        let most = v.levels.iter().map(|l| l.subs.len()).max().unwrap_or(0);
+        if most >= o.stop_sublevels {
+            Pressure::Stop
+        } else if most >= o.slowdown_sublevels {
+            Pressure::Slowdown
+        } else {
+            Pressure::None
+        }
+    }
+}

@@ -1,0 +1,667 @@
+//! One version of a `semisorted` keyspace: stepped levels of sub-levels (newest first), each
+//! sub-level a run of semi-sorted tables partitioned by prefix-hash range, and each level's
+//! multi-level cuckoo filter (SlimDB §3.2) saying which sub-level holds a key's newest version.
+//! Also the open-table handle kept in a [`TableFile`]'s `aux` slot, and the state the policy
+//! and every version share (filters jobs built, waiting for the version that installs them).
+//!
+//! **Filter ids.** Within a level, a sub-level's filter id is its position counted from the
+//! oldest (0). When sub-levels retire or merge, [`MultiLevelCuckoo::remap`] renumbers them.
+//! A level's filter is rebuilt from its tables when it is missing (after a reopen, or when a
+//! change arrived without one); until then lookups probe every sub-level of that level.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use super::table::{hashes, SemiReader, EXT, FORMAT_SEMISORTED};
+use crate::coding::{put_varint, Reader};
+use crate::error::{Error, Result};
+use crate::filter::cuckoo::{key_hash, Answer, MultiLevelCuckoo};
+use crate::iter::{InternalIter, VecIter};
+use crate::key::{self, cmp_ikey};
+use crate::layout::{check_edit_tables, LayoutVersion, TablePlace};
+use crate::manifest::edit::{KsEdit, LayoutRecord};
+use crate::memtable::Lookup;
+use crate::stats::{LevelReads, LevelStats, Pinned, ReadKind};
+use crate::table::{TableAux, TableCtx, TableFile};
+
+/// Layout record: a level's filter was rebuilt (level, then the slots it covers, oldest first).
+pub const TAG_FILTER: u8 = 1;
+/// Layout record: the keyspace's prefix length (written at creation, checked at open).
+pub const TAG_PARAMS: u8 = 2;
+/// Deepest level counted.
+pub const MAX_LEVELS: usize = 16;
+
+/// The open state of a table: its reader (footer and decoded index), which the open-table
+/// bound may close.
+#[derive(Default)]
+pub struct SemiHandle {
+    open: RwLock<Option<Arc<OpenSemi>>>,
+}
+
+/// An open table, counted in `Stats::open_table_files` and `table_reader_bytes` while it lives.
+pub struct OpenSemi {
+    /// The reader.
+    pub reader: SemiReader,
+    _pinned: Pinned,
+}
+
+impl TableAux for SemiHandle {
+    fn close(&self) {
+        self.open.write().take();
+    }
+}
+
+/// The open reader of `f` (opened on first use and after the bound closed it).
+pub fn reader_of(f: &TableFile) -> Result<Arc<OpenSemi>> {
+    let h = f.aux.get_or_init(|| Arc::new(SemiHandle::default()));
+    let h = (h.as_ref() as &dyn Any)
+        .downcast_ref::<SemiHandle>()
+        .ok_or_else(|| Error::InvalidArgument(format!("table {:06} is not semi-sorted", f.meta.file_no)))?;
+    if let Some(r) = h.open.read().clone() {
+        f.touch();
+        return Ok(r);
+    }
+    let file = f.open_file()?;
+    let stats = file.io_stats().clone();
+    let reader = SemiReader::open(file, ReadKind::Metadata)?;
+    let bytes = reader.memory_bytes();
+    let open = Arc::new(OpenSemi {
+        reader,
+        _pinned: Pinned::new(stats, bytes),
+    });
+    {
+        let mut slot = h.open.write();
+        if let Some(other) = &*slot {
+            return Ok(other.clone());
+        }
+        *slot = Some(open.clone());
+    }
+    f.opened();
+    Ok(open)
+}
+
+/// A filter a job built for a level: for the sub-levels `base` (slots, oldest first) and,
+/// when `added` is set, the new sub-level of that slot as the newest.
+pub struct PendingFilter {
+    /// Level.
+    pub level: u32,
+    /// Slots the filter's ids `0..base.len()` name.
+    pub base: Vec<u64>,
+    /// The new sub-level (id `base.len()`), if any.
+    pub added: Option<u64>,
+    /// The filter.
+    pub filter: MultiLevelCuckoo,
+}
+
+/// State shared by the policy and every version of one keyspace.
+pub struct Shared {
+    /// Bytes of each key's prefix.
+    pub prefix_len: usize,
+    /// The database's hash key.
+    pub hash_key: [u8; 16],
+    /// Filters built by jobs, by the slot of the sub-level they add (or, for a rebuild, by a
+    /// key the record names), adopted by the version that installs the edit.
+    pub pending: Mutex<HashMap<u64, PendingFilter>>,
+    /// Data blocks read by point lookups, per level.
+    pub reads: [AtomicU64; MAX_LEVELS],
+    /// Lookups that found a level's filter missing and probed every sub-level.
+    pub unfiltered: AtomicU64,
+}
+
+impl Shared {
+    /// Fresh state.
+    pub fn new(prefix_len: usize, hash_key: [u8; 16]) -> Arc<Shared> {
+        Arc::new(Shared {
+            prefix_len,
+            hash_key,
+            pending: Mutex::new(HashMap::new()),
+            reads: Default::default(),
+            unfiltered: AtomicU64::new(0),
+        })
+    }
+}
+
+/// One sub-level: tables sorted by prefix-hash range, not overlapping.
+pub struct Sub {
+    /// Its number in the manifest (the file number of its first table when written).
+    pub slot: u64,
+    /// Its tables.
+    pub tables: Vec<Arc<TableFile>>,
+    /// Each table's (first, last) prefix hash.
+    pub bounds: Vec<(u64, u64)>,
+    /// Largest sequence number inside.
+    pub max_seq: u64,
+}
+
+impl Sub {
+    /// Bytes of its tables.
+    pub fn bytes(&self) -> u64 {
+        self.tables.iter().map(|t| t.meta.size).sum()
+    }
+    /// Entries in its tables.
+    pub fn entries(&self) -> u64 {
+        self.tables.iter().map(|t| t.meta.entries).sum()
+    }
+    /// The table that may hold keys of prefix hash `ph`.
+    pub fn table_for(&self, ph: u64) -> Option<&Arc<TableFile>> {
+        let i = self.bounds.partition_point(|b| b.1 < ph);
+        match self.bounds.get(i) {
+            Some(b) if b.0 <= ph => self.tables.get(i),
+            _ => None,
+        }
+    }
+}
+
+/// One stepped level.
+#[derive(Clone, Default)]
+pub struct Level {
+    /// Sub-levels, newest first.
+    pub subs: Vec<Arc<Sub>>,
+    /// The filter, `None` while it is missing (lookups probe every sub-level).
+    pub filter: Option<Arc<MultiLevelCuckoo>>,
+}
+
+impl Level {
+    /// Slots oldest first (the filter's id order).
+    pub fn slots(&self) -> Vec<u64> {
+        self.subs.iter().rev().map(|s| s.slot).collect()
+    }
+    /// Entries in the level.
+    pub fn entries(&self) -> u64 {
+        self.subs.iter().map(|s| s.entries()).sum()
+    }
+}
+
+/// A version of a `semisorted` keyspace.
+pub struct SemiVersion {
+    /// Shared state.
+    pub shared: Arc<Shared>,
+    /// Levels, 0 newest.
+    pub levels: Vec<Level>,
+    /// Every live table: (level, slot).
+    pub files: HashMap<u64, (u32, u64)>,
+    /// Counts versions (a job planned on an older one is refused).
+    pub gen: u64,
+}
+
+fn bad(msg: String) -> Error {
+    Error::InvalidArgument(format!("semisorted edit: {msg}"))
+}
+
+impl SemiVersion {
+    /// An empty version.
+    pub fn empty(shared: Arc<Shared>) -> SemiVersion {
+        SemiVersion {
+            shared,
+            levels: Vec::new(),
+            files: HashMap::new(),
+            gen: 0,
+        }
+    }
+
+    /// Whether `file_no` is live.
+    pub fn has_file(&self, file_no: u64) -> bool {
+        self.files.contains_key(&file_no)
+    }
+
+    /// The deepest level holding a sub-level (None when empty).
+    pub fn deepest(&self) -> Option<usize> {
+        self.levels.iter().rposition(|l| !l.subs.is_empty())
+    }
+
+    fn new_sub(&self, slot: u64, tables: Vec<Arc<TableFile>>) -> Sub {
+        let sk = &self.shared;
+        let bounds = tables
+            .iter()
+            .map(|t| {
+                let lo = hashes(&sk.hash_key, sk.prefix_len, t.meta.smallest_user()).0;
+                let hi = hashes(&sk.hash_key, sk.prefix_len, t.meta.largest_user()).0;
+                (lo, hi)
+            })
+            .collect();
+        Sub {
+            slot,
+            max_seq: tables.iter().map(|t| t.meta.max_seq).max().unwrap_or(0),
+            tables,
+            bounds,
+        }
+    }
+
+    /// Looks `user_key` up in sub-level `sub` of level `level`.
+    fn get_in_sub(
+        &self,
+        level: usize,
+        sub: &Sub,
+        user_key: &[u8],
+        h: (u64, u64),
+        seq: u64,
+    ) -> Result<Lookup> {
+        let Some(t) = sub.table_for(h.0) else {
+            return Ok(Lookup::Absent);
+        };
+        let r = reader_of(t)?;
+        let found = r.reader.get(&self.shared.hash_key, user_key, h, seq)?;
+        if let Some(c) = self.shared.reads.get(level) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(found)
+    }
+
+    /// Every entry of the prefix group `prefix` in sub-level `sub`, sorted by internal key.
+    fn group_in_sub(&self, sub: &Sub, prefix: &[u8], ph: u64) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let Some(t) = sub.table_for(ph) else {
+            return Ok(Vec::new());
+        };
+        let r = reader_of(t)?;
+        let mut v: Vec<(Vec<u8>, Vec<u8>)> = r
+            .reader
+            .group(ph, prefix, ReadKind::Data)?
+            .into_iter()
+            .map(|e| (e.ikey, e.value))
+            .collect();
+        v.sort_by(|a, b| cmp_ikey(&a.0, &b.0));
+        Ok(v)
+    }
+
+    /// Heap bytes of the levels' filters.
+    pub fn filter_bytes(&self) -> usize {
+        self.levels
+            .iter()
+            .filter_map(|l| l.filter.as_ref())
+            .map(|f| f.heap_bytes())
+            .sum()
+    }
+}
+
+/// Encodes a filter record: level, then slots oldest first.
+pub fn filter_record(level: u32, slots: &[u64]) -> LayoutRecord {
+    let mut data = Vec::new();
+    put_varint(&mut data, u64::from(level));
+    put_varint(&mut data, slots.len() as u64);
+    for s in slots {
+        put_varint(&mut data, *s);
+    }
+    LayoutRecord {
+        tag: TAG_FILTER,
+        data,
+    }
+}
+
+fn decode_filter_record(r: &LayoutRecord) -> Option<(u32, Vec<u64>)> {
+    let mut rd = Reader::new(&r.data);
+    let level = u32::try_from(rd.varint()?).ok()?;
+    let n = rd.varint()?;
+    let mut slots = Vec::new();
+    for _ in 0..n.min(1 << 20) {
+        slots.push(rd.varint()?);
+    }
+    Some((level, slots))
+}
+
+/// The id map from the sub-levels `from` (slots oldest first) to `to`: `Some(new id)` for a
+/// slot in both, `merged_into` for slots gone into a merged sub-level, else `None`.
+fn id_map(from: &[u64], to: &[u64], merged: &HashMap<u64, u64>) -> Vec<Option<u8>> {
+    from.iter()
+        .map(|s| {
+            let target = merged.get(s).copied().unwrap_or(*s);
+            to.iter().position(|t| *t == target).map(|p| p as u8)
+        })
+        .collect()
+}
+
+/// Applies a pending filter to a level whose sub-levels are now `now` (oldest first): remaps
+/// its ids to the current positions; `None` when the level gained a sub-level the filter does
+/// not know.
+fn adopt_pending(p: PendingFilter, now: &[u64], merged: &HashMap<u64, u64>) -> Option<MultiLevelCuckoo> {
+    let mut known = p.base.clone();
+    known.extend(p.added);
+    if now.iter().any(|s| !known.contains(s) && !merged.values().any(|m| m == s)) {
+        return None;
+    }
+    let map = id_map(&known, now, merged);
+    if now.len() > usize::from(p.filter.id_capacity()) {
+        return None;
+    }
+    let mut f = p.filter;
+    f.remap(&map).ok()?;
+    Some(f)
+}
+
+impl LayoutVersion for SemiVersion {
+    fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
+        let sk = &self.shared;
+        let h = hashes(&sk.hash_key, sk.prefix_len, user_key);
+        let kh = key_hash(&sk.hash_key, user_key);
+        for (li, level) in self.levels.iter().enumerate() {
+            if level.subs.is_empty() {
+                continue;
+            }
+            let n = level.subs.len();
+            // The sub-level (index, newest first) to start at, and whether older ones must be
+            // probed after it.
+            let (start, all) = match level.filter.as_deref().map(|f| f.lookup_hashed(kh, user_key)) {
+                Some(Answer::Absent) => continue,
+                Some(Answer::SubLevel(id)) if usize::from(id) < n => {
+                    // The newest version in the level is there; a read at an older snapshot
+                    // may need an older version from an older sub-level.
+                    let idx = n - 1 - usize::from(id);
+                    let visible = level.subs.iter().all(|s| s.max_seq <= seq);
+                    (idx, !visible)
+                }
+                Some(_) => (0, true),
+                None => {
+                    sk.unfiltered.fetch_add(1, Ordering::Relaxed);
+                    (0, true)
+                }
+            };
+            for sub in &level.subs[start..] {
+                match self.get_in_sub(li, sub, user_key, h, seq)? {
+                    Lookup::Absent => {}
+                    found => return Ok(found),
+                }
+                if !all {
+                    break;
+                }
+            }
+        }
+        Ok(Lookup::Absent)
+    }
+
+    fn add_iters(&self, _out: &mut Vec<Box<dyn InternalIter>>) -> Result<()> {
+        Err(Error::Unsupported(format!(
+            "layout `semisorted` orders keys by the hash of their {}-byte prefix, then of their \
+             suffix: it serves prefix scans of exactly {} bytes, not ranges",
+            self.shared.prefix_len, self.shared.prefix_len
+        )))
+    }
+
+    fn add_prefix_iters(&self, prefix: &[u8], out: &mut Vec<Box<dyn InternalIter>>) -> Result<()> {
+        let sk = &self.shared;
+        if prefix.len() != sk.prefix_len {
+            return self.add_iters(out);
+        }
+        let ph = hashes(&sk.hash_key, sk.prefix_len, prefix).0;
+        for level in &self.levels {
+            for sub in &level.subs {
+                let entries = self.group_in_sub(sub, prefix, ph)?;
+                if !entries.is_empty() {
+                    out.push(Box::new(VecIter::new(entries)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn apply(&self, edit: &KsEdit, tables: &Arc<TableCtx>) -> Result<Arc<dyn LayoutVersion>> {
+        check_edit_tables(edit, FORMAT_SEMISORTED, |no| self.files.contains_key(&no))?;
+        let mut v = SemiVersion {
+            shared: self.shared.clone(),
+            levels: self.levels.clone(),
+            files: self.files.clone(),
+            gen: self.gen + 1,
+        };
+        let mut touched: Vec<usize> = Vec::new();
+        let before: Vec<Vec<u64>> = self.levels.iter().map(Level::slots).collect();
+        // Removals: a sub-level keeps its remaining tables; one left without any retires.
+        let mut removed_from: HashMap<usize, Vec<u64>> = HashMap::new();
+        for no in &edit.removed {
+            let Some((level, slot)) = v.files.remove(no) else {
+                continue;
+            };
+            let l = level as usize;
+            let lv = &mut v.levels[l];
+            if let Some(i) = lv.subs.iter().position(|s| s.slot == slot) {
+                let old = &lv.subs[i];
+                let kept: Vec<Arc<TableFile>> = old
+                    .tables
+                    .iter()
+                    .filter(|t| t.meta.file_no != *no)
+                    .cloned()
+                    .collect();
+                if kept.is_empty() {
+                    lv.subs.remove(i);
+                    removed_from.entry(l).or_default().push(slot);
+                } else {
+                    let sub = v.new_sub(slot, kept);
+                    v.levels[l].subs[i] = Arc::new(sub);
+                    // A sub-level lost part of its keys: the filter no longer says which.
+                    v.levels[l].filter = None;
+                }
+            }
+            if !touched.contains(&l) {
+                touched.push(l);
+            }
+        }
+        // Additions, grouped by (level, slot) in the order they come.
+        let mut groups: Vec<((u32, u64), Vec<Arc<TableFile>>)> = Vec::new();
+        for a in &edit.added {
+            if a.level as usize >= MAX_LEVELS {
+                return Err(bad(format!("table {:06} at level {}", a.meta.file_no, a.level)));
+            }
+            if v.files.contains_key(&a.meta.file_no) {
+                return Err(bad(format!("table {:06} added twice", a.meta.file_no)));
+            }
+            let f = TableFile::with_ext(a.meta.clone(), tables.clone(), EXT);
+            v.files.insert(a.meta.file_no, (a.level, a.slot));
+            match groups.iter_mut().find(|g| g.0 == (a.level, a.slot)) {
+                Some(g) => g.1.push(f),
+                None => groups.push(((a.level, a.slot), vec![f])),
+            }
+        }
+        let mut merged: HashMap<usize, HashMap<u64, u64>> = HashMap::new();
+        let mut added_newest: HashMap<usize, u64> = HashMap::new();
+        for ((level, slot), mut files) in groups {
+            let l = level as usize;
+            if v.levels.len() <= l {
+                v.levels.resize_with(l + 1, Level::default);
+            }
+            let lv = &mut v.levels[l];
+            if lv.subs.iter().any(|s| s.slot == slot) {
+                return Err(bad(format!("sub-level {slot} of level {l} added twice")));
+            }
+            files.sort_by_key(|f| {
+                hashes(&self.shared.hash_key, self.shared.prefix_len, f.meta.smallest_user()).0
+            });
+            let sub = Arc::new(v.new_sub(slot, files));
+            let lv = &mut v.levels[l];
+            match removed_from.get(&l) {
+                // An in-place merge: the output holds the oldest data of the level.
+                Some(gone) => {
+                    lv.subs.push(sub);
+                    let m = merged.entry(l).or_default();
+                    for s in gone {
+                        m.insert(*s, slot);
+                    }
+                }
+                None => {
+                    lv.subs.insert(0, sub);
+                    added_newest.insert(l, slot);
+                }
+            }
+            if !touched.contains(&l) {
+                touched.push(l);
+            }
+        }
+        // Filters: remap the ids of every touched level, adopting what jobs built.
+        let mut pending = self.shared.pending.lock();
+        for &l in &touched {
+            let now = v.levels[l].slots();
+            let m = merged.remove(&l).unwrap_or_default();
+            let lv = &mut v.levels[l];
+            if now.is_empty() {
+                lv.filter = None;
+                continue;
+            }
+            let adopted = added_newest
+                .get(&l)
+                .and_then(|slot| pending.remove(slot))
+                .filter(|p| p.level as usize == l)
+                .and_then(|p| adopt_pending(p, &now, &m));
+            lv.filter = match (adopted, added_newest.contains_key(&l), lv.filter.take()) {
+                (Some(f), _, _) => Some(Arc::new(f)),
+                // A sub-level arrived without its filter: missing until rebuilt.
+                (None, true, _) => None,
+                (None, false, Some(f)) => {
+                    let old = before.get(l).cloned().unwrap_or_default();
+                    let map = id_map(&old, &now, &m);
+                    let mut f = MultiLevelCuckoo::clone(&f);
+                    match f.remap(&map) {
+                        Ok(()) => Some(Arc::new(f)),
+                        Err(_) => None,
+                    }
+                }
+                (None, false, None) => None,
+            };
+        }
+        for r in &edit.records {
+            if r.tag != TAG_FILTER {
+                continue;
+            }
+            let (level, slots) = decode_filter_record(r)
+                .ok_or_else(|| bad("undecodable filter record".into()))?;
+            let l = level as usize;
+            let Some(key) = slots.last().copied() else {
+                continue;
+            };
+            let Some(p) = pending.remove(&key) else {
+                continue;
+            };
+            if let Some(lv) = v.levels.get_mut(l) {
+                let now = lv.slots();
+                if lv.filter.is_none() && !now.is_empty() {
+                    lv.filter = adopt_pending(p, &now, &HashMap::new()).map(Arc::new);
+                }
+            }
+        }
+        drop(pending);
+        while v.levels.last().is_some_and(|l| l.subs.is_empty()) {
+            v.levels.pop();
+        }
+        Ok(Arc::new(v))
+    }
+
+    fn snapshot(&self, out: &mut KsEdit) {
+        for (l, level) in self.levels.iter().enumerate() {
+            // Oldest first: each added sub-level is the newest of its level when applied.
+            for sub in level.subs.iter().rev() {
+                for t in &sub.tables {
+                    out.added.push(crate::manifest::edit::AddedTable {
+                        level: l as u32,
+                        slot: sub.slot,
+                        format: FORMAT_SEMISORTED,
+                        meta: t.meta.clone(),
+                    });
+                }
+            }
+        }
+    }
+
+    fn files(&self) -> Vec<Arc<TableFile>> {
+        self.levels
+            .iter()
+            .flat_map(|l| l.subs.iter().flat_map(|s| s.tables.iter().cloned()))
+            .collect()
+    }
+
+    fn level_stats(&self) -> Vec<LevelStats> {
+        self.levels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let entries = l.entries();
+                let filter = match &l.filter {
+                    Some(f) => format!(
+                        "filter {:.1} bits/key",
+                        (f.heap_bytes() * 8) as f64 / entries.max(1) as f64
+                    ),
+                    None => "filter missing".to_string(),
+                };
+                LevelStats {
+                    level: i as u32,
+                    tables: l.subs.iter().map(|s| s.tables.len() as u64).sum(),
+                    bytes: l.subs.iter().map(|s| s.bytes()).sum(),
+                    detail: format!("{} sub-levels, {filter}", l.subs.len()),
+                }
+            })
+            .collect()
+    }
+
+    fn table_places(&self) -> Vec<TablePlace> {
+        let mut out = Vec::new();
+        for (l, level) in self.levels.iter().enumerate() {
+            for (i, sub) in level.subs.iter().enumerate() {
+                for t in &sub.tables {
+                    out.push(TablePlace {
+                        level: l as u32,
+                        place: format!("sub-level {i} (slot {})", sub.slot),
+                        guard: None,
+                        file: t.clone(),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    fn level_reads(&self) -> Vec<LevelReads> {
+        (0..self.levels.len().min(MAX_LEVELS))
+            .map(|l| LevelReads {
+                level: l as u32,
+                data_block_reads: self.shared.reads[l].load(Ordering::Relaxed),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    fn check_invariants(&self) -> std::result::Result<(), String> {
+        for (l, level) in self.levels.iter().enumerate() {
+            for sub in &level.subs {
+                for w in sub.bounds.windows(2) {
+                    if w[0].1 >= w[1].0 {
+                        return Err(format!(
+                            "level {l} sub-level {}: tables overlap in prefix hash",
+                            sub.slot
+                        ));
+                    }
+                }
+                for t in &sub.tables {
+                    if self.files.get(&t.meta.file_no) != Some(&(l as u32, sub.slot)) {
+                        return Err(format!("table {:06} misplaced", t.meta.file_no));
+                    }
+                }
+            }
+            if let Some(f) = &level.filter {
+                if level.subs.len() > usize::from(f.id_capacity()) {
+                    return Err(format!("level {l}: more sub-levels than filter ids"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Every distinct user key of sub-level `sub` with the newest version in it, for a filter
+/// rebuild: calls `f` once per key, in table order.
+pub fn for_each_key(sub: &Sub, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
+    for t in &sub.tables {
+        let r = reader_of(t)?;
+        let mut last: Option<Vec<u8>> = None;
+        r.reader.for_each(ReadKind::Compaction, |e| {
+            let uk = key::user_key(&e.ikey);
+            if last.as_deref() != Some(uk) {
+                f(uk)?;
+                last = Some(uk.to_vec());
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}

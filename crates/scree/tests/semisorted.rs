@@ -1,0 +1,201 @@
+//! Tests of the `semisorted` layout: keys shorter than the prefix refused, every level used
+//! by stepped merges, gets and prefix scans (forward and reverse, at snapshots) against a
+//! model through flushes, merges, full compactions and reopens, ranges refused, and lookups
+//! answered through the levels' filters with about one data-block read.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use scree::{Db, Error, KeyspaceOptions, Layout};
+
+const PREFIX: usize = 8;
+
+fn opts() -> KeyspaceOptions {
+    common::small_ks(Layout::SemiSorted { prefix_len: PREFIX })
+}
+
+/// Key `i` of group `g`: an 8-byte prefix and an 8-byte suffix (§5.4's keys).
+fn key(g: u64, i: u64) -> Vec<u8> {
+    let mut k = g.to_be_bytes().to_vec();
+    k.extend_from_slice(&i.to_be_bytes());
+    k
+}
+
+fn value(g: u64, i: u64, gen: u64) -> Vec<u8> {
+    let mut v = format!("{g}-{i}-{gen}-").into_bytes();
+    v.resize(60, b'v');
+    v
+}
+
+/// A deterministic pseudo-random sequence.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn group(model: &BTreeMap<Vec<u8>, Vec<u8>>, g: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let p = g.to_be_bytes();
+    model
+        .range(p.to_vec()..)
+        .take_while(|(k, _)| k.starts_with(&p))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn check(ks: &scree::Keyspace, model: &BTreeMap<Vec<u8>, Vec<u8>>, groups: u64, per: u64) {
+    for g in 0..groups {
+        for i in 0..per {
+            let k = key(g, i);
+            assert_eq!(ks.get(&k).unwrap(), model.get(&k).cloned(), "key {g}/{i}");
+        }
+        let want = group(model, g);
+        let got: Vec<_> = ks
+            .prefix(g.to_be_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        assert_eq!(got, want, "group {g}");
+        let mut rev: Vec<_> = ks
+            .prefix(g.to_be_bytes())
+            .rev()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        rev.reverse();
+        assert_eq!(rev, want, "group {g} reversed");
+    }
+}
+
+#[test]
+fn short_keys_and_ranges_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_db()).unwrap();
+    let ks = db.keyspace("s", opts()).unwrap();
+    match ks.put(b"short", b"v") {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("8-byte prefix"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let mut b = scree::WriteBatch::new();
+    b.put(&ks, b"1234567", b"v");
+    assert!(matches!(
+        db.write(b, &Default::default()),
+        Err(Error::InvalidArgument(_))
+    ));
+    ks.put(key(1, 1), b"v").unwrap();
+    match ks.range::<&[u8], _>(..).next() {
+        Some(Err(Error::Unsupported(m))) => assert!(m.contains("8-byte prefix"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(ks.prefix(b"123").next(), Some(Err(Error::Unsupported(_)))));
+}
+
+#[test]
+fn a_model_holds_through_stepped_merges_compactions_and_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = BTreeMap::new();
+    let (groups, per) = (40u64, 60u64);
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut db = Db::open(dir.path(), common::small_db()).unwrap();
+    for round in 0..6u64 {
+        {
+            let ks = db.keyspace("s", opts()).unwrap();
+            for n in 0..3000u64 {
+                let (g, i) = (rng.below(groups), rng.below(per));
+                let k = key(g, i);
+                match rng.below(10) {
+                    0 => {
+                        ks.delete(&k).unwrap();
+                        model.remove(&k);
+                    }
+                    1 => {
+                        let v = value(g, i, round * 10_000 + n);
+                        let put = ks.put_if_absent(&k, &v).unwrap();
+                        assert_eq!(put, !model.contains_key(&k));
+                        model.entry(k).or_insert(v);
+                    }
+                    _ => {
+                        let v = value(g, i, round * 10_000 + n);
+                        ks.put(&k, &v).unwrap();
+                        model.insert(k, v);
+                    }
+                }
+            }
+            check(&ks, &model, groups, per);
+            if round % 2 == 1 {
+                db.compact().unwrap();
+                check(&ks, &model, groups, per);
+            }
+            let shape: Vec<u64> = db.stats().keyspaces[0].levels.iter().map(|l| l.tables).collect();
+            assert!(shape.len() >= 2, "stepped merges reached level 1: {shape:?}");
+        }
+        drop(db);
+        db = Db::open(dir.path(), common::small_db()).unwrap();
+        let ks = db.keyspace("s", opts()).unwrap();
+        check(&ks, &model, groups, per);
+    }
+    drop(db);
+    let problems = scree::check::check_db(dir.path()).unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+}
+
+#[test]
+fn snapshots_see_their_moment_through_merges() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_db()).unwrap();
+    let ks = db.keyspace("s", opts()).unwrap();
+    for i in 0..500 {
+        ks.put(key(i % 7, i), value(0, i, 0)).unwrap();
+    }
+    let snap = db.snapshot();
+    let before: Vec<_> = (0..7u64).map(|g| snap.prefix(&ks, g.to_be_bytes()).count()).collect();
+    for i in 0..500 {
+        if i % 3 == 0 {
+            ks.delete(key(i % 7, i)).unwrap();
+        } else {
+            ks.put(key(i % 7, i), value(0, i, 1)).unwrap();
+        }
+    }
+    db.compact().unwrap();
+    for i in 0..500 {
+        assert_eq!(snap.get(&ks, key(i % 7, i)).unwrap(), Some(value(0, i, 0)));
+        let now = ks.get(key(i % 7, i)).unwrap();
+        assert_eq!(now, (i % 3 != 0).then(|| value(0, i, 1)));
+    }
+    let after: Vec<_> = (0..7u64).map(|g| snap.prefix(&ks, g.to_be_bytes()).count()).collect();
+    assert_eq!(before, after);
+}
+
+/// With every filter present, a get of a present key reads one data block (two when its
+/// versions straddle a block boundary) and a missing key almost none.
+#[test]
+fn gets_read_about_one_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_db()).unwrap();
+    let mut o = opts();
+    o.write_buffer_bytes = 256 * 1024;
+    let ks = db.keyspace("s", o).unwrap();
+    let n = 20_000u64;
+    for i in 0..n {
+        ks.put(key(i % 500, i), value(0, i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    // Let filter rebuilds and merges finish.
+    db.compact().unwrap();
+    let reads = |db: &Db| db.stats().data_block_reads;
+    let before = reads(&db);
+    for i in 0..n {
+        assert!(ks.get(key(i % 500, i)).unwrap().is_some());
+    }
+    let present = (reads(&db) - before) as f64 / n as f64;
+    let before = reads(&db);
+    for i in n..2 * n {
+        assert!(ks.get(key(i % 500, i)).unwrap().is_none());
+    }
+    let missing = (reads(&db) - before) as f64 / n as f64;
+    assert!(present <= 1.05, "{present} data blocks per present get");
+    assert!(missing <= 0.02, "{missing} data blocks per missing get");
+}
