@@ -1,5 +1,5 @@
 //! The `scree` command-line tool. Subcommands: `bench` (db_bench/YCSB-style workloads on every
-//! Scree layout and, with the `peers` feature, on RocksDB and LevelDB), `stress` (the torture
+//! Scree layout and, with the `peers` feature, on RocksDB and LevelDB), `advise` (SlimDB's cost model), `stress` (the torture
 //! driver), `check` (offline verification) and the inspection commands `get`, `put`, `delete`,
 //! `scan`, `stats` and `dump`.
 
@@ -11,6 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod advise;
 mod bench;
 mod check_cmd;
 mod inspect;
@@ -31,6 +32,9 @@ enum Command {
     /// side-by-side table. With no arguments: 1M keys, fillrandom,readrandom,seekrandom on
     /// every implemented layout.
     Bench(bench::BenchArgs),
+    /// SlimDB's cost model for a `semisorted` keyspace: the structure of each level (stepped or
+    /// LSM, filter, pinned index) for a memory budget and workload mix, with predicted costs.
+    Advise(advise::AdviseArgs),
     /// Multi-threaded writers and snapshot readers meant to be SIGKILLed; `--verify` reopens
     /// and checks the database against the expected-state file (see scripts/torture.sh).
     Stress(stress::StressArgs),
@@ -58,6 +62,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Advise(args) => exit_with("advise", advise::run(args)),
         Command::Stress(args) => exit_with("stress", stress::run(args)),
         Command::Check(args) => exit_with("check", check_cmd::run(args)),
         Command::Get(args) => exit_with("get", inspect::get(args)),

@@ -179,7 +179,11 @@ impl InternalIter for VecIter {
         Ok(())
     }
     fn seek_to_last(&mut self) -> Result<()> {
-        self.pos = self.entries.len().checked_sub(1).unwrap_or(self.entries.len());
+        self.pos = self
+            .entries
+            .len()
+            .checked_sub(1)
+            .unwrap_or(self.entries.len());
         Ok(())
     }
     fn seek(&mut self, ikey: &[u8]) -> Result<()> {

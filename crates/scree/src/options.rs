@@ -368,9 +368,14 @@ impl Layout {
     }
 }
 
+/// The name, with a `semisorted` layout's prefix length (`semisorted:8`): what
+/// [`Layout::from_str`] parses back.
 impl fmt::Display for Layout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        match self {
+            Layout::SemiSorted { prefix_len } => write!(f, "semisorted:{prefix_len}"),
+            other => f.write_str(other.name()),
+        }
     }
 }
 
@@ -599,6 +604,84 @@ pub struct SemiSortedOptions {
     /// Bytes the secondary table (full keys whose fingerprints conflict) of one level's filter
     /// may hold, as a fraction: bits per key of the level's capacity. Default 1.
     pub secondary_bits_per_key: f64,
+    /// Each level's structure, level 0 first (SlimDB's Table 1; `scree advise` chooses one for
+    /// a memory budget); levels past the end take the last entry. Empty (the default): every
+    /// level stepped, with its filter and pinned index. Not persisted: a reopen may change it.
+    pub plan: Vec<LevelPlan>,
+}
+
+/// One level's structure in a `semisorted` keyspace: a row of SlimDB's Table 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LevelPlan {
+    /// Stepped merge (`true`: up to `sub_levels` sub-levels, merged into the next level) or
+    /// LSM (one sorted run, merged with whatever arrives, moved down whole once it holds
+    /// `sub_levels` times the level above's share).
+    pub stepped: bool,
+    /// The level's cuckoo filter in memory (multi-level for a stepped level).
+    pub filter: bool,
+    /// The tables' three-level indexes pinned in memory; otherwise a lookup reads its table's
+    /// index (one metadata read) before the data block.
+    pub index: bool,
+}
+
+impl LevelPlan {
+    /// Stepped, filtered, indexed: SlimDB's choice for its upper levels.
+    pub const FULL: LevelPlan = LevelPlan {
+        stepped: true,
+        filter: true,
+        index: true,
+    };
+
+    /// The row of Table 1 (0 LSM, 1 LSM+CF, 2 LSM+CF+TL, 3 LSM+TL, 4 SM, 5 SM+MLCF,
+    /// 6 SM+MLCF+TL, 7 SM+TL).
+    pub fn from_row(t: u8) -> Option<LevelPlan> {
+        let (stepped, filter, index) = match t {
+            0 => (false, false, false),
+            1 => (false, true, false),
+            2 => (false, true, true),
+            3 => (false, false, true),
+            4 => (true, false, false),
+            5 => (true, true, false),
+            6 => (true, true, true),
+            7 => (true, false, true),
+            _ => return None,
+        };
+        Some(LevelPlan {
+            stepped,
+            filter,
+            index,
+        })
+    }
+
+    /// Its row of Table 1.
+    pub fn row(&self) -> u8 {
+        (0..8)
+            .find(|&t| LevelPlan::from_row(t) == Some(*self))
+            .unwrap_or(6)
+    }
+
+    /// Table 1's name of the row: `SM+MLCF+TL`, `LSM+TL`, …
+    pub fn name(&self) -> String {
+        let mut s = String::from(if self.stepped { "SM" } else { "LSM" });
+        if self.filter {
+            s.push_str(if self.stepped { "+MLCF" } else { "+CF" });
+        }
+        if self.index {
+            s.push_str("+TL");
+        }
+        s
+    }
+}
+
+impl SemiSortedOptions {
+    /// The structure of level `l`.
+    pub fn level_plan(&self, l: usize) -> LevelPlan {
+        self.plan
+            .get(l)
+            .or(self.plan.last())
+            .copied()
+            .unwrap_or(LevelPlan::FULL)
+    }
 }
 
 impl Default for SemiSortedOptions {
@@ -610,6 +693,7 @@ impl Default for SemiSortedOptions {
             slowdown_sublevels: 12,
             stop_sublevels: 16,
             secondary_bits_per_key: 1.0,
+            plan: Vec::new(),
         }
     }
 }

@@ -63,3 +63,11 @@ pub fn data_ext(l: Layout) -> &'static str {
 pub fn has_scans(l: Layout) -> bool {
     l.order().serves_range()
 }
+
+/// The shortest key the layout accepts (a `PrefixGroups` layout needs the whole prefix).
+pub fn min_key_len(l: Layout) -> usize {
+    match l.order() {
+        scree::Order::PrefixGroups(n) => n,
+        _ => 0,
+    }
+}

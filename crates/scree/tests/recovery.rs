@@ -61,7 +61,7 @@ fn abort_without_close_loses_no_acknowledged_write() {
                 "--test-threads=1",
             ])
             .env("SCREE_RECOVERY_DIR", dir.path())
-            .env("SCREE_RECOVERY_LAYOUT", layout.name())
+            .env("SCREE_RECOVERY_LAYOUT", layout.to_string())
             .output()
             .expect("spawn child");
         assert!(!status.status.success(), "child should have aborted");

@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use scree::{Db, Error, KeyspaceOptions, Layout};
+use scree::{Db, Error, KeyspaceOptions, Layout, LevelPlan};
 
 const PREFIX: usize = 8;
 
@@ -90,17 +90,41 @@ fn short_keys_and_ranges_are_refused() {
         Some(Err(Error::Unsupported(m))) => assert!(m.contains("8-byte prefix"), "{m}"),
         other => panic!("{other:?}"),
     }
-    assert!(matches!(ks.prefix(b"123").next(), Some(Err(Error::Unsupported(_)))));
+    assert!(matches!(
+        ks.prefix(b"123").next(),
+        Some(Err(Error::Unsupported(_)))
+    ));
 }
 
 #[test]
 fn a_model_holds_through_stepped_merges_compactions_and_reopens() {
+    model_run(opts(), 6);
+}
+
+/// Every structure of Table 1 holds the model: LSM levels (one run, merged with what
+/// arrives), levels without filters, indexes read per lookup, and Figure 4's mix.
+#[test]
+fn every_level_structure_holds_the_model() {
+    let rows: [&[u8]; 5] = [&[2], &[0], &[4], &[7, 5, 1, 3], &[6, 6, 2, 3]];
+    for rows in rows {
+        let mut o = opts();
+        o.semisorted.max_levels = 4;
+        o.semisorted.plan = rows
+            .iter()
+            .map(|&t| LevelPlan::from_row(t).unwrap())
+            .collect();
+        model_run(o, 2);
+    }
+}
+
+fn model_run(o: KeyspaceOptions, rounds: u64) {
+    let opts = || o.clone();
     let dir = tempfile::tempdir().unwrap();
     let mut model = BTreeMap::new();
     let (groups, per) = (40u64, 60u64);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut db = Db::open(dir.path(), common::small_db()).unwrap();
-    for round in 0..6u64 {
+    for round in 0..rounds {
         {
             let ks = db.keyspace("s", opts()).unwrap();
             for n in 0..3000u64 {
@@ -129,8 +153,15 @@ fn a_model_holds_through_stepped_merges_compactions_and_reopens() {
                 db.compact().unwrap();
                 check(&ks, &model, groups, per);
             }
-            let shape: Vec<u64> = db.stats().keyspaces[0].levels.iter().map(|l| l.tables).collect();
-            assert!(shape.len() >= 2, "stepped merges reached level 1: {shape:?}");
+            let shape: Vec<u64> = db.stats().keyspaces[0]
+                .levels
+                .iter()
+                .map(|l| l.tables)
+                .collect();
+            assert!(
+                shape.len() >= 2,
+                "stepped merges reached level 1: {shape:?}"
+            );
         }
         drop(db);
         db = Db::open(dir.path(), common::small_db()).unwrap();
@@ -151,7 +182,9 @@ fn snapshots_see_their_moment_through_merges() {
         ks.put(key(i % 7, i), value(0, i, 0)).unwrap();
     }
     let snap = db.snapshot();
-    let before: Vec<_> = (0..7u64).map(|g| snap.prefix(&ks, g.to_be_bytes()).count()).collect();
+    let before: Vec<_> = (0..7u64)
+        .map(|g| snap.prefix(&ks, g.to_be_bytes()).count())
+        .collect();
     for i in 0..500 {
         if i % 3 == 0 {
             ks.delete(key(i % 7, i)).unwrap();
@@ -165,7 +198,9 @@ fn snapshots_see_their_moment_through_merges() {
         let now = ks.get(key(i % 7, i)).unwrap();
         assert_eq!(now, (i % 3 != 0).then(|| value(0, i, 1)));
     }
-    let after: Vec<_> = (0..7u64).map(|g| snap.prefix(&ks, g.to_be_bytes()).count()).collect();
+    let after: Vec<_> = (0..7u64)
+        .map(|g| snap.prefix(&ks, g.to_be_bytes()).count())
+        .collect();
     assert_eq!(before, after);
 }
 

@@ -65,7 +65,12 @@ impl Keyspace {
         match kind.order().check_prefix(name, kind, prefix) {
             Ok(()) => {
                 let hi = prefix_end(prefix).map_or(Bound::Unbounded, Bound::Excluded);
-                self.range_at(Bound::Included(prefix.to_vec()), hi, Some(prefix.to_vec()), seq)
+                self.range_at(
+                    Bound::Included(prefix.to_vec()),
+                    hi,
+                    Some(prefix.to_vec()),
+                    seq,
+                )
             }
             Err(e) => iterator::failed(e),
         }
@@ -84,7 +89,12 @@ impl Keyspace {
         let mems: Vec<Arc<Memtable>> = std::iter::once(sv.mem.clone())
             .chain(sv.imms.iter().cloned())
             .collect();
-        RangeIter::new(iterator::sources_for(mems, sv.version.clone(), prefix), seq, lo, hi)
-            .holding(self.h.clone())
+        RangeIter::new(
+            iterator::sources_for(mems, sv.version.clone(), prefix),
+            seq,
+            lo,
+            hi,
+        )
+        .holding(self.h.clone())
     }
 }

@@ -357,7 +357,9 @@ pub fn new_layout(kind: LayoutKind) -> Result<Arc<dyn Layout>> {
         LayoutKind::Leveled => Ok(Arc::new(leveled::Leveled::new())),
         LayoutKind::Fragmented => Ok(Arc::new(fragmented::Fragmented::new())),
         LayoutKind::Trie => Ok(Arc::new(trie::Trie::new())),
-        LayoutKind::SemiSorted { prefix_len } => Ok(Arc::new(semisorted::SemiSorted::new(prefix_len))),
+        LayoutKind::SemiSorted { prefix_len } => {
+            Ok(Arc::new(semisorted::SemiSorted::new(prefix_len)))
+        }
         #[cfg(test)]
         LayoutKind::TestSegments => Ok(Arc::new(segments::Segments::default())),
         other => Err(crate::error::Error::Unsupported(format!(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::table::{self, hashes, Entry, SemiKey, SemiTableBuilder};
 use super::version::{filter_record, reader_of, OpenSemi, PendingFilter, Shared, Sub};
 use super::{filter_with, Reservation};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::filter::cuckoo::MultiLevelCuckoo;
 use crate::key::{self, ValueKind};
 use crate::layout::{Job, JobCtx};
@@ -27,6 +27,7 @@ pub struct Output<'a> {
     cause: WriteCause,
     builder: Option<SemiTableBuilder>,
     last_ph: Option<u64>,
+    last_key: Option<Vec<u8>>,
     done: Vec<TableMeta>,
 }
 
@@ -38,16 +39,23 @@ impl<'a> Output<'a> {
             cause,
             builder: None,
             last_ph: None,
+            last_key: None,
             done: Vec::new(),
         }
     }
 
-    /// Adds the next entry.
+    /// Adds the next entry. A table is closed at the first prefix group that starts once it
+    /// reached the target size, or inside a group (between two keys) at twice the target, so
+    /// that one huge group does not make one huge table.
     pub fn add(&mut self, ph: u64, sh: u64, ikey: &[u8], value: &[u8]) -> Result<()> {
         let target = self.ctx.opts.semisorted.target_table_bytes;
-        if self.last_ph != Some(ph) {
+        let uk = key::user_key(ikey);
+        let new_group = self.last_ph != Some(ph);
+        let new_key = new_group || self.last_key.as_deref() != Some(uk);
+        if new_key {
             if let Some(b) = &self.builder {
-                if b.estimated_size() >= target {
+                let size = b.estimated_size();
+                if (new_group && size >= target) || size >= 2 * target {
                     if let Some(b) = self.builder.take() {
                         self.done.push(b.finish()?);
                     }
@@ -55,6 +63,7 @@ impl<'a> Output<'a> {
                 }
             }
             self.last_ph = Some(ph);
+            self.last_key = Some(uk.to_vec());
         }
         if self.builder.is_none() {
             let no = self.ctx.new_file_no();
@@ -124,7 +133,7 @@ impl Cursor {
             let Some(t) = self.sub.tables.get(self.table) else {
                 return Ok(());
             };
-            self.reader = Some(reader_of(t)?);
+            self.reader = Some(reader_of(t, false)?);
             self.block = 0;
         }
         if let Some(e) = self.entries.get(self.pos) {
@@ -229,6 +238,8 @@ pub struct MergeJob {
     /// For a merge down: `dst`'s sub-levels (oldest first) and filter (None: empty level).
     /// `None` when `dst`'s filter is missing (the output then waits for a rebuild).
     pub(super) base: Option<(Vec<u64>, Option<Arc<MultiLevelCuckoo>>)>,
+    /// Whether `dst` is a stepped level (else an LSM level, whose new filter holds its run).
+    pub(super) stepped: bool,
     pub(super) shared: Arc<Shared>,
     pub(super) res: Reservation,
 }
@@ -259,10 +270,12 @@ impl Job for MergeJob {
             if hidden || dead {
                 return Ok(());
             }
-            if want_keys && ends.last().map_or(true, |&end| {
-                let start = ends.len().checked_sub(2).map_or(0, |i| ends[i]);
-                &keys[start..end] != p.user_key
-            }) {
+            if want_keys
+                && ends.last().map_or(true, |&end| {
+                    let start = ends.len().checked_sub(2).map_or(0, |i| ends[i]);
+                    &keys[start..end] != p.user_key
+                })
+            {
                 keys.extend_from_slice(p.user_key);
                 ends.push(keys.len());
             }
@@ -277,14 +290,21 @@ impl Job for MergeJob {
             .collect();
         if let Some(slot) = metas.first().map(|m| m.file_no) {
             if let (true, Some((slots, f))) = (want_keys, &self.base) {
-                let filter = filter_with(ctx, f.as_deref(), ends.len(), slots.len(), &mut |ins| {
-                    let mut start = 0;
-                    for &end in &ends {
-                        ins(&keys[start..end])?;
-                        start = end;
-                    }
-                    Ok(())
-                });
+                let filter = filter_with(
+                    ctx,
+                    f.as_deref(),
+                    ends.len(),
+                    self.stepped,
+                    slots.len(),
+                    &mut |ins| {
+                        let mut start = 0;
+                        for &end in &ends {
+                            ins(&keys[start..end])?;
+                            start = end;
+                        }
+                        Ok(())
+                    },
+                );
                 if let Ok(filter) = filter {
                     self.shared.pending.lock().insert(
                         slot,
@@ -326,21 +346,50 @@ impl Job for RebuildJob {
     fn run(&mut self, ctx: &JobCtx<'_>) -> Result<KsEdit> {
         let n = self.subs.len();
         let keys: u64 = self.subs.iter().map(|s| s.entries()).sum();
+        let stepped = self.shared.plan_of(self.level).stepped;
         let mut f = MultiLevelCuckoo::new(
             ctx.hash_key,
-            super::filter_params(ctx.opts, keys as usize),
+            super::filter_params(ctx.opts, keys as usize, stepped),
         )?;
         let mut last: Option<Vec<u8>> = None;
         // The first version of a key in the merged scan is its newest: its sub-level's id.
-        Merged::new(&self.subs, &self.shared)?.for_each(|_, e, rank| {
-            let uk = key::user_key(&e.ikey);
-            if last.as_deref() == Some(uk) {
-                return Ok(());
+        let scan = Merged::new(&self.subs, &self.shared).and_then(|m| {
+            m.for_each(|_, e, rank| {
+                let uk = key::user_key(&e.ikey);
+                if last.as_deref() == Some(uk) {
+                    return Ok(());
+                }
+                last = Some(uk.to_vec());
+                match u8::try_from(n - 1 - rank) {
+                    Ok(id) if id < f.id_capacity() => {
+                        f.insert(uk, id, crate::filter::cuckoo::Prior::Absent)
+                    }
+                    _ => Err(Error::InvalidArgument(format!(
+                        "level {} has {n} sub-levels, more than its filter has ids",
+                        self.level
+                    ))),
+                }
+            })
+        });
+        // A level past its filter's ids (the plan changed, or merges outran the stop) keeps
+        // no filter until its next merge.
+        if let Err(Error::InvalidArgument(_)) = scan {
+            return Ok(KsEdit::default());
+        }
+        // A damaged table: the filter stays missing (lookups probe every sub-level, and the
+        // damaged block is `Corruption` to the read that needs it, as on other layouts) rather
+        // than the database turning read-only for an optional structure; not retried until
+        // the level changes.
+        if let Err(Error::Corruption { .. }) = scan {
+            if let Some(newest) = self.subs.first() {
+                self.shared
+                    .rebuild_failed
+                    .lock()
+                    .insert(self.level, newest.slot);
             }
-            last = Some(uk.to_vec());
-            let id = (n - 1 - rank) as u8;
-            f.insert(uk, id, crate::filter::cuckoo::Prior::Absent)
-        })?;
+            return Ok(KsEdit::default());
+        }
+        scan?;
         let slots: Vec<u64> = self.subs.iter().rev().map(|s| s.slot).collect();
         let mut edit = KsEdit::default();
         if let Some(&key) = slots.last() {

@@ -11,6 +11,7 @@
 //! This file is the policy: flushes, which merge is next, reservations, back-pressure and full
 //! compaction; [`jobs`] runs merges and filter rebuilds.
 
+pub mod cost;
 pub mod jobs;
 pub mod table;
 pub mod version;
@@ -80,34 +81,52 @@ impl SemiSorted {
         Some(self.busy.hold(job))
     }
 
-    /// A merge of level `src` (all its sub-levels) into `src + 1`, or in place at the last
-    /// level (or, for a full compaction, at the deepest level holding data).
-    fn merge_job(&self, v: &SemiVersion, src: usize, in_place: bool, opts: &KeyspaceOptions) -> Option<Box<dyn Job>> {
+    /// A merge of level `src` (all its sub-levels) into `src + 1` (with that level's run, when
+    /// it is an LSM level), or in place (the last level, an LSM level's run with what arrived,
+    /// the deepest level of a full compaction).
+    fn merge_job(
+        &self,
+        v: &SemiVersion,
+        src: usize,
+        in_place: bool,
+        opts: &KeyspaceOptions,
+    ) -> Option<Box<dyn Job>> {
         let last = opts.semisorted.max_levels - 1;
         let dst = if in_place { src } else { src + 1 };
+        let dst_plan = v.shared.plan_of(dst);
+        let into_run = !in_place && !dst_plan.stepped;
         let mut claims = vec![LevelClaim(src as u32)];
-        if !in_place && dst == last {
+        if !in_place && (dst == last || into_run) {
             claims.push(LevelClaim(dst as u32));
         }
         let res = self.reserve(v, claims)?;
-        let inputs = v.levels.get(src)?.subs.clone();
+        let mut inputs = v.levels.get(src)?.subs.clone();
         if inputs.is_empty() {
             return None;
         }
+        if into_run {
+            inputs.extend(
+                v.levels
+                    .get(dst)
+                    .map(|l| l.subs.clone())
+                    .unwrap_or_default(),
+            );
+        }
         let bottommost = if in_place {
             v.deepest() == Some(src)
+        } else if into_run {
+            v.levels.iter().skip(dst + 1).all(|l| l.subs.is_empty())
         } else {
             v.levels.iter().skip(dst).all(|l| l.subs.is_empty())
         };
         // The filter the output's keys go into (merges down only): the next level's, or a new
-        // one for an empty level; none when that level's filter is missing.
-        let base = if in_place {
-            None
-        } else {
-            match v.levels.get(dst) {
-                Some(l) if !l.subs.is_empty() => l.filter.clone().map(|f| (l.slots(), Some(f))),
-                _ => Some((Vec::new(), None)),
-            }
+        // one for an empty level or a new run; none when that level keeps no filter or its
+        // filter is missing.
+        let base = match v.levels.get(dst) {
+            _ if in_place || !dst_plan.filter => None,
+            _ if into_run => Some((Vec::new(), None)),
+            Some(l) if !l.subs.is_empty() => l.filter.clone().map(|f| (l.slots(), Some(f))),
+            _ => Some((Vec::new(), None)),
         };
         Some(Box::new(MergeJob {
             src,
@@ -115,39 +134,59 @@ impl SemiSorted {
             inputs,
             bottommost,
             base,
-            shared: self.shared(v),
+            stepped: dst_plan.stepped,
+            shared: v.shared.clone(),
             res,
         }))
     }
+}
 
-    fn shared(&self, v: &SemiVersion) -> Arc<Shared> {
-        v.shared.clone()
+/// Sub-levels a level's filter has ids for.
+fn max_ids(o: &crate::options::SemiSortedOptions, stepped: bool) -> usize {
+    if stepped {
+        o.stop_sublevels + 2
+    } else {
+        2
     }
 }
 
-/// Filter parameters for a level sized for `capacity` keys.
-pub(crate) fn filter_params(opts: &KeyspaceOptions, capacity: usize) -> CuckooParams {
+/// Filter parameters for a level sized for `capacity` keys: ids for every sub-level a stepped
+/// level may reach, or for the run and one arrival of an LSM level (a cuckoo filter, Table 1's
+/// CF, with the fewest id bits).
+pub(crate) fn filter_params(
+    opts: &KeyspaceOptions,
+    capacity: usize,
+    stepped: bool,
+) -> CuckooParams {
     let o = &opts.semisorted;
-    let mut p = CuckooParams::for_level(capacity.max(1024), (o.stop_sublevels + 2) as u32);
-    p.secondary_budget_bytes = ((capacity as f64 * o.secondary_bits_per_key / 8.0) as usize).max(4096);
+    let ids = max_ids(o, stepped);
+    let mut p = CuckooParams::for_level(capacity.max(1024), ids as u32);
+    p.secondary_budget_bytes =
+        ((capacity as f64 * o.secondary_bits_per_key / 8.0) as usize).max(4096);
     p
 }
 
-/// A new filter of `base` (a clone, or an empty one sized for `r` times `keys`), the keys
-/// `add` yields inserted as the newest sub-level.
+/// A new filter of `base` (a clone, or an empty one for a level of `stepped` structure sized
+/// for `r` times `keys` — `keys` for an LSM level, whose filter is made anew at each merge),
+/// the keys `add` yields inserted as the newest sub-level.
 pub(crate) fn filter_with(
     ctx: &JobCtx<'_>,
     base: Option<&MultiLevelCuckoo>,
     keys: usize,
+    stepped: bool,
     base_len: usize,
     add: &mut dyn FnMut(&mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()>,
 ) -> Result<MultiLevelCuckoo> {
     let mut f = match base {
         Some(f) => f.clone(),
-        None => MultiLevelCuckoo::new(
-            ctx.hash_key,
-            filter_params(ctx.opts, keys * ctx.opts.semisorted.sub_levels),
-        )?,
+        None => {
+            let cap = if stepped {
+                keys * ctx.opts.semisorted.sub_levels
+            } else {
+                keys + keys / 8
+            };
+            MultiLevelCuckoo::new(ctx.hash_key, filter_params(ctx.opts, cap, stepped))?
+        }
     };
     let id = u8::try_from(base_len)
         .ok()
@@ -155,6 +194,15 @@ pub(crate) fn filter_with(
         .ok_or_else(|| Error::InvalidArgument("semisorted: no filter id left".into()))?;
     add(&mut |k| f.insert(k, id, Prior::Unknown))?;
     Ok(f)
+}
+
+/// Whether LSM level `l` holds its share, `write_buffer_bytes × r^(l+1)` (level 0 of a store
+/// with stepped levels holds `r` memtables, and each level `r` times the one above): it then
+/// moves down whole.
+fn lsm_full(level: &version::Level, l: usize, opts: &KeyspaceOptions) -> bool {
+    let r = opts.semisorted.sub_levels as f64;
+    let cap = opts.write_buffer_bytes as f64 * r.powi(l as i32 + 1);
+    level.subs.iter().map(|s| s.bytes()).sum::<u64>() as f64 >= cap
 }
 
 impl Layout for SemiSorted {
@@ -166,6 +214,12 @@ impl Layout for SemiSorted {
 
     fn table_format(&self) -> u8 {
         FORMAT_SEMISORTED
+    }
+
+    fn configure(&self, opts: &KeyspaceOptions) {
+        if let Some(s) = self.shared.get() {
+            *s.plan.write() = opts.semisorted.plan.clone();
+        }
     }
 
     fn empty_version(&self, tables: &Arc<TableCtx>) -> Arc<dyn LayoutVersion> {
@@ -207,7 +261,13 @@ impl Layout for SemiSorted {
         entries.sort_by(|a, b| {
             let ka = crate::key::parse(&a.2);
             let kb = crate::key::parse(&b.2);
-            SemiKey { ph: a.0, sh: a.1, user_key: ka.user_key, trailer: ka.trailer() }.cmp(&SemiKey {
+            SemiKey {
+                ph: a.0,
+                sh: a.1,
+                user_key: ka.user_key,
+                trailer: ka.trailer(),
+            }
+            .cmp(&SemiKey {
                 ph: b.0,
                 sh: b.1,
                 user_key: kb.user_key,
@@ -224,7 +284,9 @@ impl Layout for SemiSorted {
         };
         // Level 0's filter with this sub-level's keys, when level 0 has one (or is empty).
         let l0 = v.levels.first();
+        let plan0 = v.shared.plan_of(0);
         let base = match l0 {
+            _ if !plan0.filter => None,
             Some(l) if !l.subs.is_empty() => l.filter.clone().map(|f| (l.slots(), Some(f))),
             _ => Some((Vec::new(), None)),
         };
@@ -234,17 +296,24 @@ impl Layout for SemiSorted {
                 .filter(|w| crate::key::user_key(&w[0].2) != crate::key::user_key(&w[1].2))
                 .count()
                 + 1;
-            let filter = filter_with(ctx, f.as_deref(), distinct, slots.len(), &mut |ins| {
-                let mut last: Option<&[u8]> = None;
-                for e in &entries {
-                    let uk = crate::key::user_key(&e.2);
-                    if last != Some(uk) {
-                        ins(uk)?;
-                        last = Some(uk);
+            let filter = filter_with(
+                ctx,
+                f.as_deref(),
+                distinct,
+                plan0.stepped,
+                slots.len(),
+                &mut |ins| {
+                    let mut last: Option<&[u8]> = None;
+                    for e in &entries {
+                        let uk = crate::key::user_key(&e.2);
+                        if last != Some(uk) {
+                            ins(uk)?;
+                            last = Some(uk);
+                        }
                     }
-                }
-                Ok(())
-            });
+                    Ok(())
+                },
+            );
             // No id left (the level is past its stop point): the filter goes missing, and is
             // rebuilt after the level's next merge.
             if let Ok(filter) = filter {
@@ -274,21 +343,35 @@ impl Layout for SemiSorted {
         let v = self.v(version)?;
         let o = &ctx.opts.semisorted;
         let last = o.max_levels - 1;
+        self.configure(ctx.opts);
         // Merges first, the fullest level first; then filters to rebuild.
-        let mut full: Vec<usize> = (0..v.levels.len())
-            .filter(|&l| v.levels[l].subs.len() >= o.sub_levels)
-            .collect();
-        full.sort_by_key(|&l| std::cmp::Reverse(v.levels[l].subs.len()));
-        for l in full {
-            if let Some(j) = self.merge_job(v, l, l >= last, ctx.opts) {
+        let mut due: Vec<(usize, bool, usize)> = Vec::new();
+        for (l, level) in v.levels.iter().enumerate() {
+            let n = level.subs.len();
+            if v.shared.plan_of(l).stepped {
+                if n >= o.sub_levels {
+                    due.push((l, l >= last, n));
+                }
+            } else if n >= 2 {
+                due.push((l, true, n));
+            } else if l < last && n == 1 && lsm_full(level, l, ctx.opts) {
+                due.push((l, false, n));
+            }
+        }
+        due.sort_by_key(|d| std::cmp::Reverse(d.2));
+        for (l, in_place, _) in due {
+            if let Some(j) = self.merge_job(v, l, in_place, ctx.opts) {
                 return Some(j);
             }
         }
         for (l, level) in v.levels.iter().enumerate() {
             // A level past its filter's ids waits for its merge instead.
             if level.filter.is_none()
-                && !level.subs.is_empty()
-                && level.subs.len() <= o.stop_sublevels + 2
+                && level
+                    .subs
+                    .first()
+                    .is_some_and(|s| v.shared.may_rebuild(l, s.slot))
+                && level.subs.len() <= max_ids(o, v.shared.plan_of(l).stepped)
             {
                 let Some(res) = self.reserve(v, vec![LevelClaim(l as u32)]) else {
                     continue;
@@ -308,8 +391,21 @@ impl Layout for SemiSorted {
         let Some(v) = self.v(version) else {
             return false;
         };
-        v.levels.iter().any(|l| {
-            l.subs.len() >= opts.semisorted.sub_levels || (l.filter.is_none() && !l.subs.is_empty())
+        let last = opts.semisorted.max_levels - 1;
+        v.levels.iter().enumerate().any(|(i, l)| {
+            let plan = v.shared.plan_of(i);
+            let n = l.subs.len();
+            let merge = if plan.stepped {
+                n >= opts.semisorted.sub_levels
+            } else {
+                n >= 2 || (i < last && n == 1 && lsm_full(l, i, opts))
+            };
+            merge
+                || (l.filter.is_none()
+                    && l.subs
+                        .first()
+                        .is_some_and(|s| v.shared.may_rebuild(i, s.slot))
+                    && n <= max_ids(&opts.semisorted, plan.stepped))
         })
     }
 

@@ -157,7 +157,8 @@ impl SemiTableBuilder {
 
     /// Bytes written or buffered so far.
     pub fn estimated_size(&self) -> u64 {
-        u64::from(self.blocks) * self.block_size as u64 + self.block.len() as u64
+        u64::from(self.blocks) * self.block_size as u64
+            + self.block.len() as u64
             + self.blobs.len() as u64
     }
 
@@ -374,12 +375,29 @@ impl Footer {
 pub struct SemiReader {
     file: CountedReader,
     footer: Footer,
-    index: BlockIndex,
+    index: Option<BlockIndex>,
+}
+
+/// An index as a lookup holds it: pinned in the reader, or read for this lookup.
+enum Held<'a> {
+    Pinned(&'a BlockIndex),
+    Read(Box<BlockIndex>),
+}
+
+impl std::ops::Deref for Held<'_> {
+    type Target = BlockIndex;
+    fn deref(&self) -> &BlockIndex {
+        match self {
+            Held::Pinned(i) => i,
+            Held::Read(i) => i,
+        }
+    }
 }
 
 impl SemiReader {
-    /// Opens a table: reads the footer and the index (counted as `kind`) and decodes the index.
-    pub fn open(file: CountedReader, kind: ReadKind) -> Result<SemiReader> {
+    /// Opens a table: reads the footer and, when `pin_index`, the index (counted as `kind`),
+    /// kept decoded; otherwise each lookup reads and decodes it (one metadata read).
+    pub fn open(file: CountedReader, kind: ReadKind, pin_index: bool) -> Result<SemiReader> {
         let len = file.len();
         if len < FOOTER_SIZE as u64 {
             return Err(Error::corruption(
@@ -390,6 +408,20 @@ impl SemiReader {
         }
         let fb = file.read(len - FOOTER_SIZE as u64, FOOTER_SIZE, kind)?;
         let footer = Footer::decode(file.path(), len, &fb)?;
+        let mut r = SemiReader {
+            file,
+            footer,
+            index: None,
+        };
+        if pin_index {
+            r.index = Some(r.read_index(kind)?);
+        }
+        Ok(r)
+    }
+
+    /// Reads and decodes the index, checking it against the footer.
+    fn read_index(&self, kind: ReadKind) -> Result<BlockIndex> {
+        let (file, footer) = (&self.file, &self.footer);
         let index_len = usize::try_from(footer.index_len)
             .map_err(|_| Error::corruption(file.path(), footer.index_offset, "index too large"))?;
         let bytes = file.read(footer.index_offset, index_len, kind)?;
@@ -407,10 +439,14 @@ impl SemiReader {
                 ),
             ));
         }
-        Ok(SemiReader {
-            file,
-            footer,
-            index,
+        Ok(index)
+    }
+
+    /// The pinned index, or the index read now.
+    fn index_for(&self, kind: ReadKind) -> Result<Held<'_>> {
+        Ok(match &self.index {
+            Some(i) => Held::Pinned(i),
+            None => Held::Read(Box::new(self.read_index(kind)?)),
         })
     }
 
@@ -419,9 +455,9 @@ impl SemiReader {
         &self.footer
     }
 
-    /// The decoded index.
-    pub fn index(&self) -> &BlockIndex {
-        &self.index
+    /// The index, when pinned.
+    pub fn pinned_index(&self) -> Option<&BlockIndex> {
+        self.index.as_ref()
     }
 
     /// The file's path.
@@ -431,7 +467,8 @@ impl SemiReader {
 
     /// Heap bytes of what an open table pins: the decoded index.
     pub fn memory_bytes(&self) -> usize {
-        self.index.heap_bytes().total() + std::mem::size_of::<SemiReader>()
+        self.index.as_ref().map_or(0, |i| i.heap_bytes().total())
+            + std::mem::size_of::<SemiReader>()
     }
 
     /// Reads data block `b` and checks its checksum.
@@ -500,9 +537,15 @@ impl SemiReader {
     fn read_blob(&self, offset: u64, len: u64, kind: ReadKind) -> Result<Vec<u8>> {
         let f = &self.footer;
         let start = f.blob_offset.checked_add(offset);
-        let end = start.and_then(|s| s.checked_add(len)).and_then(|e| e.checked_add(4));
+        let end = start
+            .and_then(|s| s.checked_add(len))
+            .and_then(|e| e.checked_add(4));
         let (Some(start), Some(end)) = (start, end) else {
-            return Err(Error::corruption(self.path(), f.blob_offset, "blob out of range"));
+            return Err(Error::corruption(
+                self.path(),
+                f.blob_offset,
+                "blob out of range",
+            ));
         };
         if end > f.index_offset {
             return Err(Error::corruption(
@@ -572,13 +615,16 @@ impl SemiReader {
         user_key: &[u8],
         (ph, sh): (u64, u64),
         seq: u64,
+        blocks_read: &mut u64,
     ) -> Result<Lookup> {
-        let Some(blocks) = self.index.locate(ph, sh) else {
+        let index = self.index_for(ReadKind::Metadata)?;
+        let Some(blocks) = index.locate(ph, sh) else {
             return Ok(Lookup::Absent);
         };
         let mut khash = None;
         for b in blocks {
             let block = self.read_block(b, ReadKind::Data)?;
+            *blocks_read += 1;
             for s in self.entries_of(&block, b)? {
                 let (matches, trailer) = match &s {
                     Stored::Inline { ikey, .. } | Stored::BlobValue { ikey, .. } => {
@@ -586,7 +632,9 @@ impl SemiReader {
                         (p.user_key == user_key, p.trailer())
                     }
                     Stored::BlobEntry {
-                        trailer, key_hash: h, ..
+                        trailer,
+                        key_hash: h,
+                        ..
                     } => {
                         let kh = *khash.get_or_insert_with(|| key_hash(hash_key, user_key));
                         (*h == kh, *trailer)
@@ -614,7 +662,8 @@ impl SemiReader {
     /// `prefix` (entries of another prefix with the same hash are skipped), in table order.
     pub fn group(&self, ph: u64, prefix: &[u8], kind: ReadKind) -> Result<Vec<Entry>> {
         let mut out = Vec::new();
-        for b in self.index.prefix_blocks(ph) {
+        let index = self.index_for(ReadKind::Metadata)?;
+        for b in index.prefix_blocks(ph) {
             let block = self.read_block(b, kind)?;
             for s in self.entries_of(&block, b)? {
                 let e = self.materialize(&s, kind)?;
@@ -649,7 +698,7 @@ impl SemiReader {
 
 /// Opens the table `f` names for a tool (reads counted as compaction reads).
 fn open_for_tool(f: &TableFile) -> Result<SemiReader> {
-    SemiReader::open(f.open_file()?, ReadKind::Compaction)
+    SemiReader::open(f.open_file()?, ReadKind::Compaction, true)
 }
 
 /// Reads every block and blob of the table, checking checksums, and compares the entry count
@@ -685,8 +734,9 @@ fn for_each_entry(f: &TableFile, visit: EntryVisitor<'_>) -> Result<()> {
 fn describe_table(env: &Env, path: &Path) -> Result<Description> {
     let file = env.open(path, false)?;
     let size = file.len();
-    let r = SemiReader::open(file, ReadKind::Metadata)?;
-    let heap = r.index.heap_bytes();
+    let r = SemiReader::open(file, ReadKind::Metadata, true)?;
+    let index = r.read_index(ReadKind::Metadata)?;
+    let heap = index.heap_bytes();
     Ok(Description {
         format: SEMISORTED.name,
         version: FORMAT_VERSION,
@@ -695,7 +745,7 @@ fn describe_table(env: &Env, path: &Path) -> Result<Description> {
             ("data_blocks", u64::from(r.footer.blocks)),
             ("block_size", u64::from(r.footer.block_size)),
             ("entries", r.footer.entries),
-            ("prefix_groups", u64::from(r.index.num_groups())),
+            ("prefix_groups", u64::from(index.num_groups())),
             ("blob_bytes", r.footer.index_offset - r.footer.blob_offset),
             ("index_bytes", r.footer.index_len),
             ("index_heap_bytes", heap.total() as u64),

@@ -21,10 +21,11 @@ use crate::coding::{put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::filter::cuckoo::{key_hash, Answer, MultiLevelCuckoo};
 use crate::iter::{InternalIter, VecIter};
-use crate::key::{self, cmp_ikey};
+use crate::key::cmp_ikey;
 use crate::layout::{check_edit_tables, LayoutVersion, TablePlace};
 use crate::manifest::edit::{KsEdit, LayoutRecord};
 use crate::memtable::Lookup;
+use crate::options::LevelPlan;
 use crate::stats::{LevelReads, LevelStats, Pinned, ReadKind};
 use crate::table::{TableAux, TableCtx, TableFile};
 
@@ -55,19 +56,26 @@ impl TableAux for SemiHandle {
     }
 }
 
-/// The open reader of `f` (opened on first use and after the bound closed it).
-pub fn reader_of(f: &TableFile) -> Result<Arc<OpenSemi>> {
+/// The open reader of `f` (opened on first use and after the bound closed it), its index
+/// pinned when `pin_index` (the level's plan) at that open.
+pub fn reader_of(f: &TableFile, pin_index: bool) -> Result<Arc<OpenSemi>> {
     let h = f.aux.get_or_init(|| Arc::new(SemiHandle::default()));
     let h = (h.as_ref() as &dyn Any)
         .downcast_ref::<SemiHandle>()
-        .ok_or_else(|| Error::InvalidArgument(format!("table {:06} is not semi-sorted", f.meta.file_no)))?;
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!("table {:06} is not semi-sorted", f.meta.file_no))
+        })?;
     if let Some(r) = h.open.read().clone() {
-        f.touch();
-        return Ok(r);
+        // A reader opened without its index (by a compaction) serves a lookup that wants it
+        // pinned only until replaced below.
+        if !pin_index || r.reader.pinned_index().is_some() {
+            f.touch();
+            return Ok(r);
+        }
     }
     let file = f.open_file()?;
     let stats = file.io_stats().clone();
-    let reader = SemiReader::open(file, ReadKind::Metadata)?;
+    let reader = SemiReader::open(file, ReadKind::Metadata, pin_index)?;
     let bytes = reader.memory_bytes();
     let open = Arc::new(OpenSemi {
         reader,
@@ -76,7 +84,9 @@ pub fn reader_of(f: &TableFile) -> Result<Arc<OpenSemi>> {
     {
         let mut slot = h.open.write();
         if let Some(other) = &*slot {
-            return Ok(other.clone());
+            if !pin_index || other.reader.pinned_index().is_some() {
+                return Ok(other.clone());
+            }
         }
         *slot = Some(open.clone());
     }
@@ -110,6 +120,11 @@ pub struct Shared {
     pub reads: [AtomicU64; MAX_LEVELS],
     /// Lookups that found a level's filter missing and probed every sub-level.
     pub unfiltered: AtomicU64,
+    /// Each level's structure (the keyspace's options, taken at every `configure`).
+    pub plan: RwLock<Vec<LevelPlan>>,
+    /// Levels whose filter rebuild met a damaged table, with their newest sub-level's slot
+    /// then: not rebuilt again until that changes.
+    pub rebuild_failed: Mutex<HashMap<usize, u64>>,
 }
 
 impl Shared {
@@ -121,7 +136,21 @@ impl Shared {
             pending: Mutex::new(HashMap::new()),
             reads: Default::default(),
             unfiltered: AtomicU64::new(0),
+            plan: RwLock::new(Vec::new()),
+            rebuild_failed: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Whether level `l`'s missing filter may be rebuilt: its structure has one, and no
+    /// rebuild failed on a damaged table since its newest sub-level (`newest`) arrived.
+    pub fn may_rebuild(&self, l: usize, newest: u64) -> bool {
+        self.plan_of(l).filter && self.rebuild_failed.lock().get(&l) != Some(&newest)
+    }
+
+    /// The structure of level `l`.
+    pub fn plan_of(&self, l: usize) -> LevelPlan {
+        let p = self.plan.read();
+        p.get(l).or(p.last()).copied().unwrap_or(LevelPlan::FULL)
     }
 }
 
@@ -131,8 +160,9 @@ pub struct Sub {
     pub slot: u64,
     /// Its tables.
     pub tables: Vec<Arc<TableFile>>,
-    /// Each table's (first, last) prefix hash.
-    pub bounds: Vec<(u64, u64)>,
+    /// Each table's first and last entry's (prefix hash, suffix hash). A prefix group may
+    /// continue from one table into the next (a group larger than a table).
+    pub bounds: Vec<((u64, u64), (u64, u64))>,
     /// Largest sequence number inside.
     pub max_seq: u64,
 }
@@ -146,13 +176,25 @@ impl Sub {
     pub fn entries(&self) -> u64 {
         self.tables.iter().map(|t| t.meta.entries).sum()
     }
-    /// The table that may hold keys of prefix hash `ph`.
-    pub fn table_for(&self, ph: u64) -> Option<&Arc<TableFile>> {
-        let i = self.bounds.partition_point(|b| b.1 < ph);
-        match self.bounds.get(i) {
-            Some(b) if b.0 <= ph => self.tables.get(i),
-            _ => None,
-        }
+    /// The tables that may hold keys of hashes `h` (one, unless entries of those hashes
+    /// continue across a table boundary).
+    pub fn tables_for(&self, h: (u64, u64)) -> impl Iterator<Item = &Arc<TableFile>> {
+        let i = self.bounds.partition_point(|b| b.1 < h);
+        self.bounds[i..]
+            .iter()
+            .zip(&self.tables[i..])
+            .take_while(move |(b, _)| b.0 <= h)
+            .map(|(_, t)| t)
+    }
+
+    /// The tables that may hold keys of prefix hash `ph`.
+    pub fn tables_of_group(&self, ph: u64) -> impl Iterator<Item = &Arc<TableFile>> {
+        let i = self.bounds.partition_point(|b| b.1 .0 < ph);
+        self.bounds[i..]
+            .iter()
+            .zip(&self.tables[i..])
+            .take_while(move |(b, _)| b.0 .0 <= ph)
+            .map(|(_, t)| t)
     }
 }
 
@@ -218,8 +260,8 @@ impl SemiVersion {
         let bounds = tables
             .iter()
             .map(|t| {
-                let lo = hashes(&sk.hash_key, sk.prefix_len, t.meta.smallest_user()).0;
-                let hi = hashes(&sk.hash_key, sk.prefix_len, t.meta.largest_user()).0;
+                let lo = hashes(&sk.hash_key, sk.prefix_len, t.meta.smallest_user());
+                let hi = hashes(&sk.hash_key, sk.prefix_len, t.meta.largest_user());
                 (lo, hi)
             })
             .collect();
@@ -240,29 +282,42 @@ impl SemiVersion {
         h: (u64, u64),
         seq: u64,
     ) -> Result<Lookup> {
-        let Some(t) = sub.table_for(h.0) else {
-            return Ok(Lookup::Absent);
-        };
-        let r = reader_of(t)?;
-        let found = r.reader.get(&self.shared.hash_key, user_key, h, seq)?;
-        if let Some(c) = self.shared.reads.get(level) {
-            c.fetch_add(1, Ordering::Relaxed);
+        let pin = self.shared.plan_of(level).index;
+        for t in sub.tables_for(h) {
+            let r = reader_of(t, pin)?;
+            let mut blocks = 0;
+            let found = r
+                .reader
+                .get(&self.shared.hash_key, user_key, h, seq, &mut blocks)?;
+            if let Some(c) = self.shared.reads.get(level) {
+                c.fetch_add(blocks, Ordering::Relaxed);
+            }
+            if !matches!(found, Lookup::Absent) {
+                return Ok(found);
+            }
         }
-        Ok(found)
+        Ok(Lookup::Absent)
     }
 
     /// Every entry of the prefix group `prefix` in sub-level `sub`, sorted by internal key.
-    fn group_in_sub(&self, sub: &Sub, prefix: &[u8], ph: u64) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let Some(t) = sub.table_for(ph) else {
-            return Ok(Vec::new());
-        };
-        let r = reader_of(t)?;
-        let mut v: Vec<(Vec<u8>, Vec<u8>)> = r
-            .reader
-            .group(ph, prefix, ReadKind::Data)?
-            .into_iter()
-            .map(|e| (e.ikey, e.value))
-            .collect();
+    fn group_in_sub(
+        &self,
+        level: usize,
+        sub: &Sub,
+        prefix: &[u8],
+        ph: u64,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let pin = self.shared.plan_of(level).index;
+        let mut v: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for t in sub.tables_of_group(ph) {
+            let r = reader_of(t, pin)?;
+            v.extend(
+                r.reader
+                    .group(ph, prefix, ReadKind::Data)?
+                    .into_iter()
+                    .map(|e| (e.ikey, e.value)),
+            );
+        }
         v.sort_by(|a, b| cmp_ikey(&a.0, &b.0));
         Ok(v)
     }
@@ -316,10 +371,17 @@ fn id_map(from: &[u64], to: &[u64], merged: &HashMap<u64, u64>) -> Vec<Option<u8
 /// Applies a pending filter to a level whose sub-levels are now `now` (oldest first): remaps
 /// its ids to the current positions; `None` when the level gained a sub-level the filter does
 /// not know.
-fn adopt_pending(p: PendingFilter, now: &[u64], merged: &HashMap<u64, u64>) -> Option<MultiLevelCuckoo> {
+fn adopt_pending(
+    p: PendingFilter,
+    now: &[u64],
+    merged: &HashMap<u64, u64>,
+) -> Option<MultiLevelCuckoo> {
     let mut known = p.base.clone();
     known.extend(p.added);
-    if now.iter().any(|s| !known.contains(s) && !merged.values().any(|m| m == s)) {
+    if now
+        .iter()
+        .any(|s| !known.contains(s) && !merged.values().any(|m| m == s))
+    {
         return None;
     }
     let map = id_map(&known, now, merged);
@@ -343,7 +405,11 @@ impl LayoutVersion for SemiVersion {
             let n = level.subs.len();
             // The sub-level (index, newest first) to start at, and whether older ones must be
             // probed after it.
-            let (start, all) = match level.filter.as_deref().map(|f| f.lookup_hashed(kh, user_key)) {
+            let filter = match sk.plan_of(li).filter {
+                true => level.filter.as_deref(),
+                false => None,
+            };
+            let (start, all) = match filter.map(|f| f.lookup_hashed(kh, user_key)) {
                 Some(Answer::Absent) => continue,
                 Some(Answer::SubLevel(id)) if usize::from(id) < n => {
                     // The newest version in the level is there; a read at an older snapshot
@@ -354,7 +420,9 @@ impl LayoutVersion for SemiVersion {
                 }
                 Some(_) => (0, true),
                 None => {
-                    sk.unfiltered.fetch_add(1, Ordering::Relaxed);
+                    if sk.plan_of(li).filter {
+                        sk.unfiltered.fetch_add(1, Ordering::Relaxed);
+                    }
                     (0, true)
                 }
             };
@@ -385,9 +453,9 @@ impl LayoutVersion for SemiVersion {
             return self.add_iters(out);
         }
         let ph = hashes(&sk.hash_key, sk.prefix_len, prefix).0;
-        for level in &self.levels {
+        for (l, level) in self.levels.iter().enumerate() {
             for sub in &level.subs {
-                let entries = self.group_in_sub(sub, prefix, ph)?;
+                let entries = self.group_in_sub(l, sub, prefix, ph)?;
                 if !entries.is_empty() {
                     out.push(Box::new(VecIter::new(entries)));
                 }
@@ -440,7 +508,10 @@ impl LayoutVersion for SemiVersion {
         let mut groups: Vec<((u32, u64), Vec<Arc<TableFile>>)> = Vec::new();
         for a in &edit.added {
             if a.level as usize >= MAX_LEVELS {
-                return Err(bad(format!("table {:06} at level {}", a.meta.file_no, a.level)));
+                return Err(bad(format!(
+                    "table {:06} at level {}",
+                    a.meta.file_no, a.level
+                )));
             }
             if v.files.contains_key(&a.meta.file_no) {
                 return Err(bad(format!("table {:06} added twice", a.meta.file_no)));
@@ -454,6 +525,7 @@ impl LayoutVersion for SemiVersion {
         }
         let mut merged: HashMap<usize, HashMap<u64, u64>> = HashMap::new();
         let mut added_newest: HashMap<usize, u64> = HashMap::new();
+        let mut added_at: HashMap<usize, u64> = HashMap::new();
         for ((level, slot), mut files) in groups {
             let l = level as usize;
             if v.levels.len() <= l {
@@ -463,10 +535,15 @@ impl LayoutVersion for SemiVersion {
             if lv.subs.iter().any(|s| s.slot == slot) {
                 return Err(bad(format!("sub-level {slot} of level {l} added twice")));
             }
-            files.sort_by_key(|f| {
-                hashes(&self.shared.hash_key, self.shared.prefix_len, f.meta.smallest_user()).0
+            files.sort_by_cached_key(|f| {
+                let uk = f.meta.smallest_user();
+                (
+                    hashes(&self.shared.hash_key, self.shared.prefix_len, uk),
+                    uk.to_vec(),
+                )
             });
             let sub = Arc::new(v.new_sub(slot, files));
+            added_at.insert(l, slot);
             let lv = &mut v.levels[l];
             match removed_from.get(&l) {
                 // An in-place merge: the output holds the oldest data of the level.
@@ -496,14 +573,18 @@ impl LayoutVersion for SemiVersion {
                 lv.filter = None;
                 continue;
             }
-            let adopted = added_newest
+            let adopted = added_at
                 .get(&l)
                 .and_then(|slot| pending.remove(slot))
                 .filter(|p| p.level as usize == l)
                 .and_then(|p| adopt_pending(p, &now, &m));
-            lv.filter = match (adopted, added_newest.contains_key(&l), lv.filter.take()) {
+            // Keys new to the level arrived: a sub-level pushed as the newest, or a merge
+            // that also took tables of another level (into an LSM level).
+            let new_keys = added_newest.contains_key(&l)
+                || (added_at.contains_key(&l) && removed_from.keys().any(|&o| o != l));
+            lv.filter = match (adopted, new_keys, lv.filter.take()) {
                 (Some(f), _, _) => Some(Arc::new(f)),
-                // A sub-level arrived without its filter: missing until rebuilt.
+                // Keys arrived without the filter that holds them: missing until rebuilt.
                 (None, true, _) => None,
                 (None, false, Some(f)) => {
                     let old = before.get(l).cloned().unwrap_or_default();
@@ -521,8 +602,8 @@ impl LayoutVersion for SemiVersion {
             if r.tag != TAG_FILTER {
                 continue;
             }
-            let (level, slots) = decode_filter_record(r)
-                .ok_or_else(|| bad("undecodable filter record".into()))?;
+            let (level, slots) =
+                decode_filter_record(r).ok_or_else(|| bad("undecodable filter record".into()))?;
             let l = level as usize;
             let Some(key) = slots.last().copied() else {
                 continue;
@@ -620,11 +701,24 @@ impl LayoutVersion for SemiVersion {
     fn check_invariants(&self) -> std::result::Result<(), String> {
         for (l, level) in self.levels.iter().enumerate() {
             for sub in &level.subs {
-                for w in sub.bounds.windows(2) {
-                    if w[0].1 >= w[1].0 {
+                let sk = &self.shared;
+                let first = |t: &TableFile| {
+                    (
+                        hashes(&sk.hash_key, sk.prefix_len, t.meta.smallest_user()),
+                        t.meta.smallest_user().to_vec(),
+                    )
+                };
+                let last = |t: &TableFile| {
+                    (
+                        hashes(&sk.hash_key, sk.prefix_len, t.meta.largest_user()),
+                        t.meta.largest_user().to_vec(),
+                    )
+                };
+                for w in sub.tables.windows(2) {
+                    if last(&w[0]) >= first(&w[1]) {
                         return Err(format!(
-                            "level {l} sub-level {}: tables overlap in prefix hash",
-                            sub.slot
+                            "level {l} sub-level {}: tables {:06} and {:06} overlap",
+                            sub.slot, w[0].meta.file_no, w[1].meta.file_no
                         ));
                     }
                 }
@@ -646,22 +740,4 @@ impl LayoutVersion for SemiVersion {
     fn as_any(&self) -> &dyn Any {
         self
     }
-}
-
-/// Every distinct user key of sub-level `sub` with the newest version in it, for a filter
-/// rebuild: calls `f` once per key, in table order.
-pub fn for_each_key(sub: &Sub, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
-    for t in &sub.tables {
-        let r = reader_of(t)?;
-        let mut last: Option<Vec<u8>> = None;
-        r.reader.for_each(ReadKind::Compaction, |e| {
-            let uk = key::user_key(&e.ikey);
-            if last.as_deref() != Some(uk) {
-                f(uk)?;
-                last = Some(uk.to_vec());
-            }
-            Ok(())
-        })?;
-    }
-    Ok(())
 }
