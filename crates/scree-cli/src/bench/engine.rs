@@ -121,6 +121,26 @@ pub trait BenchEngine: Send + Sync {
         limit: usize,
         visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> EResult<usize>;
+    /// Visits every entry whose key starts with `prefix` (a group of semi-sorted keys), in the
+    /// engine's order for such a scan; returns how many were visited. Layouts that cannot serve
+    /// it return [`EngineError::Unsupported`].
+    fn scan_prefix(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8])) -> EResult<usize>;
+    /// Writes `key → value` only if `key` has no value (a non-blind write: a create that must
+    /// not overwrite); returns whether it wrote. The default is a get then a put, which is not
+    /// atomic against another writer of the same key: engines with a native check override it,
+    /// and [`BenchEngine::put_if_absent_method`] says which one runs.
+    fn put_if_absent(&self, key: &[u8], value: &[u8]) -> EResult<bool> {
+        let mut old = Vec::new();
+        if self.get(key, &mut old)? {
+            return Ok(false);
+        }
+        self.put(key, value)?;
+        Ok(true)
+    }
+    /// How [`BenchEngine::put_if_absent`] works for this engine (for the settings line).
+    fn put_if_absent_method(&self) -> &'static str {
+        "get then put (two calls, not atomic)"
+    }
     /// Waits until background flushes and compactions are done.
     fn wait_for_compactions(&self) -> EResult<()>;
     /// The engine's cumulative counters.
@@ -144,6 +164,10 @@ pub struct EngineConfig {
     pub direct_reads: bool,
     /// Block cache bytes for every engine (`None`: each engine's default).
     pub block_cache_bytes: Option<usize>,
+    /// Keys are semi-sorted with a group prefix of this many bytes (`--key-groups`): peers that
+    /// can use it (RocksDB's fixed prefix extractor and prefix Bloom filter) are told.
+    #[cfg_attr(not(feature = "peers"), allow(dead_code))]
+    pub key_prefix_len: Option<usize>,
     /// Scree-only settings (None = the engine's default).
     pub scree: ScreeTuning,
 }
@@ -219,6 +243,8 @@ pub mod memory {
         pub no_scans: bool,
         /// Lose every 1000th put (to test that verification catches it).
         pub lossy: bool,
+        /// `put_if_absent` overwrites present keys (to test that verification catches it).
+        pub clobber: bool,
     }
 
     impl BenchEngine for MemEngine {
@@ -276,6 +302,48 @@ pub mod memory {
                 n += 1;
             }
             Ok(n)
+        }
+        fn scan_prefix(
+            &self,
+            prefix: &[u8],
+            visit: &mut dyn FnMut(&[u8], &[u8]),
+        ) -> EResult<usize> {
+            if self.no_scans {
+                return Err(EngineError::Unsupported("no scans here".into()));
+            }
+            let m = self
+                .map
+                .read()
+                .map_err(|_| EngineError::Failed("poisoned".into()))?;
+            let mut n = 0;
+            for (k, v) in m
+                .range(prefix.to_vec()..)
+                .take_while(|(k, _)| k.starts_with(prefix))
+            {
+                visit(k, v);
+                n += 1;
+            }
+            Ok(n)
+        }
+        fn put_if_absent(&self, key: &[u8], value: &[u8]) -> EResult<bool> {
+            if self.clobber {
+                self.put(key, value)?;
+                return Ok(true);
+            }
+            let mut m = self
+                .map
+                .write()
+                .map_err(|_| EngineError::Failed("poisoned".into()))?;
+            if m.contains_key(key) {
+                return Ok(false);
+            }
+            m.insert(key.to_vec(), value.to_vec());
+            self.written
+                .fetch_add((key.len() + value.len()) as u64, Ordering::Relaxed);
+            Ok(true)
+        }
+        fn put_if_absent_method(&self) -> &'static str {
+            "atomic under the map's lock"
         }
         fn wait_for_compactions(&self) -> EResult<()> {
             Ok(())

@@ -3,7 +3,13 @@
 //! Key `i` is the big-endian `u64` `2·i` in its first 8 bytes, padded with `'0'` up to
 //! `--key-size` (db_bench pads the same way). Odd numbers are never written, so key `2·i+1` is
 //! a *missing* key that sorts between two present ones — readmissing probes the filters, not the
-//! ends of the key range. A value starts with its key index (little-endian, when the value has
+//! ends of the key range.
+//!
+//! With `--key-groups G` (semi-sorted keys, SlimDB §5.4) key `i` is an 8-byte prefix naming its
+//! group `i / G` and an 8-byte suffix `2·(i % G)`, both big-endian, then the padding: the `G`
+//! keys of a group share their prefix, and fills write whole groups. The missing key of `i`
+//! keeps the prefix and takes the odd suffix `2·(i % G) + 1`, so it falls inside an existing
+//! group (and still sorts right after key `i`). A value starts with its key index (little-endian, when the value has
 //! room for 8 bytes) so that reads can check they got the value of the key they asked for; the
 //! rest is taken from a buffer of random bytes (incompressible, like db_bench's generator).
 
@@ -112,12 +118,48 @@ impl Permutation {
 /// Builds keys and values of the configured sizes.
 #[derive(Clone, Debug)]
 pub struct KeyCodec {
-    /// Bytes per key (≥ 8).
+    /// Bytes per key (≥ 8; ≥ [`GROUPED_KEY_BYTES`] with groups).
     pub key_size: usize,
     /// Bytes per value.
     pub value_size: usize,
+    /// Keys per prefix group (`--key-groups`); 0: plain keys, no groups.
+    pub groups: u64,
     random: std::sync::Arc<Vec<u8>>,
 }
+
+/// Bytes of a group's prefix in semi-sorted keys.
+pub const GROUP_PREFIX_BYTES: usize = 8;
+/// Smallest key of the semi-sorted generator: the prefix and an 8-byte suffix.
+pub const GROUPED_KEY_BYTES: usize = GROUP_PREFIX_BYTES + 8;
+
+/// Why a key codec cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CodecError {
+    /// The key cannot hold the key index.
+    KeyTooShort { key_size: usize, needed: usize },
+}
+
+impl std::fmt::Display for CodecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CodecError::KeyTooShort { key_size, needed } if *needed == GROUPED_KEY_BYTES => {
+                write!(
+                    f,
+                    "--key-size {key_size} is too small for --key-groups: a semi-sorted key is \
+                     an 8-byte group prefix and an 8-byte suffix, so --key-size must be at least \
+                     {needed}"
+                )
+            }
+            CodecError::KeyTooShort { key_size, needed } => write!(
+                f,
+                "--key-size {key_size} is too small: it must be at least {needed} (the key \
+                 index takes 8 bytes)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CodecError {}
 
 /// Where the next value's random bytes start (see [`KeyCodec::value`]).
 #[derive(Clone, Debug)]
@@ -137,31 +179,88 @@ impl KeyCodec {
         KeyCodec {
             key_size,
             value_size,
+            groups: 0,
             random: std::sync::Arc::new(random),
         }
     }
 
-    fn fill_key(&self, raw: u64, out: &mut Vec<u8>) {
+    /// A codec of semi-sorted keys in groups of `groups` (0: plain keys), checking that the
+    /// keys are long enough for the mode.
+    pub fn with_groups(
+        key_size: usize,
+        value_size: usize,
+        seed: u64,
+        groups: u64,
+    ) -> Result<KeyCodec, CodecError> {
+        let needed = if groups > 0 { GROUPED_KEY_BYTES } else { 8 };
+        if key_size < needed {
+            return Err(CodecError::KeyTooShort { key_size, needed });
+        }
+        let mut c = KeyCodec::new(key_size, value_size, seed);
+        c.groups = groups;
+        Ok(c)
+    }
+
+    /// Index range `[first, end)` of group `g`'s keys (without groups: empty).
+    pub fn group_range(&self, g: u64) -> (u64, u64) {
+        let first = g.saturating_mul(self.groups);
+        (first, first.saturating_add(self.groups))
+    }
+
+    /// The prefix every key of group `g` starts with.
+    pub fn group_prefix(&self, g: u64) -> [u8; GROUP_PREFIX_BYTES] {
+        g.to_be_bytes()
+    }
+
+    /// The key of `i` with the low "missing" bit `odd` of its number.
+    fn fill_key(&self, i: u64, odd: bool, out: &mut Vec<u8>) {
         out.clear();
-        out.extend_from_slice(&raw.to_be_bytes());
+        match (i.checked_div(self.groups), i.checked_rem(self.groups)) {
+            (Some(g), Some(r)) => {
+                out.extend_from_slice(&g.to_be_bytes());
+                out.extend_from_slice(&(r.wrapping_mul(2) | odd as u64).to_be_bytes());
+            }
+            _ => out.extend_from_slice(&(i.wrapping_mul(2) | odd as u64).to_be_bytes()),
+        }
         out.resize(self.key_size, b'0');
     }
 
     /// The key of present index `i`.
     pub fn key(&self, i: u64, out: &mut Vec<u8>) {
-        self.fill_key(i.wrapping_mul(2), out)
+        self.fill_key(i, false, out)
     }
 
-    /// A key that is never written: it sorts right after key `i`.
+    /// A key that is never written: it sorts right after key `i` (and, with groups, shares
+    /// its group's prefix).
     pub fn missing_key(&self, i: u64, out: &mut Vec<u8>) {
-        self.fill_key(i.wrapping_mul(2) | 1, out)
+        self.fill_key(i, true, out)
     }
 
     /// The index of a key built by [`KeyCodec::key`], `None` for anything else.
     pub fn index_of(&self, key: &[u8]) -> Option<u64> {
-        let head: [u8; 8] = key.get(..8)?.try_into().ok()?;
-        let raw = u64::from_be_bytes(head);
-        (key.len() == self.key_size && raw.is_multiple_of(2)).then_some(raw / 2)
+        if key.len() != self.key_size {
+            return None;
+        }
+        let word = |at: usize| -> Option<u64> {
+            let b: [u8; 8] = key.get(at..at + 8)?.try_into().ok()?;
+            Some(u64::from_be_bytes(b))
+        };
+        let raw = word(if self.groups > 0 {
+            GROUP_PREFIX_BYTES
+        } else {
+            0
+        })?;
+        if !raw.is_multiple_of(2) {
+            return None;
+        }
+        if self.groups == 0 {
+            return Some(raw / 2);
+        }
+        let r = raw / 2;
+        if r >= self.groups {
+            return None;
+        }
+        word(0)?.checked_mul(self.groups)?.checked_add(r)
     }
 
     /// A cursor into the random byte buffer for one worker, starting where `rng` says (so
@@ -265,6 +364,89 @@ mod tests {
             codec.value(7, &mut cursor, &mut w);
             assert_eq!(w.len(), 100);
         }
+    }
+
+    #[test]
+    fn grouped_keys_round_trip_and_share_their_group_prefix() {
+        for g in [1u64, 3, 128] {
+            let codec = KeyCodec::with_groups(24, 100, 1, g).expect("codec");
+            let (mut k, mut m, mut next) = (Vec::new(), Vec::new(), Vec::new());
+            let mut keys = HashSet::new();
+            let n = 5 * g + 7;
+            for i in 0..n {
+                codec.key(i, &mut k);
+                codec.missing_key(i, &mut m);
+                assert_eq!((k.len(), m.len()), (24, 24));
+                assert_eq!(codec.index_of(&k), Some(i), "g={g} i={i}");
+                assert_eq!(codec.index_of(&m), None, "g={g} i={i}");
+                assert!(keys.insert(k.clone()) && keys.insert(m.clone()));
+                // Group membership: the prefix names i / g, for present and missing keys.
+                let group = i / g;
+                let (lo, hi) = codec.group_range(group);
+                assert!((lo..hi).contains(&i));
+                let prefix = codec.group_prefix(group);
+                assert!(k.starts_with(&prefix) && m.starts_with(&prefix));
+                assert_eq!(k.get(..8), m.get(..8));
+                // Order: key i < missing i < key i+1 (readmissing probes between keys).
+                codec.key(i + 1, &mut next);
+                assert!(k < m && m < next, "g={g} i={i}");
+            }
+            // Exactly g keys carry each prefix.
+            let prefix = codec.group_prefix(2);
+            let members = (0..n)
+                .filter(|&i| {
+                    codec.key(i, &mut k);
+                    k.starts_with(&prefix)
+                })
+                .count();
+            assert_eq!(members as u64, g);
+        }
+    }
+
+    #[test]
+    fn grouped_index_of_refuses_foreign_keys() {
+        let codec = KeyCodec::with_groups(16, 100, 1, 128).expect("codec");
+        let mut k = Vec::new();
+        codec.key(1000, &mut k);
+        // A suffix past the group size is no key of ours.
+        let mut bad = k.clone();
+        bad[8..16].copy_from_slice(&(2 * 128u64).to_be_bytes());
+        assert_eq!(codec.index_of(&bad), None);
+        // Wrong length.
+        assert_eq!(codec.index_of(&k[..15]), None);
+        // A group number whose first index overflows u64.
+        let mut huge = k.clone();
+        huge[..8].copy_from_slice(&u64::MAX.to_be_bytes());
+        assert_eq!(codec.index_of(&huge), None);
+        // The plain codec reads the same bytes differently.
+        let plain = KeyCodec::new(16, 100, 1);
+        assert_ne!(plain.index_of(&k), Some(1000));
+    }
+
+    #[test]
+    fn grouped_keys_need_sixteen_bytes() {
+        let e = KeyCodec::with_groups(15, 100, 1, 128).expect_err("too short");
+        assert_eq!(
+            e,
+            CodecError::KeyTooShort {
+                key_size: 15,
+                needed: 16
+            }
+        );
+        assert!(e.to_string().contains("--key-groups"), "{e}");
+        assert!(KeyCodec::with_groups(16, 100, 1, 128).is_ok());
+        assert!(KeyCodec::with_groups(8, 100, 1, 0).is_ok());
+        assert!(KeyCodec::with_groups(7, 100, 1, 0).is_err());
+        // Without groups the key is the plain one.
+        let (a, b) = (
+            KeyCodec::with_groups(16, 100, 1, 0).expect("codec"),
+            KeyCodec::new(16, 100, 1),
+        );
+        let (mut x, mut y) = (Vec::new(), Vec::new());
+        a.key(77, &mut x);
+        b.key(77, &mut y);
+        assert_eq!(x, y);
+        assert_eq!(a.group_range(5), (0, 0));
     }
 
     #[test]

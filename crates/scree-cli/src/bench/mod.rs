@@ -43,8 +43,11 @@ pub const DEFAULT_READS_CAP: u64 = 1_000_000;
 #[derive(Args, Debug, Clone)]
 #[command(
     after_help = "Workloads: fillrandom fillseq overwrite readrandom readmissing readseq \
-seekrandom deleterandom readwhilewriting ycsb-load ycsb-a ycsb-b ycsb-c ycsb-d ycsb-e ycsb-f\n\n\
-Example: scree bench --layout all --peers rocksdb,leveldb --num 300000 --json out.json"
+seekrandom deleterandom readwhilewriting ycsb-load ycsb-a ycsb-b ycsb-c ycsb-d ycsb-e ycsb-f \
+mixblind mixnonblind scangroup (needs --key-groups)\n\n\
+Example: scree bench --layout all --peers rocksdb,leveldb --num 300000 --json out.json\n\
+Semi-sorted (SlimDB §5.4): scree bench --layout leveled,semisorted --peers rocksdb --key-groups 128 \
+--workloads fillrandom,readrandom,readmissing,mixblind,mixnonblind,scangroup"
 )]
 pub struct BenchArgs {
     /// Workloads to run, in order, on the same database.
@@ -60,9 +63,18 @@ pub struct BenchArgs {
     /// Operations of reading workloads (and of YCSB A–F) [default: min(num, 1000000)].
     #[arg(long)]
     pub reads: Option<u64>,
-    /// Bytes per key (at least 8).
+    /// Bytes per key (at least 8; at least 16 with --key-groups).
     #[arg(long, default_value_t = 16)]
     pub key_size: usize,
+    /// Semi-sorted keys in groups of G (0 = off): key i is an 8-byte prefix naming group i / G
+    /// and an 8-byte suffix naming i % G, so fills write groups of G keys sharing a prefix
+    /// (SlimDB §5.4 uses 128). Needed by scangroup.
+    #[arg(long, default_value_t = 0, value_name = "G")]
+    pub key_groups: u64,
+    /// Prefix bytes of `semisorted` layouts named without a length (`semisorted`, `all`);
+    /// `semisorted:N` keeps its N. 8 matches --key-groups' prefix.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub prefix_len: usize,
     /// Bytes per value.
     #[arg(long, default_value_t = 100)]
     pub value_size: usize,
@@ -182,6 +194,9 @@ impl EngineSpec {
     /// `scree/leveled`, `rocksdb`, …
     pub fn label(&self) -> String {
         match self {
+            EngineSpec::Scree(scree::Layout::SemiSorted { prefix_len }) => {
+                format!("scree/semisorted:{prefix_len}")
+            }
             EngineSpec::Scree(l) => format!("scree/{}", l.name()),
             EngineSpec::Peer(p) => p.name().to_string(),
         }
@@ -221,9 +236,22 @@ impl RunResult {
     }
 }
 
+/// The key codec the arguments ask for (refuses keys too short for the mode).
+fn codec(args: &BenchArgs) -> anyhow::Result<KeyCodec> {
+    Ok(KeyCodec::with_groups(
+        args.key_size,
+        args.value_size,
+        args.seed,
+        args.key_groups,
+    )?)
+}
+
 fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
-    if args.key_size < 8 {
-        bail!("--key-size must be at least 8 (the key index takes 8 bytes)");
+    codec(args)?;
+    if let Some(w) = args.workloads.iter().find(|w| w.needs_groups()) {
+        if args.key_groups == 0 {
+            bail!("{w} needs semi-sorted keys: add --key-groups G (SlimDB §5.4 uses 128)");
+        }
     }
     if args.num == 0 {
         bail!("--num must be at least 1");
@@ -246,10 +274,19 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
 /// Runs `scree bench`; returns whether every run succeeded.
 pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
     check_args(&args)?;
-    let mut specs: Vec<EngineSpec> = scree_engine::resolve_layouts(&args.layout)?
-        .into_iter()
-        .map(EngineSpec::Scree)
-        .collect();
+    let layouts = scree_engine::resolve_layouts(&args.layout, args.prefix_len)?;
+    for l in &layouts {
+        if let scree::Layout::SemiSorted { prefix_len } = *l {
+            if prefix_len > args.key_size {
+                bail!(
+                    "layout semisorted:{prefix_len} refuses keys shorter than its {prefix_len}-byte \
+                     prefix, and --key-size is {}: raise --key-size or lower --prefix-len",
+                    args.key_size
+                );
+            }
+        }
+    }
+    let mut specs: Vec<EngineSpec> = layouts.into_iter().map(EngineSpec::Scree).collect();
     let mut seen = Vec::new();
     for p in &args.peers {
         if !seen.contains(p) {
@@ -268,6 +305,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         sync: args.sync,
         direct_reads: args.direct_reads,
         block_cache_bytes: Some(args.block_cache_mb.saturating_mul(1 << 20)),
+        key_prefix_len: (args.key_groups > 0).then_some(keys::GROUP_PREFIX_BYTES),
         scree: engine::ScreeTuning {
             background_threads: args.background_threads,
             flush_threads: args.flush_threads,
@@ -293,12 +331,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         progress: !args.quiet && std::io::stderr().is_terminal(),
         sample_interval: Duration::from_millis(100),
     };
-    let codec = KeyCodec::new(args.key_size, args.value_size, args.seed);
+    let codec = codec(&args)?;
     let capacity = args.num
         + args
             .workloads
             .iter()
-            .map(|w| w.max_new_records(reads))
+            .map(|w| w.max_new_records(args.num, reads))
             .sum::<u64>();
 
     // One scratch directory for all temporary databases; removed when dropped.
@@ -318,8 +356,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         (None, None) => bail!("no directory for the databases"),
     };
 
+    let keys = if args.key_groups > 0 {
+        format!(
+            " | semi-sorted keys: groups of {} ({}-byte prefix)",
+            args.key_groups,
+            keys::GROUP_PREFIX_BYTES
+        )
+    } else {
+        String::new()
+    };
     eprintln!(
-        "scree bench: {} on {} | num {} reads {} key {} B value {} B threads {}",
+        "scree bench: {} on {} | num {} reads {} key {} B value {} B threads {}{keys}",
         args.workloads
             .iter()
             .map(|w| w.name())
@@ -419,6 +466,20 @@ fn run_engine(
     run.engine = engine.engine().to_string();
     run.layout = engine.layout();
     run.settings = engine.settings();
+    if args.key_groups > 0 {
+        run.settings
+            .push(("key_groups".into(), args.key_groups.to_string()));
+    }
+    if args.workloads.contains(&Workload::ScanGroup) && run.engine != "scree" {
+        run.settings.push((
+            "scangroup".into(),
+            "seek to the prefix, next while keys start with it".into(),
+        ));
+    }
+    if args.workloads.contains(&Workload::MixNonBlind) {
+        run.settings
+            .push(("put_if_absent".into(), engine.put_if_absent_method().into()));
+    }
     run.wait_method = engine.wait_method().into();
     let state = RunState {
         presence: Presence::new(capacity),

@@ -238,7 +238,9 @@ pub fn run(
     let stop = AtomicBool::new(false);
     let racy = match workload {
         Workload::ReadWhileWriting => true,
-        Workload::Ycsb(_) => threads > 1 && workload.max_new_records(1) > 0,
+        Workload::Ycsb(_) => threads > 1 && workload.max_new_records(0, 1) > 0,
+        // Another thread's put or create may land between a check and the presence bit.
+        Workload::MixBlind | Workload::MixNonBlind => threads > 1,
         _ => false,
     };
     let ctx = Ctx {

@@ -60,6 +60,29 @@ impl Presence {
             .get((i / 64) as usize)
             .is_some_and(|w| w.load(Ordering::Acquire) & (1 << (i % 64)) != 0)
     }
+    /// Present records with index in `[from, to)`.
+    pub fn count_range(&self, from: u64, to: u64) -> u64 {
+        if to <= from {
+            return 0;
+        }
+        let (first, last) = ((from / 64) as usize, ((to - 1) / 64) as usize);
+        let mut n = 0;
+        for wi in first..=last {
+            let Some(w) = self.words.get(wi) else { break };
+            let mut bits = w.load(Ordering::Acquire);
+            if wi == first {
+                bits &= !0u64 << (from % 64);
+            }
+            if wi == last {
+                let end = (to - 1) % 64;
+                if end < 63 {
+                    bits &= (1u64 << (end + 1)) - 1;
+                }
+            }
+            n += bits.count_ones() as u64;
+        }
+        n
+    }
     /// Present records with index ≥ `from`.
     pub fn count_from(&self, from: u64) -> u64 {
         let first = (from / 64) as usize;
@@ -102,6 +125,21 @@ mod tests {
         p.clear(65);
         assert!(!p.get(65) && p.get(64));
         assert_eq!(p.count_from(64), 2);
+    }
+
+    #[test]
+    fn count_range_counts_exactly_the_range() {
+        let p = Presence::new(300);
+        let set = [0u64, 1, 63, 64, 127, 128, 200, 255, 256, 299];
+        for &i in &set {
+            p.set(i);
+        }
+        for from in [0u64, 1, 2, 63, 64, 65, 127, 128, 129, 255, 256, 299, 300] {
+            for to in [0u64, 1, 63, 64, 65, 128, 129, 256, 257, 299, 300, 400] {
+                let want = set.iter().filter(|&&i| i >= from && i < to).count() as u64;
+                assert_eq!(p.count_range(from, to), want, "[{from}, {to})");
+            }
+        }
     }
 
     #[test]

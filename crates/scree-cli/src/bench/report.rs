@@ -164,6 +164,8 @@ pub fn config_json(args: &BenchArgs, reads: u64, specs: &[EngineSpec]) -> Value 
         "num": args.num,
         "reads": reads,
         "key_size": args.key_size,
+        "key_groups": args.key_groups,
+        "prefix_len": args.prefix_len,
         "value_size": args.value_size,
         "threads": args.threads,
         "seed": args.seed,

@@ -26,8 +26,14 @@ fn err(e: Error) -> EngineError {
     }
 }
 
-/// The layouts `--layout` may name: every implemented one for `all`.
-pub fn resolve_layouts(spec: &str) -> anyhow::Result<Vec<Layout>> {
+/// The layouts `--layout` may name: every implemented one for `all`. A `semisorted` layout
+/// named without a length (`semisorted`, or through `all`) gets `prefix_len` bytes of prefix
+/// (`--prefix-len`); `semisorted:N` keeps its own `N`.
+pub fn resolve_layouts(spec: &str, prefix_len: usize) -> anyhow::Result<Vec<Layout>> {
+    let with_len = |l: Layout| match l {
+        Layout::SemiSorted { .. } => Layout::SemiSorted { prefix_len },
+        other => other,
+    };
     let implemented = Layout::implemented();
     let names = || {
         implemented
@@ -37,15 +43,18 @@ pub fn resolve_layouts(spec: &str) -> anyhow::Result<Vec<Layout>> {
             .join(", ")
     };
     match spec.trim() {
-        "all" => Ok(implemented),
+        "all" => Ok(implemented.iter().copied().map(with_len).collect()),
         "none" | "" => Ok(Vec::new()),
         list => list
             .split(',')
             .map(|name| {
-                let layout: Layout = name
-                    .trim()
+                let name = name.trim();
+                let mut layout: Layout = name
                     .parse()
                     .map_err(|e| anyhow::anyhow!("--layout {name}: {e}"))?;
+                if name == "semisorted" {
+                    layout = with_len(layout);
+                }
                 if !implemented.iter().any(|l| l.name() == layout.name()) {
                     anyhow::bail!(
                         "layout `{}` is not implemented in this build (implemented: {})",
@@ -139,6 +148,16 @@ impl ScreeEngine {
                     ko.trie.last_level_depth.to_string(),
                 ));
             }
+            Layout::SemiSorted { prefix_len } => {
+                let o = &ko.semisorted;
+                settings.push(("semisorted.prefix_len".into(), prefix_len.to_string()));
+                settings.push(("semisorted.sub_levels".into(), o.sub_levels.to_string()));
+                settings.push(("semisorted.max_levels".into(), o.max_levels.to_string()));
+                settings.push((
+                    "semisorted.target_table_bytes".into(),
+                    o.target_table_bytes.to_string(),
+                ));
+            }
             Layout::Fragmented => {
                 settings.push((
                     "fragmented.max_sstables_per_guard".into(),
@@ -218,6 +237,26 @@ impl BenchEngine for ScreeEngine {
             n += 1;
         }
         Ok(n)
+    }
+
+    fn scan_prefix(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8])) -> EResult<usize> {
+        let mut n = 0;
+        for item in self.ks.prefix(prefix) {
+            let (k, v) = item.map_err(err)?;
+            visit(&k, &v);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn put_if_absent(&self, key: &[u8], value: &[u8]) -> EResult<bool> {
+        self.ks
+            .put_if_absent_opt(key, value, &WriteOptions { sync: self.sync })
+            .map_err(err)
+    }
+
+    fn put_if_absent_method(&self) -> &'static str {
+        "Keyspace::put_if_absent (atomic check and put)"
     }
 
     fn wait_for_compactions(&self) -> EResult<()> {

@@ -39,17 +39,25 @@ fn cfg(num: u64, reads: u64, threads: u64) -> PhaseConfig {
 }
 
 fn run_all(engine: &MemEngine, workloads: &[&str], c: &PhaseConfig) -> Vec<WorkloadResult> {
-    let codec = KeyCodec::new(16, 100, 1);
+    run_with(engine, &KeyCodec::new(16, 100, 1), workloads, c)
+}
+
+fn run_with(
+    engine: &dyn BenchEngine,
+    codec: &KeyCodec,
+    workloads: &[&str],
+    c: &PhaseConfig,
+) -> Vec<WorkloadResult> {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = RunState {
-        presence: Presence::new(c.num + c.reads * 2),
+        presence: Presence::new(2 * c.num + c.reads * 2),
         inserts: ycsb::InsertSequence::new(c.num),
     };
     workloads
         .iter()
         .map(|w| {
             let w: Workload = w.parse().expect("workload");
-            phase::run(engine, dir.path(), &state, &codec, w, c, "mem")
+            phase::run(engine, dir.path(), &state, codec, w, c, "mem")
         })
         .collect()
 }
@@ -285,6 +293,7 @@ fn every_scree_layout_passes_verification() {
         sync: false,
         direct_reads: false,
         block_cache_bytes: None,
+        key_prefix_len: None,
         scree: Default::default(),
     };
     for layout in scree::Layout::implemented() {
@@ -312,6 +321,7 @@ fn scree_tuning_flags_reach_the_keyspace() {
         sync: false,
         direct_reads: false,
         block_cache_bytes: Some(8 << 20),
+        key_prefix_len: None,
         scree: super::engine::ScreeTuning {
             background_threads: Some(1),
             flush_threads: Some(1),
@@ -380,6 +390,7 @@ fn peers_pass_verification_and_report_counters() {
         sync: false,
         direct_reads: false,
         block_cache_bytes: None,
+        key_prefix_len: None,
         scree: Default::default(),
     };
     for peer in [Peer::RocksDb, Peer::LevelDb] {
@@ -397,6 +408,282 @@ fn peers_pass_verification_and_report_counters() {
         assert!(fill.wait_compaction_seconds.is_some());
         if peer == Peer::RocksDb {
             assert!(fill.stall_seconds.is_some() && fill.data_block_reads.is_some());
+        }
+    }
+}
+
+const GROUPED: [&str; 9] = [
+    "fillrandom",
+    "readrandom",
+    "readmissing",
+    "scangroup",
+    "mixblind",
+    "mixnonblind",
+    "scangroup",
+    "deleterandom",
+    "scangroup",
+];
+
+/// Checks a run of [`GROUPED`] that the engine fully supports.
+/// `threads > 1` makes the non-blind mix racy (another thread's create may not be in the model
+/// yet), so its answers are checked only single-threaded.
+fn check_grouped(results: &[WorkloadResult], reads: u64, threads: u64, what: &str) {
+    for r in results {
+        assert!(r.error.is_none(), "{what} {}: {:?}", r.name, r.error);
+        assert!(r.unsupported.is_none(), "{what} {}", r.name);
+    }
+    assert_eq!(results[1].found, Some(reads), "{what}: every key present");
+    assert_eq!(
+        results[2].found,
+        Some(0),
+        "{what}: missing keys stay missing"
+    );
+    // Every scan found a full group before the deletes, and agrees with the model after.
+    for i in [3, 6, 8] {
+        let scan = &results[i];
+        assert_eq!(scan.lookups, Some(reads), "{what}");
+        assert_eq!(scan.found, scan.expected_found, "{what} scan {i}");
+        assert!(scan.op_counts.get("scan_entries").copied().unwrap_or(0) > 0);
+    }
+    // mixblind: about half reads, half blind writes, reads all found.
+    let blind = &results[4];
+    let (r, w) = (blind.op_counts["read"], blind.op_counts["write"]);
+    assert_eq!(r + w, reads, "{what}");
+    assert!(
+        r > reads / 3 && w > reads / 3,
+        "{what}: {r} reads {w} writes"
+    );
+    assert_eq!(blind.found, Some(r), "{what}");
+    assert!(blind.write_amplification().is_some(), "{what}");
+    // mixnonblind: creates of present keys are refused, creates of absent keys write.
+    let nb = &results[5];
+    let (creates, exists) = (nb.op_counts["create"], nb.op_counts["exists"]);
+    assert!(
+        creates > reads / 8 && exists > reads / 8,
+        "{what}: {creates} {exists}"
+    );
+    if threads == 1 {
+        assert_eq!(nb.found, nb.expected_found, "{what}");
+    }
+}
+
+fn grouped_cfg(threads: u64) -> PhaseConfig {
+    cfg(4_000, 1_000, threads)
+}
+
+#[test]
+fn grouped_workloads_verify_what_they_read() {
+    let codec = KeyCodec::with_groups(16, 100, 1, 16).expect("codec");
+    for threads in [1, 2] {
+        let engine = MemEngine::default();
+        let results = run_with(&engine, &codec, &GROUPED, &grouped_cfg(threads));
+        check_grouped(&results, 1_000, threads, &format!("mem, {threads} threads"));
+        // A full group is 16 entries: 1000 scans before the deletes visit 16000 entries.
+        assert_eq!(results[3].op_counts["scan_entries"], 16_000);
+        assert!(results[8].op_counts["scan_entries"] < 16_000);
+    }
+    // A partial last group (num not a multiple of G) is scanned as far as it was written.
+    let engine = MemEngine::default();
+    let c = cfg(4_007, 2_000, 1);
+    let results = run_with(&engine, &codec, &["fillseq", "scangroup"], &c);
+    assert!(results[1].error.is_none(), "{:?}", results[1].error);
+    assert_eq!(results[1].found, Some(2_000));
+}
+
+#[test]
+fn scangroup_catches_lost_keys() {
+    let codec = KeyCodec::with_groups(16, 100, 1, 64).expect("codec");
+    let mut engine = MemEngine::default();
+    engine.lossy = true;
+    let results = run_with(
+        &engine,
+        &codec,
+        &["fillseq", "scangroup"],
+        &cfg(20_000, 2_000, 1),
+    );
+    let scan = &results[1];
+    assert!(scan.failed(), "a lost write must fail the group scan");
+    assert!(
+        scan.error.as_deref().is_some_and(|e| e.contains("entries")),
+        "{:?}",
+        scan.error
+    );
+}
+
+#[test]
+fn mixnonblind_catches_overwrites() {
+    let codec = KeyCodec::with_groups(16, 100, 1, 16).expect("codec");
+    let mut engine = MemEngine::default();
+    engine.clobber = true;
+    let results = run_with(
+        &engine,
+        &codec,
+        &["fillrandom", "mixnonblind"],
+        &cfg(2_000, 1_000, 1),
+    );
+    let nb = &results[1];
+    assert!(
+        nb.failed(),
+        "put_if_absent over a present key must fail the run"
+    );
+    assert!(
+        nb.error
+            .as_deref()
+            .is_some_and(|e| e.contains("wrote over")),
+        "{:?}",
+        nb.error
+    );
+}
+
+#[test]
+fn unsupported_group_scans_are_not_failures() {
+    let codec = KeyCodec::with_groups(16, 100, 1, 16).expect("codec");
+    let mut engine = MemEngine::default();
+    engine.no_scans = true;
+    let results = run_with(
+        &engine,
+        &codec,
+        &["fillrandom", "scangroup", "readrandom"],
+        &cfg(2_000, 1_000, 1),
+    );
+    assert!(results[1].unsupported.is_some() && !results[1].failed());
+    // The run goes on after it.
+    assert_eq!(results[2].found, Some(1_000));
+}
+
+#[test]
+fn scree_layouts_run_the_semi_sorted_workloads() {
+    let cfg = super::engine::EngineConfig {
+        write_buffer_bytes: 256 << 10,
+        bloom_bits: 10,
+        sync: false,
+        direct_reads: false,
+        block_cache_bytes: None,
+        key_prefix_len: Some(8),
+        scree: Default::default(),
+    };
+    let codec = KeyCodec::with_groups(16, 100, 1, 32).expect("codec");
+    let layouts =
+        super::scree_engine::resolve_layouts("leveled,trie,semisorted", 8).expect("layouts");
+    for layout in layouts {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine =
+            super::scree_engine::ScreeEngine::open(dir.path(), layout, &cfg).expect("open scree");
+        let mut names = GROUPED.to_vec();
+        names.push("seekrandom");
+        let results = run_with(&engine, &codec, &names, &grouped_cfg(2));
+        let what = layout.to_string();
+        if layout == scree::Layout::Trie {
+            // No prefix scans on a hash-ordered layout: reported, and the rest still runs.
+            for i in [3, 6, 8, 9] {
+                assert!(results[i].unsupported.is_some(), "trie {}", results[i].name);
+                assert!(!results[i].failed());
+            }
+            assert_eq!(results[1].found, Some(1_000));
+            assert!(results[5].error.is_none(), "{:?}", results[5].error);
+            continue;
+        }
+        check_grouped(&results[..9], 1_000, 2, &what);
+        let seek = &results[9];
+        if matches!(layout, scree::Layout::SemiSorted { .. }) {
+            assert!(seek.unsupported.is_some(), "semisorted has no range scans");
+            let s = engine.settings();
+            assert!(s
+                .iter()
+                .any(|(k, v)| k == "semisorted.prefix_len" && v == "8"));
+        } else {
+            assert!(seek.error.is_none(), "{:?}", seek.error);
+        }
+    }
+}
+
+#[test]
+fn layout_and_key_group_arguments() {
+    use scree::Layout;
+    let resolve = |spec: &str, n: usize| super::scree_engine::resolve_layouts(spec, n).expect(spec);
+    assert_eq!(
+        resolve("semisorted", 8),
+        vec![Layout::SemiSorted { prefix_len: 8 }]
+    );
+    assert_eq!(
+        resolve("leveled, semisorted:3", 8),
+        vec![Layout::Leveled, Layout::SemiSorted { prefix_len: 3 }]
+    );
+    let all = resolve("all", 6);
+    assert!(
+        all.contains(&Layout::SemiSorted { prefix_len: 6 }),
+        "{all:?}"
+    );
+    assert!(!all.contains(&Layout::SemiSorted { prefix_len: 1 }));
+    let args = parse_args(["bench"]).expect("args");
+    assert_eq!((args.key_groups, args.prefix_len), (0, 8));
+    let spec = super::EngineSpec::Scree(Layout::SemiSorted { prefix_len: 8 });
+    assert_eq!(spec.label(), "scree/semisorted:8");
+
+    let check = |argv: &[&str]| {
+        let mut v = vec!["bench"];
+        v.extend_from_slice(argv);
+        super::check_args(&Wrap::try_parse_from(v).expect("parse").args)
+    };
+    assert!(check(&["--key-groups", "128"]).is_ok());
+    let short = check(&["--key-groups", "128", "--key-size", "12"]).expect_err("short keys");
+    assert!(short.to_string().contains("at least 16"), "{short}");
+    let no_groups = check(&["--workloads", "fillrandom,scangroup"]).expect_err("no groups");
+    assert!(
+        no_groups.to_string().contains("--key-groups"),
+        "{no_groups}"
+    );
+    assert!(check(&["--workloads", "fillrandom,mixblind,mixnonblind"]).is_ok());
+}
+
+#[test]
+fn semisorted_prefix_longer_than_the_key_is_refused() {
+    let mut args = parse_args([
+        "bench",
+        "--layout",
+        "semisorted",
+        "--prefix-len",
+        "20",
+        "--num",
+        "10",
+    ])
+    .expect("args");
+    args.quiet = true;
+    let e = super::run(args).expect_err("prefix longer than keys");
+    assert!(e.to_string().contains("--key-size"), "{e}");
+}
+
+#[cfg(feature = "peers")]
+#[test]
+fn peers_run_the_semi_sorted_workloads() {
+    use crate::peers::{self, Peer};
+    // Small buffers so that the groups end up in several tables: RocksDB's prefix Bloom
+    // filters and total-order seeks are exercised, not only the memtable.
+    let cfg = super::engine::EngineConfig {
+        write_buffer_bytes: 256 << 10,
+        bloom_bits: 10,
+        sync: false,
+        direct_reads: false,
+        block_cache_bytes: None,
+        key_prefix_len: Some(8),
+        scree: Default::default(),
+    };
+    let codec = KeyCodec::with_groups(16, 100, 1, 32).expect("codec");
+    for peer in [Peer::RocksDb, Peer::LevelDb] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = peers::open(peer, dir.path(), &cfg).expect("open peer");
+        let mut names = GROUPED.to_vec();
+        names.extend(["seekrandom", "readseq"]);
+        let results = run_with(engine.as_ref(), &codec, &names, &grouped_cfg(1));
+        check_grouped(&results[..9], 1_000, 1, peer.name());
+        for r in &results[9..] {
+            assert!(r.error.is_none(), "{peer} {}: {:?}", r.name, r.error);
+            assert!(r.unsupported.is_none());
+        }
+        assert!(engine.put_if_absent_method().contains("get then put"));
+        if peer == Peer::RocksDb {
+            let s = engine.settings();
+            assert!(s.iter().any(|(k, _)| k == "prefix_extractor"), "{s:?}");
         }
     }
 }

@@ -111,6 +111,8 @@ pub struct Worker<'c, 'a> {
     pub timed: bool,
     /// Indexes this thread put whose presence bits are not yet set (see [`Worker::put`]).
     pub pending_present: Vec<u64>,
+    /// Members of the group being scanned that the scan visited (one bit per member).
+    pub seen: Vec<u64>,
 }
 
 impl<'c, 'a> Worker<'c, 'a> {
@@ -128,6 +130,7 @@ impl<'c, 'a> Worker<'c, 'a> {
             unpublished: 0,
             timed: true,
             pending_present: Vec::with_capacity(PUBLISH_EVERY as usize),
+            seen: Vec::new(),
         }
     }
 
@@ -309,8 +312,118 @@ impl<'c, 'a> Worker<'c, 'a> {
         Ok(())
     }
 
+    /// Creates key `i` unless it exists (a non-blind write) and checks the answer against the
+    /// presence map: a create of a present key must be refused, one of an absent key must
+    /// write. Counted as a lookup (found = refused) and, when it wrote, as a put.
+    pub fn put_if_absent(&mut self, i: u64) -> Result<(), EngineError> {
+        self.settle_presence();
+        self.ctx.codec.key(i, &mut self.key);
+        self.ctx
+            .codec
+            .value(i, &mut self.value_cursor, &mut self.value);
+        let known = self.ctx.state.presence.get(i);
+        let wrote = self.ctx.engine.put_if_absent(&self.key, &self.value)?;
+        self.out.lookups += 1;
+        if known {
+            self.out.expected_found += 1;
+        }
+        if wrote {
+            self.pending_present.push(i);
+            let n = (self.key.len() + self.value.len()) as u64;
+            self.out.user_bytes += n;
+            self.out.bytes += n;
+            self.count_name("create");
+            if known && !self.ctx.racy {
+                self.out.mismatch(format!(
+                    "put_if_absent(key {i}) wrote over a key that was written"
+                ));
+            }
+        } else {
+            self.out.found += 1;
+            self.out.bytes += self.key.len() as u64;
+            self.count_name("exists");
+            if !known && !self.ctx.racy {
+                self.out.mismatch(format!(
+                    "put_if_absent(key {i}) refused a key that was deleted or never written"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Scans the whole prefix group `g` and checks that it visits every present member once,
+    /// with its value, and nothing else. Counted as one lookup (found when it visited anything);
+    /// the entries visited are counted under `scan_entries`.
+    pub fn scan_group(&mut self, g: u64) -> Result<(), EngineError> {
+        self.settle_presence();
+        let codec = self.ctx.codec;
+        let (lo, hi) = codec.group_range(g);
+        let presence = &self.ctx.state.presence;
+        let expected = presence.count_range(lo, hi);
+        let prefix = codec.group_prefix(g);
+        let racy = self.ctx.racy;
+        let words = (codec.groups as usize).div_ceil(64);
+        self.seen.clear();
+        self.seen.resize(words, 0);
+        let seen = &mut self.seen;
+        let mut bytes = 0u64;
+        let mut problem: Option<String> = None;
+        let visited = self.ctx.engine.scan_prefix(&prefix, &mut |k, v| {
+            bytes += (k.len() + v.len()) as u64;
+            if problem.is_some() {
+                return;
+            }
+            let member = codec
+                .index_of(k)
+                .filter(|j| (lo..hi).contains(j) && k.starts_with(&prefix));
+            let Some(j) = member else {
+                problem = Some(format!(
+                    "scan of group {g} returned a key outside the group or never written"
+                ));
+                return;
+            };
+            let (word, bit) = (((j - lo) / 64) as usize, (j - lo) % 64);
+            let first_visit = seen.get_mut(word).is_some_and(|w| {
+                let fresh = *w & (1 << bit) == 0;
+                *w |= 1 << bit;
+                fresh
+            });
+            if !first_visit {
+                problem = Some(format!("scan of group {g} returned key {j} twice"));
+            } else if !codec.value_matches(j, v) {
+                problem = Some(format!(
+                    "scan of group {g} returned a wrong value for key {j}"
+                ));
+            } else if !racy && !presence.get(j) {
+                problem = Some(format!("scan of group {g} returned absent key {j}"));
+            }
+        })?;
+        self.out.lookups += 1;
+        self.out.bytes += bytes;
+        *self.out.op_counts.entry("scan_entries").or_default() += visited as u64;
+        if expected > 0 {
+            self.out.expected_found += 1;
+        }
+        if visited > 0 {
+            self.out.found += 1;
+        }
+        if let Some(p) = problem {
+            self.out.mismatch(p);
+        } else if !racy && visited as u64 != expected {
+            self.out.mismatch(format!(
+                "scan of group {g} visited {visited} entries, {expected} were written"
+            ));
+        }
+        Ok(())
+    }
+
     pub fn count(&mut self, op: Op) {
-        *self.out.op_counts.entry(op.name()).or_default() += 1;
+        self.count_name(op.name());
+    }
+
+    /// Counts one operation of kind `name` (reported as `op_counts`).
+    pub fn count_name(&mut self, name: &'static str) {
+        *self.out.op_counts.entry(name).or_default() += 1;
     }
 
     pub fn finish(mut self) -> ThreadOutcome {

@@ -36,6 +36,17 @@ pub enum Workload {
     YcsbLoad,
     /// YCSB core workload A … F (`reads` operations).
     Ycsb(char),
+    /// `reads` operations, half gets of random present keys, half blind puts of random
+    /// existing keys (SlimDB §5.4's 50%R+50%BW).
+    MixBlind,
+    /// `reads` operations, half gets of random present keys, half non-blind writes:
+    /// `put_if_absent` of a key that is present (one of `[0, num)`) or, as often, of one of
+    /// `[num, 2·num)` that is absent until a create of it succeeds (50%R+50%NBW as creates
+    /// that must not overwrite).
+    MixNonBlind,
+    /// `reads` scans of a whole prefix group picked at random among the groups of `[0, num)`
+    /// (needs `--key-groups`).
+    ScanGroup,
 }
 
 impl Workload {
@@ -57,6 +68,9 @@ impl Workload {
         "ycsb-d",
         "ycsb-e",
         "ycsb-f",
+        "mixblind",
+        "mixnonblind",
+        "scangroup",
     ];
 
     /// The workload's name.
@@ -73,6 +87,9 @@ impl Workload {
             Workload::ReadWhileWriting => "readwhilewriting".into(),
             Workload::YcsbLoad => "ycsb-load".into(),
             Workload::Ycsb(c) => format!("ycsb-{c}"),
+            Workload::MixBlind => "mixblind".into(),
+            Workload::MixNonBlind => "mixnonblind".into(),
+            Workload::ScanGroup => "scangroup".into(),
         }
     }
 
@@ -94,18 +111,25 @@ impl Workload {
             Workload::ReadRandom
             | Workload::ReadMissing
             | Workload::ReadSeq
-            | Workload::SeekRandom => false,
+            | Workload::SeekRandom
+            | Workload::ScanGroup => false,
             Workload::Ycsb(c) => c != 'c',
             _ => true,
         }
     }
 
     /// Records the workload may insert beyond `num` (to size the presence map).
-    pub fn max_new_records(self, reads: u64) -> u64 {
+    pub fn max_new_records(self, num: u64, reads: u64) -> u64 {
         match self {
             Workload::Ycsb('d') | Workload::Ycsb('e') => reads,
+            Workload::MixNonBlind => num,
             _ => 0,
         }
+    }
+
+    /// Whether the workload needs semi-sorted keys (`--key-groups`).
+    pub fn needs_groups(self) -> bool {
+        self == Workload::ScanGroup
     }
 }
 
@@ -128,6 +152,9 @@ impl FromStr for Workload {
             "seekrandom" => Workload::SeekRandom,
             "deleterandom" => Workload::DeleteRandom,
             "readwhilewriting" => Workload::ReadWhileWriting,
+            "mixblind" => Workload::MixBlind,
+            "mixnonblind" => Workload::MixNonBlind,
+            "scangroup" => Workload::ScanGroup,
             "ycsb-load" | "ycsbload" => Workload::YcsbLoad,
             other => match other
                 .strip_prefix("ycsb-")
@@ -218,6 +245,58 @@ pub fn run_thread(ctx: &Ctx<'_>, workload: Workload, t: u64, threads: u64) -> Th
                 let k = w.rng.below(num);
                 if !w.op(|w| w.scan(k, limit)) {
                     break;
+                }
+            }
+        }
+        Workload::MixBlind => {
+            for _ in 0..n {
+                let k = w.rng.below(num);
+                let ok = if w.rng.next_u64() & 1 == 0 {
+                    w.count_name("read");
+                    w.op(|w| w.get(k))
+                } else {
+                    w.count_name("write");
+                    w.op(|w| w.put(k))
+                };
+                if !ok {
+                    break;
+                }
+            }
+        }
+        Workload::MixNonBlind => {
+            for _ in 0..n {
+                let r = w.rng.next_u64();
+                let ok = if r & 1 == 0 {
+                    w.count_name("read");
+                    let k = w.rng.below(num);
+                    w.op(|w| w.get(k))
+                } else {
+                    // Half of the creates aim at present keys, half at keys past `num`.
+                    let k = w
+                        .rng
+                        .below(num)
+                        .saturating_add(if r & 2 == 0 { 0 } else { num });
+                    w.op(|w| w.put_if_absent(k))
+                };
+                if !ok {
+                    break;
+                }
+            }
+        }
+        Workload::ScanGroup => {
+            let groups = ctx.codec.groups;
+            if groups == 0 {
+                w.out.error = Some(EngineError::Failed(
+                    "scangroup needs semi-sorted keys (--key-groups G)".into(),
+                ));
+                ctx.stop.store(true, Ordering::Relaxed);
+            } else {
+                let count = num.div_ceil(groups);
+                for _ in 0..n {
+                    let g = w.rng.below(count);
+                    if !w.op(|w| w.scan_group(g)) {
+                        break;
+                    }
                 }
             }
         }

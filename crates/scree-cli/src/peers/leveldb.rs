@@ -432,6 +432,30 @@ impl BenchEngine for LevelDb {
         }
     }
 
+    fn scan_prefix(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8])) -> EResult<usize> {
+        // SAFETY: as for `scan`.
+        unsafe {
+            let it = leveldb_create_iterator(self.db, self.read);
+            leveldb_iter_seek(it, prefix.as_ptr().cast(), prefix.len());
+            let mut n = 0;
+            while leveldb_iter_valid(it) != 0 {
+                let (mut kl, mut vl) = (0usize, 0usize);
+                let k = std::slice::from_raw_parts(leveldb_iter_key(it, &mut kl).cast::<u8>(), kl);
+                if !k.starts_with(prefix) {
+                    break;
+                }
+                let v = leveldb_iter_value(it, &mut vl);
+                visit(k, std::slice::from_raw_parts(v.cast::<u8>(), vl));
+                n += 1;
+                leveldb_iter_next(it);
+            }
+            let mut err = ptr::null_mut();
+            leveldb_iter_get_error(it, &mut err);
+            leveldb_iter_destroy(it);
+            take_error(err, leveldb_free).map_or(Ok(n), |m| Err(failed(m)))
+        }
+    }
+
     fn wait_for_compactions(&self) -> EResult<()> {
         // LevelDB has no "compaction pending" API: wait until no level needs compacting by
         // LevelDB's own size rules and `leveldb.stats` has not changed for 3 polls 100 ms

@@ -51,6 +51,14 @@ pub struct rocksdb_cache_t {
 pub struct rocksdb_iterator_t {
     _p: [u8; 0],
 }
+#[repr(C)]
+pub struct rocksdb_slicetransform_t {
+    _p: [u8; 0],
+}
+
+/// Memtable prefix Bloom filter size, as a fraction of the write buffer, in group mode
+/// (RocksDB's documented example value).
+const MEMTABLE_PREFIX_BLOOM_RATIO: f64 = 0.1;
 
 #[allow(non_camel_case_types)]
 const ROCKSDB_NO_COMPRESSION: c_int = 0;
@@ -115,6 +123,12 @@ extern "C" {
         t: *mut rocksdb_block_based_table_options_t,
     );
     fn rocksdb_options_enable_statistics(o: *mut rocksdb_options_t);
+    fn rocksdb_options_set_prefix_extractor(
+        o: *mut rocksdb_options_t,
+        t: *mut rocksdb_slicetransform_t,
+    );
+    fn rocksdb_options_set_memtable_prefix_bloom_size_ratio(o: *mut rocksdb_options_t, v: f64);
+    fn rocksdb_slicetransform_create_fixed_prefix(len: usize) -> *mut rocksdb_slicetransform_t;
     fn rocksdb_options_statistics_get_string(o: *mut rocksdb_options_t) -> *mut c_char;
 
     fn rocksdb_block_based_options_create() -> *mut rocksdb_block_based_table_options_t;
@@ -133,6 +147,8 @@ extern "C" {
 
     fn rocksdb_readoptions_create() -> *mut rocksdb_readoptions_t;
     fn rocksdb_readoptions_destroy(o: *mut rocksdb_readoptions_t);
+    fn rocksdb_readoptions_set_total_order_seek(o: *mut rocksdb_readoptions_t, v: c_uchar);
+    fn rocksdb_readoptions_set_prefix_same_as_start(o: *mut rocksdb_readoptions_t, v: c_uchar);
     fn rocksdb_writeoptions_create() -> *mut rocksdb_writeoptions_t;
     fn rocksdb_writeoptions_destroy(o: *mut rocksdb_writeoptions_t);
     fn rocksdb_writeoptions_set_sync(o: *mut rocksdb_writeoptions_t, v: c_uchar);
@@ -145,6 +161,11 @@ pub struct RocksDb {
     db: *mut rocksdb_t,
     options: *mut rocksdb_options_t,
     read: *mut rocksdb_readoptions_t,
+    /// Read options of `scan`: with a prefix extractor, a total-order seek (a seek + nexts
+    /// that leave the prefix must not use the prefix Bloom filter); else the same as `read`.
+    scan_read: *mut rocksdb_readoptions_t,
+    /// Read options of `scan_prefix`: `prefix_same_as_start` with a prefix extractor.
+    prefix_read: *mut rocksdb_readoptions_t,
     write: *mut rocksdb_writeoptions_t,
     settings: Vec<(String, String)>,
 }
@@ -180,6 +201,17 @@ impl RocksDb {
             rocksdb_options_set_compression(options, ROCKSDB_NO_COMPRESSION);
             rocksdb_options_set_use_direct_reads(options, cfg.direct_reads as c_uchar);
             rocksdb_options_enable_statistics(options);
+            if let Some(len) = cfg.key_prefix_len {
+                // The options take ownership of the transform (a shared_ptr inside).
+                rocksdb_options_set_prefix_extractor(
+                    options,
+                    rocksdb_slicetransform_create_fixed_prefix(len),
+                );
+                rocksdb_options_set_memtable_prefix_bloom_size_ratio(
+                    options,
+                    MEMTABLE_PREFIX_BLOOM_RATIO,
+                );
+            }
             let table = rocksdb_block_based_options_create();
             rocksdb_block_based_options_set_filter_policy(
                 table,
@@ -208,9 +240,15 @@ impl RocksDb {
                 );
             }
             let read = rocksdb_readoptions_create();
+            let scan_read = rocksdb_readoptions_create();
+            let prefix_read = rocksdb_readoptions_create();
+            if cfg.key_prefix_len.is_some() {
+                rocksdb_readoptions_set_total_order_seek(scan_read, 1);
+                rocksdb_readoptions_set_prefix_same_as_start(prefix_read, 1);
+            }
             let write = rocksdb_writeoptions_create();
             rocksdb_writeoptions_set_sync(write, cfg.sync as c_uchar);
-            let settings = vec![
+            let mut settings = vec![
                 (
                     "version".into(),
                     option_env!("SCREE_ROCKSDB_HEADER_VERSION")
@@ -237,10 +275,22 @@ impl RocksDb {
                     "enabled (for WA and stall counters)".into(),
                 ),
             ];
+            if let Some(len) = cfg.key_prefix_len {
+                settings.push((
+                    "prefix_extractor".into(),
+                    format!(
+                        "fixed {len} bytes, prefix Bloom in tables (whole keys too) and \
+                         memtable (ratio {MEMTABLE_PREFIX_BLOOM_RATIO}); seeks of scans \
+                         total_order_seek, prefix scans prefix_same_as_start"
+                    ),
+                ));
+            }
             Ok(RocksDb {
                 db,
                 options,
                 read,
+                scan_read,
+                prefix_read,
                 write,
                 settings,
             })
@@ -278,12 +328,14 @@ impl RocksDb {
 
 impl Drop for RocksDb {
     fn drop(&mut self) {
-        // SAFETY: we own all four objects, nobody else holds them (threads using `&self` have
+        // SAFETY: we own all six objects, nobody else holds them (threads using `&self` have
         // been joined), and each is destroyed exactly once; the DB is closed before the
         // options it was opened with.
         unsafe {
             rocksdb_close(self.db);
             rocksdb_readoptions_destroy(self.read);
+            rocksdb_readoptions_destroy(self.scan_read);
+            rocksdb_readoptions_destroy(self.prefix_read);
             rocksdb_writeoptions_destroy(self.write);
             rocksdb_options_destroy(self.options);
         }
@@ -388,7 +440,7 @@ impl BenchEngine for RocksDb {
         // every path. Key/value pointers returned while the iterator is valid stay valid until
         // the next call that moves it, and we only use them (through `visit`) before `next`.
         unsafe {
-            let it = rocksdb_create_iterator(self.db, self.read);
+            let it = rocksdb_create_iterator(self.db, self.scan_read);
             rocksdb_iter_seek(it, start.as_ptr().cast(), start.len());
             let mut n = 0;
             while n < limit && rocksdb_iter_valid(it) != 0 {
@@ -403,6 +455,30 @@ impl BenchEngine for RocksDb {
                 if n < limit {
                     rocksdb_iter_next(it);
                 }
+            }
+            let mut err = ptr::null_mut();
+            rocksdb_iter_get_error(it, &mut err);
+            rocksdb_iter_destroy(it);
+            take_error(err, rocksdb_free).map_or(Ok(n), |m| Err(failed(m)))
+        }
+    }
+
+    fn scan_prefix(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8])) -> EResult<usize> {
+        // SAFETY: as for `scan`.
+        unsafe {
+            let it = rocksdb_create_iterator(self.db, self.prefix_read);
+            rocksdb_iter_seek(it, prefix.as_ptr().cast(), prefix.len());
+            let mut n = 0;
+            while rocksdb_iter_valid(it) != 0 {
+                let (mut kl, mut vl) = (0usize, 0usize);
+                let k = std::slice::from_raw_parts(rocksdb_iter_key(it, &mut kl).cast::<u8>(), kl);
+                if !k.starts_with(prefix) {
+                    break;
+                }
+                let v = rocksdb_iter_value(it, &mut vl);
+                visit(k, std::slice::from_raw_parts(v.cast::<u8>(), vl));
+                n += 1;
+                rocksdb_iter_next(it);
             }
             let mut err = ptr::null_mut();
             rocksdb_iter_get_error(it, &mut err);
