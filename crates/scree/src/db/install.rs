@@ -24,6 +24,16 @@ impl DbInner {
         flushed: Option<&Arc<Memtable>>,
     ) -> Result<()> {
         edit.id = ks.id;
+        // A job that changed nothing the manifest records (a `semisorted` filter rebuild, which
+        // hands its filter to the live version itself): no manifest write, no new version.
+        if flushed.is_none()
+            && edit.added.is_empty()
+            && edit.removed.is_empty()
+            && edit.records.is_empty()
+            && edit.log_number.is_none()
+        {
+            return Ok(());
+        }
         let mut m = self.manifest.lock();
         let sv = ks.sv();
         if let Some(imm) = flushed {

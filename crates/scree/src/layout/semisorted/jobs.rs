@@ -8,7 +8,7 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use super::table::{self, hashes, Entry, SemiKey, SemiTableBuilder};
-use super::version::{filter_record, reader_of, OpenSemi, PendingFilter, Shared, Sub};
+use super::version::{reader_of, OpenSemi, PendingFilter, Shared, Sub};
 use super::{filter_with, Reservation};
 use crate::error::{Error, Result};
 use crate::filter::cuckoo::MultiLevelCuckoo;
@@ -25,6 +25,7 @@ use super::table::FORMAT_SEMISORTED;
 pub struct Output<'a> {
     ctx: &'a JobCtx<'a>,
     cause: WriteCause,
+    target: u64,
     builder: Option<SemiTableBuilder>,
     last_ph: Option<u64>,
     last_key: Option<Vec<u8>>,
@@ -32,11 +33,12 @@ pub struct Output<'a> {
 }
 
 impl<'a> Output<'a> {
-    /// An output of tables written for `cause`.
-    pub fn new(ctx: &'a JobCtx<'a>, cause: WriteCause) -> Self {
+    /// An output of tables written for `cause`, cut at `target` bytes.
+    pub fn new(ctx: &'a JobCtx<'a>, cause: WriteCause, target: u64) -> Self {
         Output {
             ctx,
             cause,
+            target,
             builder: None,
             last_ph: None,
             last_key: None,
@@ -48,14 +50,14 @@ impl<'a> Output<'a> {
     /// reached the target size, or inside a group (between two keys) at twice the target, so
     /// that one huge group does not make one huge table.
     pub fn add(&mut self, ph: u64, sh: u64, ikey: &[u8], value: &[u8]) -> Result<()> {
-        let target = self.ctx.opts.semisorted.target_table_bytes;
+        let target = self.target;
         let uk = key::user_key(ikey);
         let new_group = self.last_ph != Some(ph);
         let new_key = new_group || self.last_key.as_deref() != Some(uk);
         if new_key {
             if let Some(b) = &self.builder {
                 let size = b.estimated_size();
-                if (new_group && size >= target) || size >= 2 * target {
+                if (new_group && size >= target) || size >= target.saturating_mul(2) {
                     if let Some(b) = self.builder.take() {
                         self.done.push(b.finish()?);
                     }
@@ -247,7 +249,11 @@ pub struct MergeJob {
 impl Job for MergeJob {
     fn run(&mut self, ctx: &JobCtx<'_>) -> Result<KsEdit> {
         let merged = Merged::new(&self.inputs, &self.shared)?;
-        let mut out = Output::new(ctx, WriteCause::Compaction);
+        let mut out = Output::new(
+            ctx,
+            WriteCause::Compaction,
+            ctx.opts.semisorted.target_table_bytes,
+        );
         let snap = ctx.smallest_snapshot;
         let mut last: Option<Vec<u8>> = None;
         let mut last_seq = u64::MAX;
@@ -338,6 +344,8 @@ pub struct RebuildJob {
     pub(super) level: usize,
     /// The level's sub-levels, newest first.
     pub(super) subs: Vec<Arc<Sub>>,
+    /// Where the versions holding exactly these sub-levels look for a rebuilt filter.
+    pub(super) target: Arc<std::sync::OnceLock<Arc<MultiLevelCuckoo>>>,
     pub(super) shared: Arc<Shared>,
     pub(super) _res: Reservation,
 }
@@ -390,20 +398,9 @@ impl Job for RebuildJob {
             return Ok(KsEdit::default());
         }
         scan?;
-        let slots: Vec<u64> = self.subs.iter().rev().map(|s| s.slot).collect();
-        let mut edit = KsEdit::default();
-        if let Some(&key) = slots.last() {
-            self.shared.pending.lock().insert(
-                key,
-                PendingFilter {
-                    level: self.level as u32,
-                    base: slots.clone(),
-                    added: None,
-                    filter: f,
-                },
-            );
-            edit.records.push(filter_record(self.level as u32, &slots));
-        }
-        Ok(edit)
+        // Every version in which the level still has exactly these sub-levels shares the
+        // slot: they all see the filter now; a version that changed the level has its own.
+        let _ = self.target.set(Arc::new(f));
+        Ok(KsEdit::default())
     }
 }

@@ -125,7 +125,7 @@ impl SemiSorted {
         let base = match v.levels.get(dst) {
             _ if in_place || !dst_plan.filter => None,
             _ if into_run => Some((Vec::new(), None)),
-            Some(l) if !l.subs.is_empty() => l.filter.clone().map(|f| (l.slots(), Some(f))),
+            Some(l) if !l.subs.is_empty() => l.filter().cloned().map(|f| (l.slots(), Some(f))),
             _ => Some((Vec::new(), None)),
         };
         Some(Box::new(MergeJob {
@@ -274,7 +274,8 @@ impl Layout for SemiSorted {
                 trailer: kb.trailer(),
             })
         });
-        let mut out = Output::new(ctx, WriteCause::Flush);
+        // One table per flush: a memtable is a bounded size, and merges take whole levels.
+        let mut out = Output::new(ctx, WriteCause::Flush, u64::MAX);
         for (ph, sh, k, val) in &entries {
             out.add(*ph, *sh, k, val)?;
         }
@@ -287,7 +288,7 @@ impl Layout for SemiSorted {
         let plan0 = v.shared.plan_of(0);
         let base = match l0 {
             _ if !plan0.filter => None,
-            Some(l) if !l.subs.is_empty() => l.filter.clone().map(|f| (l.slots(), Some(f))),
+            Some(l) if !l.subs.is_empty() => l.filter().cloned().map(|f| (l.slots(), Some(f))),
             _ => Some((Vec::new(), None)),
         };
         if let Some((slots, f)) = base {
@@ -366,7 +367,7 @@ impl Layout for SemiSorted {
         }
         for (l, level) in v.levels.iter().enumerate() {
             // A level past its filter's ids waits for its merge instead.
-            if level.filter.is_none()
+            if level.filter().is_none()
                 && level
                     .subs
                     .first()
@@ -379,6 +380,7 @@ impl Layout for SemiSorted {
                 return Some(Box::new(RebuildJob {
                     level: l,
                     subs: level.subs.clone(),
+                    target: level.rebuilt.clone(),
                     shared: v.shared.clone(),
                     _res: res,
                 }));
@@ -401,7 +403,7 @@ impl Layout for SemiSorted {
                 n >= 2 || (i < last && n == 1 && lsm_full(l, i, opts))
             };
             merge
-                || (l.filter.is_none()
+                || (l.filter().is_none()
                     && l.subs
                         .first()
                         .is_some_and(|s| v.shared.may_rebuild(i, s.slot))

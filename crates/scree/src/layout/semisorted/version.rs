@@ -12,27 +12,22 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, RwLock};
 
 use super::table::{hashes, SemiReader, EXT, FORMAT_SEMISORTED};
-use crate::coding::{put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::filter::cuckoo::{key_hash, Answer, MultiLevelCuckoo};
 use crate::iter::{InternalIter, VecIter};
 use crate::key::cmp_ikey;
 use crate::layout::{check_edit_tables, LayoutVersion, TablePlace};
-use crate::manifest::edit::{KsEdit, LayoutRecord};
+use crate::manifest::edit::KsEdit;
 use crate::memtable::Lookup;
 use crate::options::LevelPlan;
 use crate::stats::{LevelReads, LevelStats, Pinned, ReadKind};
 use crate::table::{TableAux, TableCtx, TableFile};
 
-/// Layout record: a level's filter was rebuilt (level, then the slots it covers, oldest first).
-pub const TAG_FILTER: u8 = 1;
-/// Layout record: the keyspace's prefix length (written at creation, checked at open).
-pub const TAG_PARAMS: u8 = 2;
 /// Deepest level counted.
 pub const MAX_LEVELS: usize = 16;
 
@@ -203,8 +198,13 @@ impl Sub {
 pub struct Level {
     /// Sub-levels, newest first.
     pub subs: Vec<Arc<Sub>>,
-    /// The filter, `None` while it is missing (lookups probe every sub-level).
+    /// The filter installed with the level's last change, `None` when that change came
+    /// without one (then [`Level::rebuilt`] may hold it).
     pub filter: Option<Arc<MultiLevelCuckoo>>,
+    /// The filter a rebuild made for exactly these sub-levels, shared by every version in
+    /// which the level is unchanged: a rebuild changes nothing the manifest records, so it
+    /// sets this instead of installing an edit. A change of the level starts a new slot.
+    pub rebuilt: Arc<OnceLock<Arc<MultiLevelCuckoo>>>,
 }
 
 impl Level {
@@ -212,6 +212,12 @@ impl Level {
     pub fn slots(&self) -> Vec<u64> {
         self.subs.iter().rev().map(|s| s.slot).collect()
     }
+    /// The level's filter: installed, or rebuilt since; `None` while missing (lookups probe
+    /// every sub-level).
+    pub fn filter(&self) -> Option<&Arc<MultiLevelCuckoo>> {
+        self.filter.as_ref().or(self.rebuilt.get())
+    }
+
     /// Entries in the level.
     pub fn entries(&self) -> u64 {
         self.subs.iter().map(|s| s.entries()).sum()
@@ -326,35 +332,10 @@ impl SemiVersion {
     pub fn filter_bytes(&self) -> usize {
         self.levels
             .iter()
-            .filter_map(|l| l.filter.as_ref())
+            .filter_map(|l| l.filter())
             .map(|f| f.heap_bytes())
             .sum()
     }
-}
-
-/// Encodes a filter record: level, then slots oldest first.
-pub fn filter_record(level: u32, slots: &[u64]) -> LayoutRecord {
-    let mut data = Vec::new();
-    put_varint(&mut data, u64::from(level));
-    put_varint(&mut data, slots.len() as u64);
-    for s in slots {
-        put_varint(&mut data, *s);
-    }
-    LayoutRecord {
-        tag: TAG_FILTER,
-        data,
-    }
-}
-
-fn decode_filter_record(r: &LayoutRecord) -> Option<(u32, Vec<u64>)> {
-    let mut rd = Reader::new(&r.data);
-    let level = u32::try_from(rd.varint()?).ok()?;
-    let n = rd.varint()?;
-    let mut slots = Vec::new();
-    for _ in 0..n.min(1 << 20) {
-        slots.push(rd.varint()?);
-    }
-    Some((level, slots))
 }
 
 /// The id map from the sub-levels `from` (slots oldest first) to `to`: `Some(new id)` for a
@@ -406,7 +387,7 @@ impl LayoutVersion for SemiVersion {
             // The sub-level (index, newest first) to start at, and whether older ones must be
             // probed after it.
             let filter = match sk.plan_of(li).filter {
-                true => level.filter.as_deref(),
+                true => level.filter().map(|f| &**f),
                 false => None,
             };
             let (start, all) = match filter.map(|f| f.lookup_hashed(kh, user_key)) {
@@ -498,6 +479,7 @@ impl LayoutVersion for SemiVersion {
                     v.levels[l].subs[i] = Arc::new(sub);
                     // A sub-level lost part of its keys: the filter no longer says which.
                     v.levels[l].filter = None;
+                    v.levels[l].rebuilt = Arc::default();
                 }
             }
             if !touched.contains(&l) {
@@ -569,6 +551,9 @@ impl LayoutVersion for SemiVersion {
             let now = v.levels[l].slots();
             let m = merged.remove(&l).unwrap_or_default();
             let lv = &mut v.levels[l];
+            let old_filter = lv.filter().cloned();
+            lv.rebuilt = Arc::default();
+            lv.filter = old_filter;
             if now.is_empty() {
                 lv.filter = None;
                 continue;
@@ -597,26 +582,6 @@ impl LayoutVersion for SemiVersion {
                 }
                 (None, false, None) => None,
             };
-        }
-        for r in &edit.records {
-            if r.tag != TAG_FILTER {
-                continue;
-            }
-            let (level, slots) =
-                decode_filter_record(r).ok_or_else(|| bad("undecodable filter record".into()))?;
-            let l = level as usize;
-            let Some(key) = slots.last().copied() else {
-                continue;
-            };
-            let Some(p) = pending.remove(&key) else {
-                continue;
-            };
-            if let Some(lv) = v.levels.get_mut(l) {
-                let now = lv.slots();
-                if lv.filter.is_none() && !now.is_empty() {
-                    lv.filter = adopt_pending(p, &now, &HashMap::new()).map(Arc::new);
-                }
-            }
         }
         drop(pending);
         while v.levels.last().is_some_and(|l| l.subs.is_empty()) {
@@ -654,7 +619,7 @@ impl LayoutVersion for SemiVersion {
             .enumerate()
             .map(|(i, l)| {
                 let entries = l.entries();
-                let filter = match &l.filter {
+                let filter = match l.filter() {
                     Some(f) => format!(
                         "filter {:.1} bits/key",
                         (f.heap_bytes() * 8) as f64 / entries.max(1) as f64
@@ -728,7 +693,7 @@ impl LayoutVersion for SemiVersion {
                     }
                 }
             }
-            if let Some(f) = &level.filter {
+            if let Some(f) = level.filter() {
                 if level.subs.len() > usize::from(f.id_capacity()) {
                     return Err(format!("level {l}: more sub-levels than filter ids"));
                 }
