@@ -174,4 +174,58 @@ fn index_seeds() {
     write("index_decode", "one-group", &b.finish().expect("index"));
     let empty = IndexBuilder::new().finish().expect("index");
     write("index_decode", "empty", &empty);
+    semisorted_seed();
+}
+
+/// A semi-sorted table with all three entry kinds (inline, value in the blob area, key and
+/// value in the blob area) over several 256-byte blocks and groups: the database's tables above
+/// hold only small inline entries.
+fn semisorted_seed() {
+    use scree::layout::semisorted::table::{hashes, SemiKey, SemiTableBuilder};
+    let fs = FaultFs::new(5);
+    let env = scree::fs::Env::plain(fs.as_dyn());
+    let path = Path::new("/t/000001.sem");
+    fs.as_dyn().create_dir_all(Path::new("/t")).expect("mkdir");
+    let w = env
+        .create(path, scree::stats::WriteCause::Flush)
+        .expect("create");
+    let hk = [7u8; 16];
+    let mut entries: Vec<(u64, u64, Vec<u8>, Vec<u8>)> = (0..60u64)
+        .map(|i| {
+            let mut uk = format!("g{:07}s{i:04}", i % 5).into_bytes();
+            if i == 17 {
+                uk.resize(300, b'k');
+            }
+            let value = if i % 13 == 3 { vec![b'v'; 200] } else { format!("v{i}").into_bytes() };
+            let kind = if i % 11 == 4 { ValueKind::Delete } else { ValueKind::Put };
+            let (ph, sh) = hashes(&hk, 8, &uk);
+            (ph, sh, make_ikey(&uk, i + 1, kind), value)
+        })
+        .collect();
+    entries.sort_by(|a, b| {
+        let (ka, kb) = (scree::key::parse(&a.2), scree::key::parse(&b.2));
+        let x = SemiKey {
+            ph: a.0,
+            sh: a.1,
+            user_key: ka.user_key,
+            trailer: ka.trailer(),
+        };
+        let y = SemiKey {
+            ph: b.0,
+            sh: b.1,
+            user_key: kb.user_key,
+            trailer: kb.trailer(),
+        };
+        x.cmp(&y)
+    });
+    let mut b = SemiTableBuilder::new(w, 1, 256, hk);
+    for (ph, sh, ik, v) in &entries {
+        b.add(*ph, *sh, ik, v).expect("add");
+    }
+    b.finish().expect("finish");
+    write(
+        "semisorted_table",
+        "three-entry-kinds.sem",
+        &fs.file_bytes(path).expect("bytes"),
+    );
 }

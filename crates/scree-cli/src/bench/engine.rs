@@ -197,6 +197,8 @@ pub struct ScreeTuning {
     pub max_open_files: usize,
     /// `Options::cache_index_and_filter_blocks`.
     pub cache_index_and_filter_blocks: bool,
+    /// `SemiSortedOptions::plan`, as Table 1 rows (empty: the default).
+    pub semisorted_plan: Vec<u8>,
 }
 
 impl Default for ScreeTuning {
@@ -216,6 +218,7 @@ impl Default for ScreeTuning {
             mmap_reads: scree::Options::default().mmap_reads,
             max_open_files: scree::Options::default().max_open_files,
             cache_index_and_filter_blocks: scree::Options::default().cache_index_and_filter_blocks,
+            semisorted_plan: Vec::new(),
         }
     }
 }

@@ -159,6 +159,11 @@ pub struct BenchArgs {
     /// reads).
     #[arg(long)]
     pub frag_parallel_seeks: bool,
+    /// `semisorted`: each level's structure as rows of SlimDB's Table 1, level 0 first (0 LSM,
+    /// 1 LSM+CF, 2 LSM+CF+TL, 3 LSM+TL, 4 SM, 5 SM+MLCF, 6 SM+MLCF+TL, 7 SM+TL; `scree advise`
+    /// prints one) [default: every level 6].
+    #[arg(long, value_delimiter = ',')]
+    pub semisorted_plan: Vec<u8>,
     /// Scree: search the last level on a search thread while the levels above are searched
     /// (`Options::parallel_search`, LSM-trie's parallel search; layouts with a distinct last level).
     #[arg(long)]
@@ -318,6 +323,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             mmap_reads: !args.no_mmap_reads,
             max_open_files: args.max_open_files,
             cache_index_and_filter_blocks: args.cache_index_and_filter_blocks,
+            semisorted_plan: args.semisorted_plan.clone(),
         },
     };
     let phase_cfg = PhaseConfig {

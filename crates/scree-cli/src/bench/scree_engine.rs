@@ -103,6 +103,14 @@ impl ScreeEngine {
             ko.fragmented.max_sstables_per_guard = n;
         }
         ko.fragmented.parallel_seeks = t.frag_parallel_seeks;
+        ko.semisorted.plan = t
+            .semisorted_plan
+            .iter()
+            .map(|&r| {
+                scree::LevelPlan::from_row(r)
+                    .ok_or_else(|| anyhow::anyhow!("--semisorted-plan: row {r} is not 0..=7"))
+            })
+            .collect::<anyhow::Result<_>>()?;
         let mut settings = vec![
             (
                 "write_buffer_bytes".into(),
@@ -157,6 +165,8 @@ impl ScreeEngine {
                     "semisorted.target_table_bytes".into(),
                     o.target_table_bytes.to_string(),
                 ));
+                let plan: Vec<String> = (0..o.max_levels).map(|l| o.level_plan(l).name()).collect();
+                settings.push(("semisorted.plan".into(), plan.join(",")));
             }
             Layout::Fragmented => {
                 settings.push((

@@ -225,33 +225,41 @@ mod tests {
         }
     }
 
-    /// With the paper's inputs and memory between 256 and 900 MB, the search picks Figure 4's
-    /// layout: SM+MLCF+TL for levels 0–2, LSM+CF+TL at level 3, LSM+TL at level 4.
+    /// With the paper's inputs (Figure 9: five levels, r = 8, N_0 = 2^17) and 300–900 MB, the
+    /// search gives Figure 4's memory structure: a filter and a pinned index at levels 0–3,
+    /// only the index at level 4, which is LSM; levels 0–2 stepped whenever writes are in the
+    /// mix. Where Table 1 as printed departs from Figure 4: level 3 is stepped too when the
+    /// mix writes (SM+MLCF+TL has LSM+CF+TL's read costs and a lower write cost, for 2 more
+    /// bits), and a read-only mix, for which stepped and LSM rows cost the same reads, takes
+    /// the cheaper LSM rows everywhere. At 256 MiB level 3 cannot also pin its index (Figure
+    /// 4's structure needs 280 MB).
     #[test]
-    fn the_papers_inputs_give_figure_4() {
+    fn the_papers_inputs_give_figure_4s_memory_structure() {
         let mixes = [
             [0.0, 0.5, 0.5],
             [0.5, 0.0, 0.5],
             [1.0, 0.0, 0.0],
             [0.6, 0.2, 0.2],
         ];
-        for mb in [256, 512, 900] {
+        for mb in [300, 512, 900] {
             for mix in mixes {
                 let best = best_plan(&figure9(mb, mix)).unwrap();
                 let names: Vec<String> = best.plan.iter().map(|p| p.name()).collect();
+                let writes = mix[2] > 0.0;
+                let upper = if writes { "SM+MLCF+TL" } else { "LSM+CF+TL" };
                 assert_eq!(
                     names,
-                    [
-                        "SM+MLCF+TL",
-                        "SM+MLCF+TL",
-                        "SM+MLCF+TL",
-                        "LSM+CF+TL",
-                        "LSM+TL"
-                    ],
+                    [upper, upper, upper, upper, "LSM+TL"],
                     "{mb} MB, mix {mix:?}"
                 );
             }
         }
+        let at256 = best_plan(&figure9(256, [0.0, 0.5, 0.5])).unwrap();
+        let names: Vec<String> = at256.plan.iter().map(|p| p.name()).collect();
+        assert_eq!(
+            names,
+            ["SM+MLCF+TL", "SM+MLCF+TL", "SM+MLCF+TL", "LSM+CF", "LSM+TL"]
+        );
     }
 
     /// More memory never costs more; with none, nothing is kept in memory; the search finds

@@ -65,7 +65,9 @@ impl<'a> Output<'a> {
                 }
             }
             self.last_ph = Some(ph);
-            self.last_key = Some(uk.to_vec());
+            let last = self.last_key.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(uk);
         }
         if self.builder.is_none() {
             let no = self.ctx.new_file_no();

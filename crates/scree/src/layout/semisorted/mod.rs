@@ -29,7 +29,7 @@ use crate::stats::WriteCause;
 use crate::table::TableCtx;
 
 use jobs::{MergeJob, Output, RebuildJob};
-use table::{hashes, SemiKey, FORMAT_SEMISORTED};
+use table::{hashes, FORMAT_SEMISORTED};
 use version::{PendingFilter, SemiVersion, Shared};
 
 /// What a job holds: a level it reads (or whose filter it rebuilds, or into whose filter it
@@ -252,32 +252,46 @@ impl Layout for SemiSorted {
             .v(version)
             .ok_or_else(|| Error::InvalidArgument("semisorted flush: not its version".into()))?;
         let pl = self.prefix_len;
-        let mut entries: Vec<(u64, u64, Vec<u8>, Vec<u8>)> = Vec::with_capacity(mem.len());
+        // The memtable's entries in one arena, and its distinct user keys (each with its
+        // versions, newest first, as the memtable holds them) sorted in the layout's order.
+        let mut arena: Vec<u8> = Vec::with_capacity(mem.approximate_bytes());
+        let mut entries: Vec<(usize, usize, usize)> = Vec::with_capacity(mem.len());
+        let mut keys: Vec<(u64, u64, usize, usize)> = Vec::new();
         mem.for_each_in_order(|k, val| {
-            let (ph, sh) = hashes(&ctx.hash_key, pl, crate::key::user_key(k));
-            entries.push((ph, sh, k.to_vec(), val.to_vec()));
+            let uk = crate::key::user_key(k);
+            let same = keys.last().is_some_and(|&(_, _, first, _)| {
+                let (off, klen, _) = entries[first];
+                crate::key::user_key(&arena[off..off + klen]) == uk
+            });
+            if same {
+                if let Some(last) = keys.last_mut() {
+                    last.3 += 1;
+                }
+            } else {
+                let (ph, sh) = hashes(&ctx.hash_key, pl, uk);
+                keys.push((ph, sh, entries.len(), 1));
+            }
+            entries.push((arena.len(), k.len(), val.len()));
+            arena.extend_from_slice(k);
+            arena.extend_from_slice(val);
             Ok(())
         })?;
-        entries.sort_by(|a, b| {
-            let ka = crate::key::parse(&a.2);
-            let kb = crate::key::parse(&b.2);
-            SemiKey {
-                ph: a.0,
-                sh: a.1,
-                user_key: ka.user_key,
-                trailer: ka.trailer(),
-            }
-            .cmp(&SemiKey {
-                ph: b.0,
-                sh: b.1,
-                user_key: kb.user_key,
-                trailer: kb.trailer(),
-            })
+        let user_key = |first: usize| {
+            let (off, klen, _) = entries[first];
+            crate::key::user_key(&arena[off..off + klen])
+        };
+        keys.sort_unstable_by(|a, b| {
+            (a.0, a.1)
+                .cmp(&(b.0, b.1))
+                .then_with(|| user_key(a.2).cmp(user_key(b.2)))
         });
         // One table per flush: a memtable is a bounded size, and merges take whole levels.
         let mut out = Output::new(ctx, WriteCause::Flush, u64::MAX);
-        for (ph, sh, k, val) in &entries {
-            out.add(*ph, *sh, k, val)?;
+        for &(ph, sh, first, n) in &keys {
+            for &(off, klen, vlen) in &entries[first..first + n] {
+                let k = &arena[off..off + klen];
+                out.add(ph, sh, k, &arena[off + klen..off + klen + vlen])?;
+            }
         }
         let metas = out.finish()?;
         let Some(slot) = metas.first().map(|m| m.file_no) else {
@@ -292,25 +306,15 @@ impl Layout for SemiSorted {
             _ => Some((Vec::new(), None)),
         };
         if let Some((slots, f)) = base {
-            let distinct = entries
-                .windows(2)
-                .filter(|w| crate::key::user_key(&w[0].2) != crate::key::user_key(&w[1].2))
-                .count()
-                + 1;
             let filter = filter_with(
                 ctx,
                 f.as_deref(),
-                distinct,
+                keys.len(),
                 plan0.stepped,
                 slots.len(),
                 &mut |ins| {
-                    let mut last: Option<&[u8]> = None;
-                    for e in &entries {
-                        let uk = crate::key::user_key(&e.2);
-                        if last != Some(uk) {
-                            ins(uk)?;
-                            last = Some(uk);
-                        }
+                    for k in &keys {
+                        ins(user_key(k.2))?;
                     }
                     Ok(())
                 },

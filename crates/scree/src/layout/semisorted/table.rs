@@ -123,6 +123,8 @@ pub struct SemiTableBuilder {
     block_count: u16,
     blocks: u32,
     blobs: Vec<u8>,
+    /// The entry being encoded (reused).
+    scratch: Vec<u8>,
     prev: Option<(u64, u64, Vec<u8>, u64)>,
     smallest: Vec<u8>,
     largest: Vec<u8>,
@@ -146,6 +148,7 @@ impl SemiTableBuilder {
             block_count: 0,
             blocks: 0,
             blobs: Vec::new(),
+            scratch: Vec::new(),
             prev: None,
             smallest: Vec::new(),
             largest: Vec::new(),
@@ -198,7 +201,8 @@ impl SemiTableBuilder {
                 )));
             }
         }
-        let mut enc = Vec::with_capacity(ikey.len() + value.len() + 12);
+        let mut enc = std::mem::take(&mut self.scratch);
+        enc.clear();
         let limit = self.inline_limit();
         enc.push(TAG_INLINE);
         put_varint(&mut enc, ikey.len() as u64);
@@ -236,6 +240,7 @@ impl SemiTableBuilder {
             self.finish_block()?;
         }
         self.block.extend_from_slice(&enc);
+        self.scratch = enc;
         self.block_count += 1;
         self.index.add(ph, sh, self.blocks)?;
         if self.entries == 0 {

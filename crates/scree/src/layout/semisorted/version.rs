@@ -51,6 +51,15 @@ impl TableAux for SemiHandle {
     }
 }
 
+/// Heap bytes of `f`'s pinned index, if its reader is open with one.
+pub fn pinned_index_bytes(f: &TableFile) -> Option<usize> {
+    let h = f.aux.get()?;
+    let h = (h.as_ref() as &dyn Any).downcast_ref::<SemiHandle>()?;
+    let open = h.open.read().clone()?;
+    let i = open.reader.pinned_index()?;
+    Some(i.heap_bytes().total())
+}
+
 /// The open reader of `f` (opened on first use and after the bound closed it), its index
 /// pinned when `pin_index` (the level's plan) at that open.
 pub fn reader_of(f: &TableFile, pin_index: bool) -> Result<Arc<OpenSemi>> {
@@ -349,6 +358,13 @@ fn id_map(from: &[u64], to: &[u64], merged: &HashMap<u64, u64>) -> Vec<Option<u8
         .collect()
 }
 
+/// Whether `map` renames no id (a remap would scan the whole table for nothing).
+fn is_identity(map: &[Option<u8>]) -> bool {
+    map.iter()
+        .enumerate()
+        .all(|(i, m)| *m == u8::try_from(i).ok())
+}
+
 /// Applies a pending filter to a level whose sub-levels are now `now` (oldest first): remaps
 /// its ids to the current positions; `None` when the level gained a sub-level the filter does
 /// not know.
@@ -370,7 +386,9 @@ fn adopt_pending(
         return None;
     }
     let mut f = p.filter;
-    f.remap(&map).ok()?;
+    if !is_identity(&map) {
+        f.remap(&map).ok()?;
+    }
     Some(f)
 }
 
@@ -574,10 +592,14 @@ impl LayoutVersion for SemiVersion {
                 (None, false, Some(f)) => {
                     let old = before.get(l).cloned().unwrap_or_default();
                     let map = id_map(&old, &now, &m);
-                    let mut f = MultiLevelCuckoo::clone(&f);
-                    match f.remap(&map) {
-                        Ok(()) => Some(Arc::new(f)),
-                        Err(_) => None,
+                    if is_identity(&map) {
+                        Some(f)
+                    } else {
+                        let mut f = MultiLevelCuckoo::clone(&f);
+                        match f.remap(&map) {
+                            Ok(()) => Some(Arc::new(f)),
+                            Err(_) => None,
+                        }
                     }
                 }
                 (None, false, None) => None,
@@ -626,11 +648,28 @@ impl LayoutVersion for SemiVersion {
                     ),
                     None => "filter missing".to_string(),
                 };
+                // Bits per key of the indexes pinned now, over the entries of their tables.
+                let (mut heap, mut covered) = (0usize, 0u64);
+                for t in l.subs.iter().flat_map(|s| s.tables.iter()) {
+                    if let Some(b) = pinned_index_bytes(t) {
+                        heap += b;
+                        covered += t.meta.entries;
+                    }
+                }
+                let index = if covered == 0 {
+                    "no index pinned".to_string()
+                } else {
+                    format!("index {:.2} bits/key", (heap * 8) as f64 / covered as f64)
+                };
                 LevelStats {
                     level: i as u32,
                     tables: l.subs.iter().map(|s| s.tables.len() as u64).sum(),
                     bytes: l.subs.iter().map(|s| s.bytes()).sum(),
-                    detail: format!("{} sub-levels, {filter}", l.subs.len()),
+                    detail: format!(
+                        "{} sub-levels ({}), {filter}, {index}",
+                        l.subs.len(),
+                        self.shared.plan_of(i).name()
+                    ),
                 }
             })
             .collect()
