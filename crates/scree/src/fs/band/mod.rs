@@ -380,15 +380,20 @@ impl BandFs {
                 (st.fresh_band - st.free_bands.len() as u64, live)
             }
             BandMode::DriveManaged => {
+                // Distinct bands the valid ranges touch (ranges are sorted and disjoint).
                 let mut n = 0;
-                for b in 0..cfg.bands {
-                    if st
-                        .used
-                        .overlap(b * cfg.band_bytes, (b + 1) * cfg.band_bytes)
-                        > 0
-                    {
-                        n += 1;
+                let mut last: Option<u64> = None;
+                for (start, len) in st.used.iter() {
+                    let first = start / cfg.band_bytes;
+                    let end = (start + len - 1) / cfg.band_bytes;
+                    let from = match last {
+                        Some(l) if l >= first => l + 1,
+                        _ => first,
+                    };
+                    if end >= from {
+                        n += end - from + 1;
                     }
+                    last = Some(end);
                 }
                 (n, st.used.total())
             }

@@ -102,9 +102,14 @@ impl RangeSet {
     }
 
     /// The ranges in address order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.map.iter().map(|(&s, &l)| (s, l))
+    }
+
+    /// The ranges in address order.
     #[cfg(test)]
     pub(super) fn ranges(&self) -> Vec<(u64, u64)> {
-        self.map.iter().map(|(&s, &l)| (s, l)).collect()
+        self.iter().collect()
     }
 }
 
