@@ -324,6 +324,7 @@ fn scree_tuning_flags_reach_the_keyspace() {
             mmap_reads: false,
             max_open_files: 0,
             cache_index_and_filter_blocks: true,
+            device: scree::Device::Files,
         },
     };
     let dir = tempfile::tempdir().expect("tempdir");
