@@ -536,3 +536,50 @@ proptest! {
         run_model(BandMode::DriveManaged, &ops)?;
     }
 }
+
+/// A database opened with `Options::device` keeps its tables on the emulator (not in the
+/// directory), reopens through the same options, and reports the device in `Stats`.
+#[test]
+fn a_database_on_the_device_reopens_and_reports_it() {
+    use crate::{Db, Device, KeyspaceOptions, Layout, Options};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = Options::default().device(Device::SmrHost { band_mb: 0 });
+    assert!(matches!(bad, Err(crate::Error::InvalidArgument(_))));
+    let opts = Options::default()
+        .device(Device::SmrDrive { band_mb: 1 })
+        .expect("device");
+    let mut ko = KeyspaceOptions::new(Layout::Leveled);
+    ko.write_buffer_bytes = 64 << 10;
+    let key = |i: u32| format!("key{i:06}").into_bytes();
+    {
+        let db = Db::open(dir.path(), opts.clone()).expect("open");
+        let ks = db.keyspace("t", ko.clone()).expect("keyspace");
+        for i in 0..5_000u32 {
+            ks.put(key(i), vec![b'v'; 100]).expect("put");
+        }
+        db.flush().expect("flush");
+        let d = db.stats().device.expect("device stats");
+        assert_eq!(d.mode, BandMode::DriveManaged);
+        assert!(d.live_bytes > 0 && d.host_bytes_written >= d.live_bytes);
+        assert_eq!(d.device_bytes_written, d.host_bytes_written + d.rmw_bytes);
+    }
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n == DEVICE_FILE), "{names:?}");
+    assert!(!names.iter().any(|n| n.ends_with(".sst")), "{names:?}");
+    let db = Db::open(dir.path(), opts).expect("reopen");
+    let ks = db.keyspace("t", ko).expect("keyspace");
+    for i in (0..5_000u32).step_by(97) {
+        assert_eq!(ks.get(key(i)).expect("get"), Some(vec![b'v'; 100]));
+    }
+    drop(ks);
+    drop(db);
+    let plain = Db::open(
+        tempfile::tempdir().expect("tempdir").path(),
+        Options::default(),
+    )
+    .expect("open on files");
+    assert!(plain.stats().device.is_none());
+}
