@@ -182,7 +182,8 @@ fn on_bands(path: &Path) -> bool {
 enum Store {
     /// Band number → its bytes from offset 0 up to the highest byte written.
     Memory(HashMap<u64, Vec<u8>>),
-    File(File),
+    /// Shared so that reads and syncs run outside the state lock.
+    File(Arc<File>),
 }
 
 impl Store {
@@ -226,10 +227,11 @@ impl Store {
         }
     }
 
-    fn sync(&self) -> io::Result<()> {
+    /// The backing file, for reads and syncs outside the state lock (`None` in memory).
+    fn file(&self) -> Option<Arc<File>> {
         match self {
-            Store::File(f) => f.sync_data(),
-            Store::Memory(_) => Ok(()),
+            Store::File(f) => Some(f.clone()),
+            Store::Memory(_) => None,
         }
     }
 }
@@ -449,7 +451,7 @@ impl BandFs {
                 )
             })?;
         st.device_name = file.display().to_string();
-        st.store = Some(Store::File(f));
+        st.store = Some(Store::File(Arc::new(f)));
         Ok(())
     }
 
@@ -777,6 +779,12 @@ fn too_big(device: &str, cfg: &BandConfig, path: &Path, len: u64) -> io::Error {
     )
 }
 
+/// Makes the band bytes durable: `fdatasync` of the backing file, outside the state lock.
+fn sync_store(shared: &Shared) -> io::Result<()> {
+    let file = shared.state.lock().store.as_ref().and_then(Store::file);
+    file.map_or(Ok(()), |f| f.sync_data())
+}
+
 /// Closes one reader or writer of file `id`, releasing it if it was removed.
 fn close(shared: &Shared, id: u64) {
     let mut st = shared.state.lock();
@@ -870,8 +878,7 @@ impl WritableFile for BandWriter {
     }
     fn sync(&mut self) -> io::Result<()> {
         self.push()?;
-        let st = self.shared.state.lock();
-        st.store.as_ref().map_or(Ok(()), Store::sync)
+        sync_store(&self.shared)
     }
     fn len(&self) -> u64 {
         self.written + self.buf.len() as u64
@@ -902,7 +909,7 @@ impl ReadableFile for BandReader {
     }
     fn read_into(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         let cfg = &self.shared.cfg;
-        let mut st = self.shared.state.lock();
+        let st = self.shared.state.lock();
         let n = buf.len() as u64;
         let f = st
             .files
@@ -919,19 +926,25 @@ impl ReadableFile for BandReader {
             ));
         }
         let pieces = locate(&f.extents, offset, n);
-        let store = st
-            .store
-            .as_ref()
-            .ok_or_else(|| io::Error::other("SMR device has no backing store"))?;
-        let mut at = 0usize;
-        for (s, l) in pieces {
-            let l = l as usize;
-            let dst = buf
-                .get_mut(at..at + l)
-                .ok_or_else(|| io::Error::other("SMR device: extent map longer than file"))?;
-            store.read(cfg.band_bytes, s, dst)?;
-            at += l;
+        match st.store.as_ref().and_then(Store::file) {
+            // A backing file is read outside the lock: this reader's reference keeps the
+            // file's extents from going to another file (they are released at its last close).
+            Some(file) => {
+                drop(st);
+                read_pieces(buf, &pieces, |dst, lba| file.read_exact_at(dst, lba))?;
+            }
+            None => {
+                let store = st
+                    .store
+                    .as_ref()
+                    .ok_or_else(|| io::Error::other("SMR device has no backing store"))?;
+                read_pieces(buf, &pieces, |dst, lba| {
+                    store.read(cfg.band_bytes, lba, dst)
+                })?;
+                drop(st);
+            }
         }
+        let mut st = self.shared.state.lock();
         st.c.host_read += n;
         st.c.device_read += n;
         Ok(())
@@ -940,6 +953,24 @@ impl ReadableFile for BandReader {
         let st = self.shared.state.lock();
         st.files.get(&self.id).map_or(0, |f| f.len)
     }
+}
+
+/// Fills `buf` from the device addresses `pieces` (in file order) with `read`.
+fn read_pieces(
+    buf: &mut [u8],
+    pieces: &[(u64, u64)],
+    read: impl Fn(&mut [u8], u64) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut at = 0usize;
+    for &(lba, len) in pieces {
+        let len = len as usize;
+        let dst = buf
+            .get_mut(at..at + len)
+            .ok_or_else(|| io::Error::other("SMR device: extent map longer than file"))?;
+        read(dst, lba)?;
+        at += len;
+    }
+    Ok(())
 }
 
 impl Drop for BandReader {
@@ -1121,11 +1152,10 @@ impl FileSystem for BandFs {
         if !on_bands(path) {
             return self.inner.sync_file(path);
         }
-        let st = self.shared.state.lock();
-        if !st.names.contains_key(path) {
+        if !self.shared.state.lock().names.contains_key(path) {
             return Err(not_found(path));
         }
-        st.store.as_ref().map_or(Ok(()), Store::sync)
+        sync_store(&self.shared)
     }
     fn exists(&self, path: &Path) -> bool {
         if on_bands(path) {
