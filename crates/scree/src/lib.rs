@@ -59,7 +59,7 @@ pub use db::{Db, Keyspace, Snapshot};
 pub use error::{Error, Result};
 pub use iterator::{Key, RangeIter, Value};
 pub use options::{
-    FragmentedOptions, KeyspaceOptions, Layout, LevelPlan, LeveledOptions, Options, Order,
+    Device, FragmentedOptions, KeyspaceOptions, Layout, LevelPlan, LeveledOptions, Options, Order,
     SemiSortedOptions, TrieOptions, WalRecovery, MAX_KEY_BYTES, MAX_VALUE_BYTES,
 };
 pub use stats::{

@@ -107,8 +107,57 @@ pub struct Options {
     /// Probe the last level in parallel with the upper levels on point lookups (layouts with a
     /// distinct last level). Default false: it pays only for cold reads (see docs).
     pub parallel_search: bool,
-    /// The file layer (default: real files).
+    /// The file layer (default: real files). [`Options::device`] sets it to the band emulator.
     pub fs: Option<Arc<dyn FileSystem>>,
+}
+
+/// The storage device a database runs on ([`Options::device`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Device {
+    /// Ordinary files (the default).
+    Files,
+    /// The emulated host-managed shingled device: one table file per band of `band_mb` MiB
+    /// (docs/smr.md).
+    SmrHost {
+        /// Band size in MiB (the paper measures 20–60; default 40).
+        band_mb: u64,
+    },
+    /// The emulated drive-managed shingled device: files placed anywhere, writes before valid
+    /// data of a band of `band_mb` MiB pay a read-modify-write (docs/smr.md).
+    SmrDrive {
+        /// Band size in MiB.
+        band_mb: u64,
+    },
+}
+
+impl Options {
+    /// Runs the database on `device`: for a shingled device, sets [`Options::fs`] to a new
+    /// band emulator ([`crate::fs::band::BandFs`]) over real files, its band bytes in the file
+    /// `SMR-DEVICE` of the database directory and its placement in memory: clones of these
+    /// options share the emulator, so the database can be closed and reopened with them in
+    /// this process (not by another). `Stats::device` reports its counters. A band size of
+    /// 0 or over 1024 MiB is `InvalidArgument`.
+    pub fn device(mut self, device: Device) -> Result<Options> {
+        use crate::fs::band::{BandConfig, BandFs, BandMode};
+        let (mode, band_mb) = match device {
+            Device::Files => {
+                self.fs = None;
+                return Ok(self);
+            }
+            Device::SmrHost { band_mb } => (BandMode::HostManaged, band_mb),
+            Device::SmrDrive { band_mb } => (BandMode::DriveManaged, band_mb),
+        };
+        if !(1..=1024).contains(&band_mb) {
+            return Err(Error::InvalidArgument(format!(
+                "SMR band size must be 1..=1024 MiB, got {band_mb}"
+            )));
+        }
+        let inner: Arc<dyn FileSystem> = Arc::new(crate::fs::std_fs::StdFs);
+        let fs = BandFs::new(inner, BandConfig::new(mode, band_mb << 20))
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        self.fs = Some(Arc::new(fs));
+        Ok(self)
+    }
 }
 
 impl fmt::Debug for Options {

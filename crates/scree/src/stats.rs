@@ -209,6 +209,7 @@ impl IoStats {
             open_table_files: self.open_table_files.load(Relaxed),
             table_reader_bytes: self.table_reader_bytes.load(Relaxed),
             dead_bytes: 0,
+            device: None,
             keyspaces: Vec::new(),
         }
     }
@@ -446,6 +447,11 @@ pub struct Stats {
     /// references until the table is rewritten (the sum of [`KeyspaceStats::dead_bytes`]).
     #[serde(default)]
     pub dead_bytes: u64,
+    /// The emulated device's counters when the database runs on the band emulator
+    /// (`Options::device`, docs/smr.md): host and device bytes, AWA. They count from the
+    /// emulator's creation, not from this open. `None` on ordinary files.
+    #[serde(default)]
+    pub device: Option<crate::fs::band::DeviceStats>,
     /// Per-keyspace level shapes.
     pub keyspaces: Vec<KeyspaceStats>,
 }

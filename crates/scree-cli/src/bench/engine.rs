@@ -99,6 +99,41 @@ pub struct Counters {
     /// Bytes flushes and compactions wrote into each level (index = level; Scree only, from
     /// `KeyspaceStats::level_writes`; moves not counted).
     pub level_bytes: Option<Vec<u64>>,
+    /// The emulated shingled device's counters (Scree on `--device smr-*`).
+    pub device: Option<DeviceCounters>,
+}
+
+/// Cumulative counters of the band emulator (`scree::fs::band::DeviceStats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceCounters {
+    /// Bytes the engine handed to the device.
+    pub host_written: u64,
+    /// Bytes the device wrote (host bytes plus read-modify-writes).
+    pub device_written: u64,
+    /// Bytes the engine read.
+    pub host_read: u64,
+    /// Bytes the device read.
+    pub device_read: u64,
+    /// Read-modify-writes.
+    pub rmws: u64,
+}
+
+impl DeviceCounters {
+    /// The counts between `before` and `self`.
+    pub fn since(&self, before: &DeviceCounters) -> DeviceCounters {
+        DeviceCounters {
+            host_written: self.host_written.saturating_sub(before.host_written),
+            device_written: self.device_written.saturating_sub(before.device_written),
+            host_read: self.host_read.saturating_sub(before.host_read),
+            device_read: self.device_read.saturating_sub(before.device_read),
+            rmws: self.rmws.saturating_sub(before.rmws),
+        }
+    }
+
+    /// Auxiliary write amplification: device bytes written / host bytes written.
+    pub fn awa(&self) -> Option<f64> {
+        (self.host_written > 0).then(|| self.device_written as f64 / self.host_written as f64)
+    }
 }
 
 /// One store under test: a Scree keyspace of some layout, RocksDB, or LevelDB.
@@ -199,6 +234,8 @@ pub struct ScreeTuning {
     pub cache_index_and_filter_blocks: bool,
     /// `SemiSortedOptions::plan`, as Table 1 rows (empty: the default).
     pub semisorted_plan: Vec<u8>,
+    /// `Options::device`: ordinary files or the band emulator.
+    pub device: scree::Device,
 }
 
 impl Default for ScreeTuning {
@@ -219,6 +256,7 @@ impl Default for ScreeTuning {
             max_open_files: scree::Options::default().max_open_files,
             cache_index_and_filter_blocks: scree::Options::default().cache_index_and_filter_blocks,
             semisorted_plan: Vec::new(),
+            device: scree::Device::Files,
         }
     }
 }

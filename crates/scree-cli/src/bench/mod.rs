@@ -168,6 +168,14 @@ pub struct BenchArgs {
     /// (`Options::parallel_search`, LSM-trie's parallel search; layouts with a distinct last level).
     #[arg(long)]
     pub parallel_search: bool,
+    /// Scree's storage device: ordinary files, or the shingled-band emulator, host-managed
+    /// (one table per band) or drive-managed (read-modify-write of a band), docs/smr.md. The
+    /// results add host and device bytes, AWA and MWA. Peers always run on files.
+    #[arg(long, value_enum, default_value_t = DeviceArg::Files)]
+    pub device: DeviceArg,
+    /// Band size in MiB of `--device smr-*` (the paper measures 20–60).
+    #[arg(long, default_value_t = 40)]
+    pub band_mb: u64,
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -179,7 +187,39 @@ pub struct BenchArgs {
     pub quiet: bool,
 }
 
+/// `--device`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeviceArg {
+    /// Ordinary files.
+    Files,
+    /// Host-managed shingled bands (one table file per band).
+    SmrHost,
+    /// Drive-managed shingled bands (read-modify-write).
+    SmrDrive,
+}
+
+impl DeviceArg {
+    /// The name `--device` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceArg::Files => "files",
+            DeviceArg::SmrHost => "smr-host",
+            DeviceArg::SmrDrive => "smr-drive",
+        }
+    }
+}
+
 impl BenchArgs {
+    /// The device Scree runs on.
+    pub fn scree_device(&self) -> scree::Device {
+        let band_mb = self.band_mb;
+        match self.device {
+            DeviceArg::Files => scree::Device::Files,
+            DeviceArg::SmrHost => scree::Device::SmrHost { band_mb },
+            DeviceArg::SmrDrive => scree::Device::SmrDrive { band_mb },
+        }
+    }
+
     /// `--reads`, or its default.
     pub fn effective_reads(&self) -> u64 {
         self.reads.unwrap_or(self.num.min(DEFAULT_READS_CAP))
@@ -270,6 +310,9 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
     if args.workloads.is_empty() {
         bail!("--workloads is empty");
     }
+    if args.device != DeviceArg::Files && !(1..=1024).contains(&args.band_mb) {
+        bail!("--band-mb must be 1..=1024");
+    }
     if !args.peers.is_empty() && !peers::AVAILABLE {
         bail!("{}", peers::NOT_BUILT);
     }
@@ -324,6 +367,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             max_open_files: args.max_open_files,
             cache_index_and_filter_blocks: args.cache_index_and_filter_blocks,
             semisorted_plan: args.semisorted_plan.clone(),
+            device: args.scree_device(),
         },
     };
     let phase_cfg = PhaseConfig {

@@ -84,6 +84,8 @@ pub struct WorkloadResult {
     pub metadata_block_reads: Option<u64>,
     /// Disk usage after the phase.
     pub disk: Option<DiskUsage>,
+    /// The band emulator's counts during the phase (`--device smr-*`).
+    pub device: Option<super::engine::DeviceCounters>,
     /// CPU seconds each thread role ran while the operations ran (not during the wait for
     /// compactions): `bench-client` for the benchmark's own threads, the engine's thread
     /// names without instance numbers for the rest (Linux only).
@@ -101,6 +103,12 @@ pub struct WorkloadResult {
 }
 
 impl WorkloadResult {
+    /// Multiplicative write amplification on the band emulator: device bytes written / user
+    /// bytes.
+    pub fn mwa(&self) -> Option<f64> {
+        self.per_user_byte(self.device.map(|d| d.device_written))
+    }
+
     /// Operations per second.
     pub fn ops_per_sec(&self) -> f64 {
         if self.seconds > 0.0 {
@@ -405,6 +413,10 @@ pub fn run(
         data_block_reads: delta(after.data_block_reads, before.data_block_reads),
         metadata_block_reads: delta(after.metadata_block_reads, before.metadata_block_reads),
         disk,
+        device: match (after.device, before.device) {
+            (Some(a), Some(b)) => Some(a.since(&b)),
+            _ => None,
+        },
         cpu_seconds_by_thread,
         wait_compaction_seconds,
         samples,

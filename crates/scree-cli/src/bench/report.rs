@@ -67,6 +67,20 @@ pub struct WorkloadJson {
     pub error: Option<String>,
     /// `[seconds since start, ops/s over the previous interval]`.
     pub throughput_samples: Vec<(f64, f64)>,
+    /// Band emulator (`--device smr-*`): bytes the engine handed to the device.
+    pub device_host_bytes_written: Option<u64>,
+    /// Band emulator: bytes the device wrote (host bytes plus read-modify-writes).
+    pub device_bytes_written: Option<u64>,
+    /// Band emulator: bytes the engine read from the device.
+    pub device_host_bytes_read: Option<u64>,
+    /// Band emulator: bytes the device read.
+    pub device_bytes_read: Option<u64>,
+    /// Band emulator: read-modify-writes.
+    pub device_read_modify_writes: Option<u64>,
+    /// Band emulator: device bytes written / host bytes written.
+    pub awa: Option<f64>,
+    /// Band emulator: device bytes written / user bytes.
+    pub mwa: Option<f64>,
 }
 
 fn round(x: f64, digits: i32) -> f64 {
@@ -153,6 +167,16 @@ pub fn workload_json(w: &WorkloadResult) -> WorkloadJson {
             .into_iter()
             .map(|(t, r)| (round(t, 3), round(r, 1)))
             .collect(),
+        device_host_bytes_written: w.device.map(|d| d.host_written),
+        device_bytes_written: w.device.map(|d| d.device_written),
+        device_host_bytes_read: w.device.map(|d| d.host_read),
+        device_bytes_read: w.device.map(|d| d.device_read),
+        device_read_modify_writes: w.device.map(|d| d.rmws),
+        awa: w.device.and_then(|d| d.awa()).map(|x| round(x, 4)),
+        mwa: writes_measured
+            .then(|| w.mwa())
+            .flatten()
+            .map(|x| round(x, 4)),
     }
 }
 
@@ -176,6 +200,8 @@ pub fn config_json(args: &BenchArgs, reads: u64, specs: &[EngineSpec]) -> Value 
         "wait_compaction": args.wait_compaction,
         "direct_reads": args.direct_reads,
         "block_cache_mb": args.block_cache_mb,
+        "device": args.device.name(),
+        "band_mb": args.band_mb,
         "db": args.db.as_ref().map(|p| p.display().to_string()),
         "scree_version": env!("CARGO_PKG_VERSION"),
         "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
@@ -330,6 +356,23 @@ pub fn table(runs: &[RunResult], args: &BenchArgs) -> String {
             row("compaction s", &|w| {
                 opt(w.compaction_seconds, |x| format!("{x:.2}"))
             });
+        }
+        if cells.iter().flatten().any(|w| w.device.is_some()) {
+            row("device: host MB wr", &|w| {
+                opt(w.device, |d| format!("{:.1}", d.host_written as f64 / 1e6))
+            });
+            row("device: dev MB wr", &|w| {
+                opt(w.device, |d| {
+                    format!("{:.1}", d.device_written as f64 / 1e6)
+                })
+            });
+            row("device: AWA", &|w| {
+                opt(w.device.and_then(|d| d.awa()), |x| format!("{x:.2}"))
+            });
+            if writes {
+                row("device: MWA", &|w| opt(w.mwa(), |x| format!("{x:.2}")));
+            }
+            row("device: RMWs", &|w| opt(w.device, |d| d.rmws.to_string()));
         }
         row("written MB (wchar)", &|w| {
             opt(w.wchar_bytes, |x| format!("{:.1}", x as f64 / 1e6))

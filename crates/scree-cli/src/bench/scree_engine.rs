@@ -93,6 +93,7 @@ impl ScreeEngine {
         opts.mmap_reads = t.mmap_reads;
         opts.max_open_files = t.max_open_files;
         opts.cache_index_and_filter_blocks = t.cache_index_and_filter_blocks;
+        let opts = opts.device(t.device)?;
         if let Some(n) = t.trie_pile_size {
             ko.trie.pile_size = n;
         }
@@ -134,6 +135,7 @@ impl ScreeEngine {
                 opts.flush_in_compactions.to_string(),
             ),
             ("direct_reads".into(), opts.direct_reads.to_string()),
+            ("device".into(), device_setting(t.device)),
             ("mmap_reads".into(), opts.mmap_reads.to_string()),
             ("parallel_search".into(), opts.parallel_search.to_string()),
             ("max_open_files".into(), opts.max_open_files.to_string()),
@@ -297,6 +299,13 @@ impl BenchEngine for ScreeEngine {
             metadata_block_reads: Some(s.metadata_block_reads),
             mapped_bytes: Some(s.bytes_mapped),
             level_bytes: Some(level_bytes(&s)),
+            device: s.device.as_ref().map(|d| super::engine::DeviceCounters {
+                host_written: d.host_bytes_written,
+                device_written: d.device_bytes_written,
+                host_read: d.host_bytes_read,
+                device_read: d.device_bytes_read,
+                rmws: d.read_modify_writes,
+            }),
         }
     }
 
@@ -310,6 +319,15 @@ impl BenchEngine for ScreeEngine {
 }
 
 /// Bytes flushed and compacted into each level, summed over the keyspaces (index = level).
+/// How `settings` names the device.
+fn device_setting(d: scree::Device) -> String {
+    match d {
+        scree::Device::Files => "files".into(),
+        scree::Device::SmrHost { band_mb } => format!("smr-host, {band_mb} MiB bands"),
+        scree::Device::SmrDrive { band_mb } => format!("smr-drive, {band_mb} MiB bands"),
+    }
+}
+
 fn level_bytes(s: &scree::Stats) -> Vec<u64> {
     let mut v: Vec<u64> = Vec::new();
     for w in s.keyspaces.iter().flat_map(|k| k.level_writes.iter()) {

@@ -334,6 +334,8 @@ fn scree_tuning_flags_reach_the_keyspace() {
             mmap_reads: false,
             max_open_files: 0,
             cache_index_and_filter_blocks: true,
+            semisorted_plan: vec![6, 2],
+            device: scree::Device::Files,
         },
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -686,4 +688,52 @@ fn peers_run_the_semi_sorted_workloads() {
             assert!(s.iter().any(|(k, _)| k == "prefix_extractor"), "{s:?}");
         }
     }
+}
+
+/// `--device smr-drive` runs Scree on the band emulator: every workload verifies, the fill
+/// reports device counters whose AWA is device ÷ host bytes and whose MWA is device ÷ user
+/// bytes, and the JSON and table carry them.
+#[test]
+fn scree_on_the_band_emulator_reports_device_bytes() {
+    let args = parse_args([
+        "bench",
+        "--device",
+        "smr-drive",
+        "--band-mb",
+        "1",
+        "--num",
+        "20000",
+    ])
+    .expect("args");
+    assert_eq!(args.scree_device(), scree::Device::SmrDrive { band_mb: 1 });
+    let mut cfg = super::engine::EngineConfig {
+        write_buffer_bytes: 256 << 10,
+        bloom_bits: 10,
+        sync: false,
+        direct_reads: false,
+        block_cache_bytes: None,
+        key_prefix_len: None,
+        scree: Default::default(),
+    };
+    cfg.scree.device = args.scree_device();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = super::scree_engine::ScreeEngine::open(dir.path(), scree::Layout::Leveled, &cfg)
+        .expect("open scree");
+    let results = smoke(&engine, dir.path(), &["fillrandom", "readrandom"]);
+    let fill = &results[0];
+    let d = fill.device.expect("device counters");
+    assert!(d.host_written > 0 && d.device_written >= d.host_written);
+    let awa = d.awa().expect("awa");
+    assert_eq!(awa, d.device_written as f64 / d.host_written as f64);
+    let mwa = fill.mwa().expect("mwa");
+    assert_eq!(mwa, d.device_written as f64 / fill.user_bytes as f64);
+    assert!(results[1].device.is_some_and(|r| r.host_read > 0));
+    let json = report::workload_json(fill);
+    assert_eq!(json.device_bytes_written, Some(d.device_written));
+    assert!(json.awa.is_some() && json.mwa.is_some());
+    assert!(engine
+        .settings()
+        .iter()
+        .any(|(k, v)| k == "device" && v.starts_with("smr-drive")));
+    assert!(parse_args(["bench", "--device", "smr-tape"]).is_err());
 }

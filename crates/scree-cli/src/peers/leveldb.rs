@@ -494,6 +494,7 @@ impl BenchEngine for LevelDb {
             compaction_seconds: None,
             max_flush_seconds: None,
             slowdown_seconds: None,
+            device: None,
             data_block_reads: None,
             metadata_block_reads: None,
             mapped_bytes: None,

@@ -548,6 +548,7 @@ impl BenchEngine for RocksDb {
             compaction_seconds: None,
             max_flush_seconds: None,
             slowdown_seconds: None,
+            device: None,
         }
     }
 

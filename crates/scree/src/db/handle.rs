@@ -319,6 +319,7 @@ impl Db {
         let inner = self.inner();
         let mut s = inner.stats.snapshot();
         s.block_cache_usage_bytes = inner.tables.cache.usage_bytes();
+        s.device = inner.env.fs.device_stats();
         let mut ks: Vec<Arc<KsCore>> = inner.keyspaces.read().values().cloned().collect();
         ks.sort_by_key(|k| k.id);
         for k in ks {

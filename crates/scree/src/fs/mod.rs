@@ -4,6 +4,7 @@
 //! The engine wraps files in [`CountedWriter`] / [`CountedReader`] so that bytes and block reads
 //! are accounted by cause (see `stats`).
 
+pub mod band;
 #[doc(hidden)]
 pub mod mmap_log;
 pub mod std_fs;
@@ -104,6 +105,24 @@ pub trait FileSystem: Send + Sync + 'static {
                 path.display()
             ),
         ))
+    }
+    /// Reopens an existing file to write from byte `len` on: the bytes from `len` to its end
+    /// are discarded first (the file is cut to `len`), then appends land at `len`. Only the
+    /// band emulator's bands offer it (an LWC-tree's tail overwrite at a band's write pointer,
+    /// docs/smr.md); ordinary files never overwrite live bytes. `len` past the end is
+    /// `InvalidInput`. Default: `Unsupported`.
+    fn reopen_truncated(&self, path: &Path, len: u64) -> io::Result<Box<dyn WritableFile>> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{}: this file system cannot cut a file to {len} bytes to write over its tail",
+                path.display()
+            ),
+        ))
+    }
+    /// The counters of an emulated device ([`band::BandFs`]); `None` for other file layers.
+    fn device_stats(&self) -> Option<band::DeviceStats> {
+        None
     }
     /// Opens a file for reading; `direct` asks for O_DIRECT reads that bypass the page cache.
     fn open(&self, path: &Path, direct: bool) -> io::Result<Arc<dyn ReadableFile>>;
