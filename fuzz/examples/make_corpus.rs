@@ -216,7 +216,7 @@ fn semisorted_seed() {
             user_key: kb.user_key,
             trailer: kb.trailer(),
         };
-        x.cmp(&y)
+        x.order(&y)
     });
     let mut b = SemiTableBuilder::new(w, 1, 256, hk);
     for (ph, sh, ik, v) in &entries {

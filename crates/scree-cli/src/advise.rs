@@ -17,7 +17,7 @@ pub struct AdviseArgs {
     #[arg(long)]
     pub memory_mb: f64,
     /// Shares of positive reads, negative reads and writes (any scale: `2,1,1`).
-    #[arg(long, value_delimiter = ',', num_args = 3)]
+    #[arg(long, value_delimiter = ',', required = true)]
     pub mix: Vec<f64>,
     /// Sub-levels per stepped level and growth factor (`r`).
     #[arg(long, default_value_t = 8)]
@@ -51,11 +51,12 @@ pub struct AdviseArgs {
 /// Runs `scree advise`.
 pub fn run(a: AdviseArgs) -> anyhow::Result<bool> {
     let total: f64 = a.mix.iter().sum();
-    if a.mix.len() != 3 || total <= 0.0 || a.mix.iter().any(|x| *x < 0.0) {
-        anyhow::bail!(
+    let mix: [f64; 3] = match <[f64; 3]>::try_from(a.mix.as_slice()) {
+        Ok(m) if total > 0.0 && m.iter().all(|x| *x >= 0.0) => m,
+        _ => anyhow::bail!(
             "--mix needs three non-negative shares: positive reads, negative reads, writes"
-        );
-    }
+        ),
+    };
     if a.r < 2 {
         anyhow::bail!("--r must be at least 2");
     }
@@ -66,7 +67,7 @@ pub fn run(a: AdviseArgs) -> anyhow::Result<bool> {
         level0: a.level0.unwrap_or(per_memtable * u64::from(a.r)).max(1),
         r: a.r,
         memory_bytes: (a.memory_mb * 1048576.0) as u64,
-        mix: [a.mix[0] / total, a.mix[1] / total, a.mix[2] / total],
+        mix: mix.map(|x| x / total),
         per_block: (a.block_size / entry).max(1) as f64,
         write_cost: a.write_cost,
         fpr: 0.001,
@@ -129,4 +130,37 @@ fn print_estimate(title: &str, e: &scree::layout::semisorted::cost::Estimate) {
         e.total,
         e.memory_bytes / 1048576.0
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(mix: Vec<f64>) -> AdviseArgs {
+        AdviseArgs {
+            keys: 50_000_000,
+            memory_mb: 256.0,
+            mix,
+            r: 8,
+            level0: None,
+            write_buffer_mb: 64,
+            key_size: 16,
+            value_size: 100,
+            block_size: 4096,
+            write_cost: 0.146,
+            paper_memory: false,
+            compare: vec![6, 6, 2, 3],
+        }
+    }
+
+    /// A plan is printed for a valid question; a mix that is not three non-negative shares is
+    /// refused with a message naming `--mix`.
+    #[test]
+    fn advise_answers_and_refuses_bad_mixes() {
+        assert!(run(args(vec![1.0, 1.0, 2.0])).unwrap());
+        for bad in [vec![1.0, 1.0], vec![-1.0, 1.0, 1.0], vec![0.0, 0.0, 0.0]] {
+            let e = run(args(bad)).unwrap_err().to_string();
+            assert!(e.contains("--mix"), "{e}");
+        }
+    }
 }

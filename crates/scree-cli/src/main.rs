@@ -31,7 +31,7 @@ enum Command {
     /// Run benchmark workloads on Scree layouts (and RocksDB/LevelDB with --peers); prints a
     /// side-by-side table. With no arguments: 1M keys, fillrandom,readrandom,seekrandom on
     /// every implemented layout.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// SlimDB's cost model for a `semisorted` keyspace: the structure of each level (stepped or
     /// LSM, filter, pinned index) for a memory budget and workload mix, with predicted costs.
     Advise(advise::AdviseArgs),
@@ -72,7 +72,7 @@ fn main() -> ExitCode {
         Command::Stats(args) => exit_with("stats", inspect::stats(args)),
         Command::Dump(args) => exit_with("dump", inspect::dump(args)),
         Command::Wal(args) => exit_with("wal", inspect::wal(args)),
-        Command::Bench(args) => match bench::run(args) {
+        Command::Bench(args) => match bench::run(*args) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => {
                 eprintln!("scree bench: at least one run failed (see above)");

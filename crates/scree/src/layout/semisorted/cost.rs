@@ -181,7 +181,7 @@ pub fn best_plan(q: &Question) -> Option<Estimate> {
     let mut idx = vec![0usize; levels];
     let mut best: Option<Estimate> = None;
     loop {
-        let plan: Vec<LevelPlan> = idx.iter().map(|&i| rows[i]).collect();
+        let plan: Vec<LevelPlan> = idx.iter().filter_map(|&i| rows.get(i).copied()).collect();
         let e = estimate(q, &plan);
         if e.memory_bytes <= q.memory_bytes as f64
             && best.as_ref().is_none_or(|b| e.total < b.total - 1e-12)
@@ -189,17 +189,17 @@ pub fn best_plan(q: &Question) -> Option<Estimate> {
             best = Some(e);
         }
         // Next combination (odometer).
-        let mut l = 0;
-        loop {
-            if l == levels {
-                return best;
-            }
-            idx[l] += 1;
-            if idx[l] < rows.len() {
+        let mut carry = true;
+        for i in idx.iter_mut() {
+            *i += 1;
+            if *i < rows.len() {
+                carry = false;
                 break;
             }
-            idx[l] = 0;
-            l += 1;
+            *i = 0;
+        }
+        if carry {
+            return best;
         }
     }
 }

@@ -175,7 +175,7 @@ impl PartialOrd for Top {
 impl Ord for Top {
     fn cmp(&self, o: &Self) -> Ordering {
         match (self.0.key(), o.0.key()) {
-            (Some(a), Some(b)) => b.cmp(&a).then_with(|| o.0.rank.cmp(&self.0.rank)),
+            (Some(a), Some(b)) => b.order(&a).then_with(|| o.0.rank.cmp(&self.0.rank)),
             _ => Ordering::Equal,
         }
     }
@@ -262,7 +262,7 @@ impl Job for MergeJob {
         // Distinct user keys written, for the next level's filter.
         let mut keys: Vec<u8> = Vec::new();
         let mut ends: Vec<usize> = Vec::new();
-        let want_keys = !matches!(self.base, None) && self.src != self.dst;
+        let want_keys = self.base.is_some() && self.src != self.dst;
         merged.for_each(|(ph, sh), e, _| {
             let p = key::parse(&e.ikey);
             let same = last.as_deref() == Some(p.user_key);
@@ -278,12 +278,9 @@ impl Job for MergeJob {
             if hidden || dead {
                 return Ok(());
             }
-            if want_keys
-                && ends.last().map_or(true, |&end| {
-                    let start = ends.len().checked_sub(2).map_or(0, |i| ends[i]);
-                    &keys[start..end] != p.user_key
-                })
-            {
+            // A key's first version is never hidden; when it is a dropped tombstone every
+            // older one is hidden: a key is in the output iff its first version is.
+            if want_keys && !same {
                 keys.extend_from_slice(p.user_key);
                 ends.push(keys.len());
             }
@@ -307,7 +304,7 @@ impl Job for MergeJob {
                     &mut |ins| {
                         let mut start = 0;
                         for &end in &ends {
-                            ins(&keys[start..end])?;
+                            ins(keys.get(start..end).unwrap_or_default())?;
                             start = end;
                         }
                         Ok(())

@@ -141,6 +141,18 @@ impl SemiSorted {
     }
 }
 
+/// The user key of flush entry `i` (an offset, key length and value length in `arena`).
+fn slot_key<'a>(arena: &'a [u8], entries: &[(usize, usize, usize)], i: usize) -> &'a [u8] {
+    let k = entries
+        .get(i)
+        .and_then(|&(off, klen, _)| arena.get(off..off + klen))
+        .unwrap_or_default();
+    crate::key::user_key(k)
+}
+
+/// Adds keys to a filter under construction: called with the insert function.
+type KeySource<'a> = &'a mut dyn FnMut(&mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()>;
+
 /// Sub-levels a level's filter has ids for.
 fn max_ids(o: &crate::options::SemiSortedOptions, stepped: bool) -> usize {
     if stepped {
@@ -175,7 +187,7 @@ pub(crate) fn filter_with(
     keys: usize,
     stepped: bool,
     base_len: usize,
-    add: &mut dyn FnMut(&mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()>,
+    add: KeySource<'_>,
 ) -> Result<MultiLevelCuckoo> {
     let mut f = match base {
         Some(f) => f.clone(),
@@ -259,10 +271,9 @@ impl Layout for SemiSorted {
         let mut keys: Vec<(u64, u64, usize, usize)> = Vec::new();
         mem.for_each_in_order(|k, val| {
             let uk = crate::key::user_key(k);
-            let same = keys.last().is_some_and(|&(_, _, first, _)| {
-                let (off, klen, _) = entries[first];
-                crate::key::user_key(&arena[off..off + klen]) == uk
-            });
+            let same = keys
+                .last()
+                .is_some_and(|&(_, _, first, _)| slot_key(&arena, &entries, first) == uk);
             if same {
                 if let Some(last) = keys.last_mut() {
                     last.3 += 1;
@@ -276,10 +287,7 @@ impl Layout for SemiSorted {
             arena.extend_from_slice(val);
             Ok(())
         })?;
-        let user_key = |first: usize| {
-            let (off, klen, _) = entries[first];
-            crate::key::user_key(&arena[off..off + klen])
-        };
+        let user_key = |first: usize| slot_key(&arena, &entries, first);
         keys.sort_unstable_by(|a, b| {
             (a.0, a.1)
                 .cmp(&(b.0, b.1))
@@ -288,9 +296,10 @@ impl Layout for SemiSorted {
         // One table per flush: a memtable is a bounded size, and merges take whole levels.
         let mut out = Output::new(ctx, WriteCause::Flush, u64::MAX);
         for &(ph, sh, first, n) in &keys {
-            for &(off, klen, vlen) in &entries[first..first + n] {
-                let k = &arena[off..off + klen];
-                out.add(ph, sh, k, &arena[off + klen..off + klen + vlen])?;
+            for &(off, klen, vlen) in entries.iter().skip(first).take(n) {
+                let k = arena.get(off..off + klen).unwrap_or_default();
+                let v = arena.get(off + klen..off + klen + vlen).unwrap_or_default();
+                out.add(ph, sh, k, v)?;
             }
         }
         let metas = out.finish()?;
@@ -427,21 +436,21 @@ impl Layout for SemiSorted {
         let Some(deepest) = v.deepest() else {
             return ManualStep::Done;
         };
+        let subs = |l: usize| v.levels.get(l).map_or(&[][..], |x| &x.subs[..]);
         let in_scope = |l: usize| {
-            v.levels[l]
-                .subs
+            subs(l)
                 .iter()
                 .any(|s| s.tables.iter().any(|t| scope.contains(t.meta.file_no)))
         };
         for l in 0..deepest {
-            if !v.levels[l].subs.is_empty() && in_scope(l) {
+            if !subs(l).is_empty() && in_scope(l) {
                 return match self.merge_job(v, l, false, ctx.opts) {
                     Some(j) => ManualStep::Run(j),
                     None => ManualStep::Wait,
                 };
             }
         }
-        if v.levels[deepest].subs.len() > 1 && in_scope(deepest) {
+        if subs(deepest).len() > 1 && in_scope(deepest) {
             return match self.merge_job(v, deepest, true, ctx.opts) {
                 Some(j) => ManualStep::Run(j),
                 None => ManualStep::Wait,

@@ -77,7 +77,7 @@ pub struct SemiKey<'a> {
 
 impl SemiKey<'_> {
     /// The layout's order.
-    pub fn cmp(&self, o: &SemiKey<'_>) -> Ordering {
+    pub fn order(&self, o: &SemiKey<'_>) -> Ordering {
         (self.ph, self.sh, self.user_key)
             .cmp(&(o.ph, o.sh, o.user_key))
             .then_with(|| o.trailer.cmp(&self.trailer))
@@ -194,7 +194,7 @@ impl SemiTableBuilder {
                 user_key: p.user_key,
                 trailer: t,
             };
-            if prev.cmp(&cur) != Ordering::Less {
+            if prev.order(&cur) != Ordering::Less {
                 return Err(Error::InvalidArgument(format!(
                     "semi-sorted table {:06}: entries out of order",
                     self.file_no
@@ -229,7 +229,7 @@ impl SemiTableBuilder {
                 put_varint(&mut self.blobs, ikey.len() as u64);
                 self.blobs.extend_from_slice(ikey);
                 self.blobs.extend_from_slice(value);
-                let c = crc(&self.blobs[start..]);
+                let c = crc(self.blobs.get(start..).unwrap_or_default());
                 let len = (self.blobs.len() - start) as u64;
                 put_u32(&mut self.blobs, c);
                 put_varint(&mut enc, offset);
@@ -268,7 +268,9 @@ impl SemiTableBuilder {
         if self.block_count == 0 {
             return Ok(());
         }
-        self.block[..2].copy_from_slice(&self.block_count.to_le_bytes());
+        if let Some(head) = self.block.get_mut(..2) {
+            head.copy_from_slice(&self.block_count.to_le_bytes());
+        }
         self.block.resize(self.block_size - 4, 0);
         let c = crc(&self.block);
         put_u32(&mut self.block, c);
@@ -340,7 +342,7 @@ impl Footer {
         if get_u64(b, 48) != Some(MAGIC) {
             return Err(bad(48, "not a semi-sorted table (bad magic)"));
         }
-        if get_u32(b, 44) != Some(crc(&b[..44])) {
+        if get_u32(b, 44) != b.get(..44).map(crc) {
             return Err(bad(44, "footer checksum mismatch"));
         }
         let version = get_u32(b, 40).unwrap_or(0);
@@ -482,7 +484,7 @@ impl SemiReader {
         let off = u64::from(b) * bs as u64;
         let block = self.file.read(off, bs, kind)?;
         let body = bs - 4;
-        if get_u32(&block, body) != Some(crc(&block[..body])) {
+        if get_u32(&block, body) != block.get(..body).map(crc) {
             return Err(Error::corruption(
                 self.path(),
                 off + body as u64,
@@ -496,8 +498,12 @@ impl SemiReader {
     fn entries_of<'a>(&self, block: &'a [u8], b: u32) -> Result<Vec<Stored<'a>>> {
         let off = u64::from(b) * u64::from(self.footer.block_size);
         let body = block.len() - 4;
-        let count = usize::from(u16::from_le_bytes([block[0], block[1]]));
-        let mut r = Reader::new(&block[2..body]);
+        let head: [u8; 2] = block
+            .get(..2)
+            .and_then(|h| h.try_into().ok())
+            .unwrap_or([0, 0]);
+        let count = usize::from(u16::from_le_bytes(head));
+        let mut r = Reader::new(block.get(2..body).unwrap_or_default());
         let mut out = Vec::with_capacity(count);
         for i in 0..count {
             let at = off + 2 + r.pos() as u64;
@@ -561,7 +567,7 @@ impl SemiReader {
         }
         let mut b = self.file.read(start, (len + 4) as usize, kind)?;
         let n = len as usize;
-        if get_u32(&b, n) != Some(crc(&b[..n])) {
+        if get_u32(&b, n) != b.get(..n).map(crc) {
             return Err(Error::corruption(
                 self.path(),
                 start + len,
@@ -605,7 +611,7 @@ impl SemiReader {
                 }
                 Entry {
                     ikey: ikey.to_vec(),
-                    value: blob[r.pos()..].to_vec(),
+                    value: blob.get(r.pos()..).unwrap_or_default().to_vec(),
                 }
             }
         })

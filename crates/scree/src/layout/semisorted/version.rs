@@ -158,6 +158,9 @@ impl Shared {
     }
 }
 
+/// A key's (prefix hash, suffix hash).
+pub type Hashes = (u64, u64);
+
 /// One sub-level: tables sorted by prefix-hash range, not overlapping.
 pub struct Sub {
     /// Its number in the manifest (the file number of its first table when written).
@@ -166,7 +169,7 @@ pub struct Sub {
     pub tables: Vec<Arc<TableFile>>,
     /// Each table's first and last entry's (prefix hash, suffix hash). A prefix group may
     /// continue from one table into the next (a group larger than a table).
-    pub bounds: Vec<((u64, u64), (u64, u64))>,
+    pub bounds: Vec<(Hashes, Hashes)>,
     /// Largest sequence number inside.
     pub max_seq: u64,
 }
@@ -184,9 +187,10 @@ impl Sub {
     /// continue across a table boundary).
     pub fn tables_for(&self, h: (u64, u64)) -> impl Iterator<Item = &Arc<TableFile>> {
         let i = self.bounds.partition_point(|b| b.1 < h);
-        self.bounds[i..]
+        self.bounds
             .iter()
-            .zip(&self.tables[i..])
+            .zip(&self.tables)
+            .skip(i)
             .take_while(move |(b, _)| b.0 <= h)
             .map(|(_, t)| t)
     }
@@ -194,9 +198,10 @@ impl Sub {
     /// The tables that may hold keys of prefix hash `ph`.
     pub fn tables_of_group(&self, ph: u64) -> impl Iterator<Item = &Arc<TableFile>> {
         let i = self.bounds.partition_point(|b| b.1 .0 < ph);
-        self.bounds[i..]
+        self.bounds
             .iter()
-            .zip(&self.tables[i..])
+            .zip(&self.tables)
+            .skip(i)
             .take_while(move |(b, _)| b.0 .0 <= ph)
             .map(|(_, t)| t)
     }
@@ -425,7 +430,7 @@ impl LayoutVersion for SemiVersion {
                     (0, true)
                 }
             };
-            for sub in &level.subs[start..] {
+            for sub in level.subs.iter().skip(start) {
                 match self.get_in_sub(li, sub, user_key, h, seq)? {
                     Lookup::Absent => {}
                     found => return Ok(found),
@@ -480,24 +485,31 @@ impl LayoutVersion for SemiVersion {
                 continue;
             };
             let l = level as usize;
-            let lv = &mut v.levels[l];
-            if let Some(i) = lv.subs.iter().position(|s| s.slot == slot) {
-                let old = &lv.subs[i];
-                let kept: Vec<Arc<TableFile>> = old
-                    .tables
+            let Some(lv) = v.levels.get_mut(l) else {
+                continue;
+            };
+            let Some(i) = lv.subs.iter().position(|s| s.slot == slot) else {
+                continue;
+            };
+            let kept: Vec<Arc<TableFile>> = lv.subs.get(i).map_or_else(Vec::new, |old| {
+                old.tables
                     .iter()
                     .filter(|t| t.meta.file_no != *no)
                     .cloned()
-                    .collect();
-                if kept.is_empty() {
-                    lv.subs.remove(i);
-                    removed_from.entry(l).or_default().push(slot);
-                } else {
-                    let sub = v.new_sub(slot, kept);
-                    v.levels[l].subs[i] = Arc::new(sub);
+                    .collect()
+            });
+            if kept.is_empty() {
+                lv.subs.remove(i);
+                removed_from.entry(l).or_default().push(slot);
+            } else {
+                let sub = Arc::new(v.new_sub(slot, kept));
+                if let Some(lv) = v.levels.get_mut(l) {
+                    if let Some(x) = lv.subs.get_mut(i) {
+                        *x = sub;
+                    }
                     // A sub-level lost part of its keys: the filter no longer says which.
-                    v.levels[l].filter = None;
-                    v.levels[l].rebuilt = Arc::default();
+                    lv.filter = None;
+                    lv.rebuilt = Arc::default();
                 }
             }
             if !touched.contains(&l) {
@@ -505,7 +517,9 @@ impl LayoutVersion for SemiVersion {
             }
         }
         // Additions, grouped by (level, slot) in the order they come.
-        let mut groups: Vec<((u32, u64), Vec<Arc<TableFile>>)> = Vec::new();
+        // Tables added, by (level, slot): each group is one new sub-level.
+        type Added = ((u32, u64), Vec<Arc<TableFile>>);
+        let mut groups: Vec<Added> = Vec::new();
         for a in &edit.added {
             if a.level as usize >= MAX_LEVELS {
                 return Err(bad(format!(
@@ -531,8 +545,10 @@ impl LayoutVersion for SemiVersion {
             if v.levels.len() <= l {
                 v.levels.resize_with(l + 1, Level::default);
             }
-            let lv = &mut v.levels[l];
-            if lv.subs.iter().any(|s| s.slot == slot) {
+            if v.levels
+                .get(l)
+                .is_some_and(|lv| lv.subs.iter().any(|s| s.slot == slot))
+            {
                 return Err(bad(format!("sub-level {slot} of level {l} added twice")));
             }
             files.sort_by_cached_key(|f| {
@@ -544,7 +560,9 @@ impl LayoutVersion for SemiVersion {
             });
             let sub = Arc::new(v.new_sub(slot, files));
             added_at.insert(l, slot);
-            let lv = &mut v.levels[l];
+            let Some(lv) = v.levels.get_mut(l) else {
+                continue;
+            };
             match removed_from.get(&l) {
                 // An in-place merge: the output holds the oldest data of the level.
                 Some(gone) => {
@@ -566,9 +584,11 @@ impl LayoutVersion for SemiVersion {
         // Filters: remap the ids of every touched level, adopting what jobs built.
         let mut pending = self.shared.pending.lock();
         for &l in &touched {
-            let now = v.levels[l].slots();
             let m = merged.remove(&l).unwrap_or_default();
-            let lv = &mut v.levels[l];
+            let Some(lv) = v.levels.get_mut(l) else {
+                continue;
+            };
+            let now = lv.slots();
             let old_filter = lv.filter().cloned();
             lv.rebuilt = Arc::default();
             lv.filter = old_filter;
@@ -696,7 +716,11 @@ impl LayoutVersion for SemiVersion {
         (0..self.levels.len().min(MAX_LEVELS))
             .map(|l| LevelReads {
                 level: l as u32,
-                data_block_reads: self.shared.reads[l].load(Ordering::Relaxed),
+                data_block_reads: self
+                    .shared
+                    .reads
+                    .get(l)
+                    .map_or(0, |c| c.load(Ordering::Relaxed)),
                 ..Default::default()
             })
             .collect()
@@ -718,11 +742,11 @@ impl LayoutVersion for SemiVersion {
                         t.meta.largest_user().to_vec(),
                     )
                 };
-                for w in sub.tables.windows(2) {
-                    if last(&w[0]) >= first(&w[1]) {
+                for (a, b) in sub.tables.iter().zip(sub.tables.iter().skip(1)) {
+                    if last(a) >= first(b) {
                         return Err(format!(
                             "level {l} sub-level {}: tables {:06} and {:06} overlap",
-                            sub.slot, w[0].meta.file_no, w[1].meta.file_no
+                            sub.slot, a.meta.file_no, b.meta.file_no
                         ));
                     }
                 }
