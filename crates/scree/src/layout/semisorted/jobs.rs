@@ -380,14 +380,12 @@ impl Job for RebuildJob {
         });
         // A level past its filter's ids (the plan changed, or merges outran the stop) keeps
         // no filter until its next merge.
-        if let Err(Error::InvalidArgument(_)) = scan {
-            return Ok(KsEdit::default());
-        }
         // A damaged table: the filter stays missing (lookups probe every sub-level, and the
         // damaged block is `Corruption` to the read that needs it, as on other layouts) rather
-        // than the database turning read-only for an optional structure; not retried until
-        // the level changes.
-        if let Err(Error::Corruption { .. }) = scan {
+        // than the database turning read-only for an optional structure. Too many sub-levels
+        // for the filter's ids: missing until the level's next merge. Neither is retried
+        // until the level changes.
+        if let Err(Error::Corruption { .. } | Error::InvalidArgument(_)) = scan {
             if let Some(newest) = self.subs.first() {
                 self.shared
                     .rebuild_failed
@@ -400,6 +398,9 @@ impl Job for RebuildJob {
         // Every version in which the level still has exactly these sub-levels shares the
         // slot: they all see the filter now; a version that changed the level has its own.
         let _ = self.target.set(Arc::new(f));
+        if let Some(c) = self.shared.rebuilds.get(self.level) {
+            c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(KsEdit::default())
     }
 }

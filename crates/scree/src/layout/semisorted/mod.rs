@@ -48,6 +48,8 @@ type Reservation = reserve::Reservation<LevelClaim, SemiVersion>;
 /// The `semisorted` policy.
 pub struct SemiSorted {
     prefix_len: usize,
+    /// The plan of the options last configured (also kept in [`Shared`] once it exists).
+    plan: parking_lot::Mutex<Vec<crate::options::LevelPlan>>,
     shared: OnceLock<Arc<Shared>>,
     busy: Reservations<LevelClaim, SemiVersion>,
 }
@@ -57,6 +59,7 @@ impl SemiSorted {
     pub fn new(prefix_len: usize) -> SemiSorted {
         SemiSorted {
             prefix_len,
+            plan: parking_lot::Mutex::new(Vec::new()),
             shared: OnceLock::new(),
             busy: Reservations::default(),
         }
@@ -229,6 +232,7 @@ impl Layout for SemiSorted {
     }
 
     fn configure(&self, opts: &KeyspaceOptions) {
+        *self.plan.lock() = opts.semisorted.plan.clone();
         if let Some(s) = self.shared.get() {
             *s.plan.write() = opts.semisorted.plan.clone();
         }
@@ -245,7 +249,12 @@ impl Layout for SemiSorted {
     ) -> Arc<dyn LayoutVersion> {
         let shared = self
             .shared
-            .get_or_init(|| Shared::new(self.prefix_len, hash_key))
+            .get_or_init(|| {
+                let s = Shared::new(self.prefix_len, hash_key);
+                // The options `configure` took before the first version existed.
+                *s.plan.write() = self.plan.lock().clone();
+                s
+            })
             .clone();
         Arc::new(SemiVersion::empty(shared))
     }

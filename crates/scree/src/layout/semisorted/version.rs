@@ -124,6 +124,9 @@ pub struct Shared {
     pub reads: [AtomicU64; MAX_LEVELS],
     /// Lookups that found a level's filter missing and probed every sub-level.
     pub unfiltered: AtomicU64,
+    /// Filter rebuilds finished, per level (a level's filter is rebuilt only when a change
+    /// arrived without it: after a reopen, or when it was lost).
+    pub rebuilds: [AtomicU64; MAX_LEVELS],
     /// Each level's structure (the keyspace's options, taken at every `configure`).
     pub plan: RwLock<Vec<LevelPlan>>,
     /// Levels whose filter rebuild met a damaged table, with their newest sub-level's slot
@@ -140,6 +143,7 @@ impl Shared {
             pending: Mutex::new(HashMap::new()),
             reads: Default::default(),
             unfiltered: AtomicU64::new(0),
+            rebuilds: Default::default(),
             plan: RwLock::new(Vec::new()),
             rebuild_failed: Mutex::new(HashMap::new()),
         })
@@ -358,7 +362,9 @@ fn id_map(from: &[u64], to: &[u64], merged: &HashMap<u64, u64>) -> Vec<Option<u8
     from.iter()
         .map(|s| {
             let target = merged.get(s).copied().unwrap_or(*s);
-            to.iter().position(|t| *t == target).map(|p| p as u8)
+            to.iter()
+                .position(|t| *t == target)
+                .and_then(|p| u8::try_from(p).ok())
         })
         .collect()
 }
@@ -480,11 +486,24 @@ impl LayoutVersion for SemiVersion {
         let before: Vec<Vec<u64>> = self.levels.iter().map(Level::slots).collect();
         // Removals: a sub-level keeps its remaining tables; one left without any retires.
         let mut removed_from: HashMap<usize, Vec<u64>> = HashMap::new();
+        // Removals, by sub-level: one whose every table goes retires; one that keeps some
+        // tables loses the level's filter (it no longer says which keys left).
+        let mut by_sub: Vec<((u32, u64), Vec<u64>)> = Vec::new();
         for no in &edit.removed {
-            let Some((level, slot)) = v.files.remove(no) else {
+            // Named twice in one edit: gone already.
+            let Some(at) = v.files.remove(no) else {
                 continue;
             };
+            match by_sub.iter_mut().find(|g| g.0 == at) {
+                Some(g) => g.1.push(*no),
+                None => by_sub.push((at, vec![*no])),
+            }
+        }
+        for ((level, slot), gone) in by_sub {
             let l = level as usize;
+            if !touched.contains(&l) {
+                touched.push(l);
+            }
             let Some(lv) = v.levels.get_mut(l) else {
                 continue;
             };
@@ -494,7 +513,7 @@ impl LayoutVersion for SemiVersion {
             let kept: Vec<Arc<TableFile>> = lv.subs.get(i).map_or_else(Vec::new, |old| {
                 old.tables
                     .iter()
-                    .filter(|t| t.meta.file_no != *no)
+                    .filter(|t| !gone.contains(&t.meta.file_no))
                     .cloned()
                     .collect()
             });
@@ -507,13 +526,9 @@ impl LayoutVersion for SemiVersion {
                     if let Some(x) = lv.subs.get_mut(i) {
                         *x = sub;
                     }
-                    // A sub-level lost part of its keys: the filter no longer says which.
                     lv.filter = None;
                     lv.rebuilt = Arc::default();
                 }
-            }
-            if !touched.contains(&l) {
-                touched.push(l);
             }
         }
         // Additions, grouped by (level, slot) in the order they come.
@@ -609,6 +624,8 @@ impl LayoutVersion for SemiVersion {
                 (Some(f), _, _) => Some(Arc::new(f)),
                 // Keys arrived without the filter that holds them: missing until rebuilt.
                 (None, true, _) => None,
+                // More sub-levels than ids (writes stop long before): no filter.
+                (None, false, Some(f)) if now.len() > usize::from(f.id_capacity()) => None,
                 (None, false, Some(f)) => {
                     let old = before.get(l).cloned().unwrap_or_default();
                     let map = id_map(&old, &now, &m);
@@ -662,6 +679,7 @@ impl LayoutVersion for SemiVersion {
             .map(|(i, l)| {
                 let entries = l.entries();
                 let filter = match l.filter() {
+                    _ if l.subs.is_empty() => "no filter (empty)".to_string(),
                     Some(f) => format!(
                         "filter {:.1} bits/key",
                         (f.heap_bytes() * 8) as f64 / entries.max(1) as f64
@@ -686,9 +704,13 @@ impl LayoutVersion for SemiVersion {
                     tables: l.subs.iter().map(|s| s.tables.len() as u64).sum(),
                     bytes: l.subs.iter().map(|s| s.bytes()).sum(),
                     detail: format!(
-                        "{} sub-levels ({}), {filter}, {index}",
+                        "{} sub-levels ({}), {filter} (rebuilt {}×), {index}",
                         l.subs.len(),
-                        self.shared.plan_of(i).name()
+                        self.shared.plan_of(i).name(),
+                        self.shared
+                            .rebuilds
+                            .get(i)
+                            .map_or(0, |c| c.load(Ordering::Relaxed))
                     ),
                 }
             })
