@@ -59,9 +59,10 @@ pub use db::{Db, Keyspace, Snapshot};
 pub use error::{Error, Result};
 pub use iterator::{Key, RangeIter, Value};
 pub use options::{
-    FragmentedOptions, KeyspaceOptions, Layout, LeveledOptions, Options, Order, TrieOptions,
+    FragmentedOptions, KeyspaceOptions, Layout, LeveledOptions, LightweightOptions, Options, Order,
+    TrieOptions,
     WalRecovery, MAX_KEY_BYTES, MAX_VALUE_BYTES,
 };
 pub use stats::{
-    BytesWritten, KeyspaceStats, LevelReads, LevelStats, LevelWrites, Stats, TableInfo,
+    BytesWritten, KeyspaceStats, LevelReads, LightweightStats, LevelStats, LevelWrites, Stats, TableInfo,
 };

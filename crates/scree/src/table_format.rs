@@ -45,6 +45,7 @@ pub struct TableFormat {
 pub static FORMATS: &[TableFormat] = &[
     crate::table::SORTED,
     crate::htable::HTABLE,
+    crate::layout::lightweight::dtable::DTABLE,
     crate::htable::cluster::BLOOM_CLUSTER,
     #[cfg(test)]
     crate::layout::segments::SEGMENTS,

@@ -6,6 +6,7 @@
 
 pub mod fragmented;
 pub mod leveled;
+pub mod lightweight;
 pub mod parallel;
 pub mod reserve;
 #[cfg(test)]
@@ -31,6 +32,7 @@ pub fn implemented() -> Vec<LayoutKind> {
         LayoutKind::Leveled,
         LayoutKind::Fragmented,
         LayoutKind::Trie,
+        LayoutKind::Lightweight,
     ]
 }
 
@@ -349,6 +351,7 @@ pub fn new_layout(kind: LayoutKind) -> Result<Arc<dyn Layout>> {
         LayoutKind::Leveled => Ok(Arc::new(leveled::Leveled::new())),
         LayoutKind::Fragmented => Ok(Arc::new(fragmented::Fragmented::new())),
         LayoutKind::Trie => Ok(Arc::new(trie::Trie::new())),
+        LayoutKind::Lightweight => Ok(Arc::new(lightweight::Lightweight::new())),
         #[cfg(test)]
         LayoutKind::TestSegments => Ok(Arc::new(segments::Segments::default())),
         other => Err(crate::error::Error::Unsupported(format!(
