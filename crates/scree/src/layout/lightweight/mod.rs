@@ -255,7 +255,22 @@ impl Layout for Lightweight {
         let in_scope = |t: &Arc<TableFile>| scope.contains(t.meta.file_no);
         // Done once no table in scope lies above the deepest level (level 1 at least).
         let deepest = v.deepest().max(1);
-        let step = if v.l0.iter().any(in_scope) {
+        // An oversized DTable in scope is divided first (at its level).
+        let divide = v.levels.iter().enumerate().find_map(|(i, lv)| {
+            lv.groups
+                .iter()
+                .find(|g| {
+                    lv.tables
+                        .get(g.0..g.1)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|t| in_scope(t) && oversized(o, t))
+                })
+                .map(|g| (Due::Divide(i + 1, *g), None))
+        });
+        let step = if divide.is_some() {
+            divide
+        } else if v.l0.iter().any(in_scope) {
             Some((Due::L0, None))
         } else {
             (1..deepest).find_map(|l| {
