@@ -205,25 +205,30 @@ impl TableReader {
         cache: BlockCache,
     ) -> Result<TableReader> {
         let end = file.len();
-        Self::from_file_at(env, file, file_no, cache, end)
+        Self::from_file_at(env, file, file_no, cache, end, true)
     }
 
-    /// [`TableReader::from_file`] of a table embedded in `file` ending at offset `end`.
+    /// [`TableReader::from_file`] of a table embedded in `file` ending at offset `end`;
+    /// `own_file`: whether it counts as an open file in `Stats::open_table_files` (the
+    /// segments of one `lightweight` DTable share their file, which counts once).
     pub(crate) fn from_file_at(
         env: &Env,
         file: CountedReader,
         file_no: u64,
         cache: BlockCache,
         end: u64,
+        own_file: bool,
     ) -> Result<TableReader> {
         let Footer { index, filter } = Footer::read_at(&file, end)?;
         let (index, index_bytes) = Slot::open::<Block>(&file, file_no, &cache, index)?;
         let (filter, filter_bytes) =
             Slot::open::<bloom::LoadedFilter>(&file, file_no, &cache, filter)?;
-        let pinned = crate::stats::Pinned::new(
-            env.stats.clone(),
-            index_bytes + filter_bytes + std::mem::size_of::<TableReader>(),
-        );
+        let bytes = index_bytes + filter_bytes + std::mem::size_of::<TableReader>();
+        let pinned = if own_file {
+            crate::stats::Pinned::new(env.stats.clone(), bytes)
+        } else {
+            crate::stats::Pinned::heap(env.stats.clone(), bytes)
+        };
         Ok(TableReader {
             stats: env.stats.clone(),
             file,

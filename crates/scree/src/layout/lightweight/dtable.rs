@@ -271,6 +271,8 @@ pub struct DtReader {
     pub tail: Tail,
     /// A reader per segment, in the tail's order (oldest first).
     pub segs: Vec<Arc<TableReader>>,
+    /// Counts the file once in `Stats::open_table_files` (its segments' readers do not).
+    _open: crate::stats::Pinned,
 }
 
 impl DtReader {
@@ -291,9 +293,16 @@ impl DtReader {
                 file_no,
                 cache.clone(),
                 s.end,
+                false,
             )?));
         }
-        Ok(DtReader { file, tail, segs })
+        let _open = crate::stats::Pinned::new(env.stats.clone(), raw.len());
+        Ok(DtReader {
+            file,
+            tail,
+            segs,
+            _open,
+        })
     }
 
     /// The aggregation block's copies (read now; empty without one).

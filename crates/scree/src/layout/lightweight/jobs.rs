@@ -130,6 +130,8 @@ pub(crate) struct CompactJob {
     /// Nothing lies below the output level.
     pub(crate) deeper_empty: bool,
     pub(crate) balance_factor: f64,
+    /// When the next level is empty, the new DTables there are cut at this size.
+    pub(crate) new_table_bytes: u64,
     pub(crate) _busy: Busy,
 }
 
@@ -185,20 +187,36 @@ impl Job for CompactJob {
             zeroed_max: 0,
         };
         if self.targets.is_empty() {
-            // The next level is empty: its first DTable takes everything, range from "".
-            let mut out: Option<NewTable> = None;
+            // The next level is empty: new DTables of at most half the size limit take
+            // everything, the first from the empty key, each next from its first key.
+            let mut out: Option<(Vec<u8>, NewTable)> = None;
+            let mut made: Vec<(Vec<u8>, TableMeta)> = Vec::new();
+            let cut = self.new_table_bytes.max(1);
             merge_visible(ctx, &mut input, rules, &mut |k| {
+                if k.first_of_key && out.as_ref().is_some_and(|o| o.1.bytes() >= cut) {
+                    if let Some((lo, o)) = out.take() {
+                        made.push((lo, o.finish()?));
+                    }
+                    ctx.flush_point()?;
+                }
                 if out.is_none() {
-                    out = Some(NewTable::create(ctx, WriteCause::Compaction)?);
+                    let lo = if made.is_empty() {
+                        Vec::new()
+                    } else {
+                        key::user_key(k.ikey).to_vec()
+                    };
+                    out = Some((lo, NewTable::create(ctx, WriteCause::Compaction)?));
                 }
                 match out.as_mut() {
-                    Some(o) => o.add(k.ikey, k.value, k.note_seq),
+                    Some((_, o)) => o.add(k.ikey, k.value, k.note_seq),
                     None => Ok(()),
                 }
             })?;
-            if let Some(o) = out {
-                let meta = o.finish()?;
-                e.records.push(range_record(meta.file_no, b""));
+            if let Some((lo, o)) = out {
+                made.push((lo, o.finish()?));
+            }
+            for (lo, meta) in made {
+                e.records.push(range_record(meta.file_no, &lo));
                 e.added.push(added(out_level, meta));
             }
         } else {

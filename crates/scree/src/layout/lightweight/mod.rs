@@ -50,11 +50,12 @@ fn max_bytes(o: &LightweightOptions, level: usize) -> u64 {
     b
 }
 
-/// Whether table `t` is due for an equal division: past the size limit, and something to
-/// gain (more than one key, or dead bytes).
+/// Whether table `t` is due for an equal division: past the size limit, and appended to
+/// since it was written (it has dead bytes: every append supersedes a tail). A table just
+/// written by a division is not divided again until it grows: a single entry larger than the
+/// limit (or a key beside one) would otherwise be rewritten over and over.
 fn oversized(o: &LightweightOptions, t: &TableFile) -> bool {
-    t.meta.size > o.dtable_max_bytes
-        && (t.meta.smallest_user() != t.meta.largest_user() || t.meta.dead_bytes() > 0)
+    t.meta.size > o.dtable_max_bytes && t.meta.dead_bytes() > 0
 }
 
 /// What is due, most urgent first.
@@ -133,6 +134,7 @@ impl Lightweight {
                 targets: targets(v, 1),
                 deeper_empty: v.deepest() <= 1,
                 balance_factor: o.balance_factor,
+                new_table_bytes: o.dtable_max_bytes / 2,
                 _busy: busy,
             })),
             Due::Level(level) => {
@@ -181,6 +183,7 @@ impl Lightweight {
                     targets: targets(v, level + 1),
                     deeper_empty: v.deepest() <= level + 1,
                     balance_factor: o.balance_factor,
+                    new_table_bytes: o.dtable_max_bytes / 2,
                     _busy: busy,
                 }))
             }
