@@ -60,9 +60,9 @@ pub use error::{Error, Result};
 pub use iterator::{Key, RangeIter, Value};
 pub use options::{
     FragmentedOptions, KeyspaceOptions, Layout, LeveledOptions, LightweightOptions, Options, Order,
-    TrieOptions,
-    WalRecovery, MAX_KEY_BYTES, MAX_VALUE_BYTES,
+    TrieOptions, WalRecovery, MAX_KEY_BYTES, MAX_VALUE_BYTES,
 };
 pub use stats::{
-    BytesWritten, KeyspaceStats, LevelReads, LightweightStats, LevelStats, LevelWrites, Stats, TableInfo,
+    BytesWritten, KeyspaceStats, LevelReads, LevelStats, LevelWrites, LightweightStats, Stats,
+    TableInfo,
 };

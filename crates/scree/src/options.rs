@@ -557,7 +557,9 @@ impl LightweightOptions {
         if !(2..=64).contains(&self.division_count) {
             return bad("division_count must be 2..=64");
         }
-        if !(self.balance_factor == 0.0 || (self.balance_factor >= 1.0 && self.balance_factor.is_finite())) {
+        if !(self.balance_factor == 0.0
+            || (self.balance_factor >= 1.0 && self.balance_factor.is_finite()))
+        {
             return bad("balance_factor must be 0 (off) or a finite number >= 1");
         }
         Ok(())

@@ -19,7 +19,9 @@ use crate::iter::{InternalIter, MergingIter};
 use crate::key::{self, cmp_ikey};
 use crate::memtable::Lookup;
 use crate::stats::ReadKind;
-use crate::table::{AppendMeta, TableAux, TableBuilder, TableFile, TableIter, TableMeta, TableReader};
+use crate::table::{
+    AppendMeta, TableAux, TableBuilder, TableFile, TableIter, TableMeta, TableReader,
+};
 use crate::table_format::{Description, EntryVisitor, TableFormat, Verified};
 
 /// [`AddedTable::format`](crate::manifest::edit::AddedTable::format) code of a DTable.
@@ -188,9 +190,7 @@ impl Tail {
             Some(1) => {
                 let (off, len) = (r.varint(), r.varint());
                 match (off, len) {
-                    (Some(o), Some(l)) if o.checked_add(l).is_some_and(|e| e <= at) => {
-                        Some((o, l))
-                    }
+                    (Some(o), Some(l)) if o.checked_add(l).is_some_and(|e| e <= at) => Some((o, l)),
                     _ => return Err(bad(p, "bad aggregation block handle")),
                 }
             }
@@ -278,12 +278,26 @@ pub struct DtReader {
 impl DtReader {
     /// Opens the DTable of `file` whose tail starts at `meta_offset` and ends at the file's
     /// (named) length.
-    pub fn open(env: &Env, file: CountedReader, file_no: u64, cache: crate::cache::BlockCache, meta_offset: u64) -> Result<DtReader> {
+    pub fn open(
+        env: &Env,
+        file: CountedReader,
+        file_no: u64,
+        cache: crate::cache::BlockCache,
+        meta_offset: u64,
+    ) -> Result<DtReader> {
         let len = file.len();
         if meta_offset > len {
-            return Err(Error::corruption(file.path(), len, "DTable tail past the end"));
+            return Err(Error::corruption(
+                file.path(),
+                len,
+                "DTable tail past the end",
+            ));
         }
-        let raw = file.read(meta_offset, (len - meta_offset) as usize, ReadKind::Metadata)?;
+        let raw = file.read(
+            meta_offset,
+            (len - meta_offset) as usize,
+            ReadKind::Metadata,
+        )?;
         let tail = Tail::decode(&raw, file.path(), meta_offset)?;
         let mut segs = Vec::new();
         for s in &tail.segments {
@@ -423,7 +437,11 @@ pub fn read_tail_bytes(t: &TableFile) -> Result<Vec<u8>> {
         .append
         .ok_or_else(|| Error::corruption(t.path(), 0, "a DTable must be appendable"))?;
     let f = t.open_file()?;
-    let raw = f.read(ap.meta_offset, (t.meta.size - ap.meta_offset) as usize, ReadKind::Metadata)?;
+    let raw = f.read(
+        ap.meta_offset,
+        (t.meta.size - ap.meta_offset) as usize,
+        ReadKind::Metadata,
+    )?;
     Tail::decode(&raw, f.path(), ap.meta_offset)?;
     Ok(raw)
 }
@@ -442,7 +460,13 @@ pub struct SegmentWriter {
 
 impl SegmentWriter {
     /// A segment of sequence number `seq` starting at `w`'s end.
-    pub fn new(w: CountedWriter, file_no: u64, seq: u64, block_size: usize, bloom_bits: u32) -> Self {
+    pub fn new(
+        w: CountedWriter,
+        file_no: u64,
+        seq: u64,
+        block_size: usize,
+        bloom_bits: u32,
+    ) -> Self {
         let start = w.len();
         SegmentWriter {
             b: TableBuilder::at(w, file_no, start, block_size, bloom_bits),
@@ -458,7 +482,7 @@ impl SegmentWriter {
     pub fn add(&mut self, ikey: &[u8], value: &[u8], note_seq: Option<u64>) -> Result<()> {
         let u = key::user_key(ikey);
         if self.n == 0 || u != self.last_user.as_slice() {
-            if self.n % 32 == 0 {
+            if self.n.is_multiple_of(32) {
                 self.samples.push(u.to_vec());
             }
             self.last_user.clear();
@@ -545,11 +569,20 @@ pub fn finish_table(
     w.append(&tail.encode())?;
     // Durable before a manifest edit names the new end.
     w.sync()?;
-    Ok((meta_from_tail(file_no, w.len(), meta_offset, dead, &tail), tail))
+    Ok((
+        meta_from_tail(file_no, w.len(), meta_offset, dead, &tail),
+        tail,
+    ))
 }
 
 /// The manifest's record of a DTable with `tail`.
-pub fn meta_from_tail(file_no: u64, size: u64, meta_offset: u64, dead: u64, tail: &Tail) -> TableMeta {
+pub fn meta_from_tail(
+    file_no: u64,
+    size: u64,
+    meta_offset: u64,
+    dead: u64,
+    tail: &Tail,
+) -> TableMeta {
     let mut m = TableMeta {
         file_no,
         size,
@@ -570,7 +603,11 @@ pub fn meta_from_tail(file_no: u64, size: u64, meta_offset: u64, dead: u64, tail
         if i == 0 || cmp_ikey(&s.largest, &m.largest).is_gt() {
             m.largest = s.largest.clone();
         }
-        m.min_seq = if i == 0 { s.min_seq } else { m.min_seq.min(s.min_seq) };
+        m.min_seq = if i == 0 {
+            s.min_seq
+        } else {
+            m.min_seq.min(s.min_seq)
+        };
         m.max_seq = m.max_seq.max(s.max_seq);
         m.entries += s.entries;
     }
@@ -596,7 +633,10 @@ fn verify_table(t: &TableFile, out: &mut Verified) -> Result<()> {
                 out.problems.push(Error::corruption(
                     t.path(),
                     s.start,
-                    format!("segment {} entries out of order or outside its range", s.seq),
+                    format!(
+                        "segment {} entries out of order or outside its range",
+                        s.seq
+                    ),
                 ));
                 break;
             }
@@ -608,7 +648,10 @@ fn verify_table(t: &TableFile, out: &mut Verified) -> Result<()> {
             out.problems.push(Error::corruption(
                 t.path(),
                 s.start,
-                format!("segment {} holds {n} entries, its directory says {}", s.seq, s.entries),
+                format!(
+                    "segment {} holds {n} entries, its directory says {}",
+                    s.seq, s.entries
+                ),
             ));
         }
         out.entries += n;
@@ -654,13 +697,23 @@ fn describe_table(env: &Env, path: &Path) -> Result<Description> {
 pub fn tail_at_end(f: &CountedReader) -> Result<(Tail, u64)> {
     let len = f.len();
     if len < TAIL_FOOTER as u64 {
-        return Err(Error::corruption(f.path(), 0, "file shorter than a DTable tail"));
+        return Err(Error::corruption(
+            f.path(),
+            0,
+            "file shorter than a DTable tail",
+        ));
     }
     let foot = f.read(len - TAIL_FOOTER as u64, TAIL_FOOTER, ReadKind::Metadata)?;
     let body = u64::from(get_u32(&foot, 0).unwrap_or(u32::MAX));
     let at = (len - TAIL_FOOTER as u64)
         .checked_sub(body)
-        .ok_or_else(|| Error::corruption(f.path(), len - TAIL_FOOTER as u64, "DTable tail length past the start"))?;
+        .ok_or_else(|| {
+            Error::corruption(
+                f.path(),
+                len - TAIL_FOOTER as u64,
+                "DTable tail length past the start",
+            )
+        })?;
     let raw = f.read(at, (len - at) as usize, ReadKind::Metadata)?;
     Ok((Tail::decode(&raw, f.path(), at)?, at))
 }

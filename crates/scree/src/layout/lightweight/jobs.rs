@@ -114,6 +114,9 @@ fn switch(
     finish_table(w, t.meta.file_no, Some((&t.meta, tail)), start, seg, agg)
 }
 
+/// The neighbour taking over a victim's range, with its new routing range `[lo, hi)`.
+pub(crate) type Absorber = (Arc<TableFile>, Vec<u8>, Option<Vec<u8>>);
+
 /// A light-weight compaction of `victims` (a group of level `level` ≥ 1, or all of L0) into
 /// level `level + 1`, whose tables (sorted by routing bound) are `targets`.
 pub(crate) struct CompactJob {
@@ -125,7 +128,7 @@ pub(crate) struct CompactJob {
     pub(crate) group_first: bool,
     /// The neighbour at the victims' level that takes over their range, and its new routing
     /// range `[lo, hi)`: it receives the targets' new tails (metadata aggregation).
-    pub(crate) absorber: Option<(Arc<TableFile>, Vec<u8>, Option<Vec<u8>>)>,
+    pub(crate) absorber: Option<Absorber>,
     pub(crate) targets: Vec<(Vec<u8>, Arc<TableFile>)>,
     /// Nothing lies below the output level.
     pub(crate) deeper_empty: bool,
@@ -150,12 +153,15 @@ impl CompactJob {
         lo: &'a [u8],
         hi: Option<&'a [u8]>,
     ) -> impl Iterator<Item = (usize, &'a Arc<TableFile>)> + 'a {
-        self.targets.iter().enumerate().filter_map(move |(i, (tlo, t))| {
-            let thi = self.targets.get(i + 1).map(|n| n.0.as_slice());
-            let starts_before_hi = hi.is_none_or(|h| tlo.as_slice() < h);
-            let ends_after_lo = thi.is_none_or(|h| h > lo);
-            (starts_before_hi && ends_after_lo).then_some((i, t))
-        })
+        self.targets
+            .iter()
+            .enumerate()
+            .filter_map(move |(i, (tlo, t))| {
+                let thi = self.targets.get(i + 1).map(|n| n.0.as_slice());
+                let starts_before_hi = hi.is_none_or(|h| tlo.as_slice() < h);
+                let ends_after_lo = thi.is_none_or(|h| h > lo);
+                (starts_before_hi && ends_after_lo).then_some((i, t))
+            })
     }
 }
 
@@ -258,7 +264,10 @@ impl Job for CompactJob {
                     let Some((_, t)) = targets.get(owner) else {
                         return Err(Error::InvalidArgument("no target".into()));
                     };
-                    let w = ctx.tables.env.reopen_for_append(&t.path(), WriteCause::Compaction)?;
+                    let w = ctx
+                        .tables
+                        .env
+                        .reopen_for_append(&t.path(), WriteCause::Compaction)?;
                     let start = w.len();
                     cur = Some((
                         owner,
@@ -308,7 +317,10 @@ impl Job for CompactJob {
                         }
                     }
                 }
-                let w = ctx.tables.env.reopen_for_append(&a.path(), WriteCause::Compaction)?;
+                let w = ctx
+                    .tables
+                    .env
+                    .reopen_for_append(&a.path(), WriteCause::Compaction)?;
                 let start = w.len();
                 let (meta, _) = switch(a, &ar.tail, start, w, None, Some(&agg))?;
                 c.aggregation_writes.fetch_add(1, Ordering::Relaxed);

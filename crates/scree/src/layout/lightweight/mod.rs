@@ -22,11 +22,11 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::error::Result;
 use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure};
 use crate::manifest::edit::{AddedTable, KsEdit};
 use crate::memtable::Memtable;
 use crate::options::{KeyspaceOptions, Layout as LayoutKind, LightweightOptions};
-use crate::error::Result;
 use crate::stats::WriteCause;
 use crate::table::{TableCtx, TableFile};
 
@@ -78,11 +78,13 @@ impl Lightweight {
     fn due(v: &LwcVersion, o: &LightweightOptions) -> Vec<Due> {
         let mut out = Vec::new();
         for (i, lv) in v.levels.iter().enumerate() {
-            if let Some(&g) = lv
-                .groups
-                .iter()
-                .find(|g| lv.tables.get(g.0..g.1).unwrap_or_default().iter().any(|t| oversized(o, t)))
-            {
+            if let Some(&g) = lv.groups.iter().find(|g| {
+                lv.tables
+                    .get(g.0..g.1)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|t| oversized(o, t))
+            }) {
                 out.push(Due::Divide(i + 1, g));
             }
         }
@@ -106,7 +108,14 @@ impl Lightweight {
     }
 
     /// The job for `due`, with the busy flag `busy` taken.
-    fn job(&self, v: &LwcVersion, o: &LightweightOptions, due: &Due, pick_group: Option<(usize, usize)>, busy: Busy) -> Option<Box<dyn Job>> {
+    fn job(
+        &self,
+        v: &LwcVersion,
+        o: &LightweightOptions,
+        due: &Due,
+        pick_group: Option<(usize, usize)>,
+        busy: Busy,
+    ) -> Option<Box<dyn Job>> {
         match *due {
             Due::Divide(level, g) => {
                 let lv = v.level(level)?;
@@ -194,7 +203,11 @@ impl Lightweight {
 /// Level `l`'s tables with their routing bounds, in order.
 fn targets(v: &LwcVersion, l: usize) -> Vec<(Vec<u8>, Arc<TableFile>)> {
     v.level(l).map_or_else(Vec::new, |lv| {
-        lv.los.iter().cloned().zip(lv.tables.iter().cloned()).collect()
+        lv.los
+            .iter()
+            .cloned()
+            .zip(lv.tables.iter().cloned())
+            .collect()
     })
 }
 
@@ -278,10 +291,13 @@ impl Layout for Lightweight {
         } else {
             (1..deepest).find_map(|l| {
                 let lv = v.level(l)?;
-                let g = lv
-                    .groups
-                    .iter()
-                    .find(|g| lv.tables.get(g.0..g.1).unwrap_or_default().iter().any(in_scope))?;
+                let g = lv.groups.iter().find(|g| {
+                    lv.tables
+                        .get(g.0..g.1)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(in_scope)
+                })?;
                 Some((Due::Level(l), Some(*g)))
             })
         };

@@ -103,7 +103,9 @@ fn lwc(ks: &Keyspace) -> Arc<dyn LayoutVersion> {
 }
 
 fn lv(v: &Arc<dyn LayoutVersion>) -> &LwcVersion {
-    v.as_any().downcast_ref::<LwcVersion>().expect("a lightweight version")
+    v.as_any()
+        .downcast_ref::<LwcVersion>()
+        .expect("a lightweight version")
 }
 
 fn segment(seq: u64, start: u64, end: u64) -> SegmentEntry {
@@ -138,7 +140,10 @@ fn a_damaged_tail_is_corruption_never_another_tail() {
             match Tail::decode(&bad, path, 290) {
                 Err(Error::Corruption { file, offset, .. }) => {
                     assert_eq!(file, path);
-                    assert!((290..290 + raw.len() as u64).contains(&offset), "offset {offset}");
+                    assert!(
+                        (290..290 + raw.len() as u64).contains(&offset),
+                        "offset {offset}"
+                    );
                 }
                 other => panic!("byte {i} bit {bit:#x}: {other:?}"),
             }
@@ -152,10 +157,22 @@ fn a_damaged_tail_is_corruption_never_another_tail() {
     }
     // Segments past the tail, out of order, or with sequence numbers going down.
     for bad in [
-        Tail { segments: vec![segment(7, 0, 300)], agg: None },
-        Tail { segments: vec![segment(7, 100, 200), segment(8, 50, 90)], agg: None },
-        Tail { segments: vec![segment(9, 0, 100), segment(8, 100, 200)], agg: None },
-        Tail { segments: vec![], agg: Some((200, 100)) },
+        Tail {
+            segments: vec![segment(7, 0, 300)],
+            agg: None,
+        },
+        Tail {
+            segments: vec![segment(7, 100, 200), segment(8, 50, 90)],
+            agg: None,
+        },
+        Tail {
+            segments: vec![segment(9, 0, 100), segment(8, 100, 200)],
+            agg: None,
+        },
+        Tail {
+            segments: vec![],
+            agg: Some((200, 100)),
+        },
     ] {
         assert!(matches!(
             Tail::decode(&bad.encode(), path, 290),
@@ -183,7 +200,10 @@ fn a_damaged_aggregation_block_is_corruption() {
         let mut bad = raw.clone();
         bad[i] ^= 0x10;
         assert!(
-            matches!(dtable::decode_agg(&bad, path, 50), Err(Error::Corruption { .. })),
+            matches!(
+                dtable::decode_agg(&bad, path, 50),
+                Err(Error::Corruption { .. })
+            ),
             "byte {i}"
         );
     }
@@ -260,7 +280,10 @@ fn a_light_weight_compaction_reads_the_victim_once_and_only_appends() {
     assert!(before.len() >= 3, "level 1 tables: {}", before.len());
     let files_before: Vec<Vec<u8>> = before
         .iter()
-        .map(|(m, _)| fs.file_bytes(&Path::new("/db").join(format!("{:06}.dtb", m.file_no))).expect("file"))
+        .map(|(m, _)| {
+            fs.file_bytes(&Path::new("/db").join(format!("{:06}.dtb", m.file_no)))
+                .expect("file")
+        })
         .collect();
     write(&ks, &mut model, 1, 0..600);
     db.flush().expect("flush");
@@ -274,7 +297,11 @@ fn a_light_weight_compaction_reads_the_victim_once_and_only_appends() {
         before.iter().map(|t| t.0.file_no).collect::<Vec<_>>(),
         "the same DTables, appended to"
     );
-    let appended: u64 = after.iter().zip(&before).map(|(a, b)| a.0.size - b.0.size).sum();
+    let appended: u64 = after
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| a.0.size - b.0.size)
+        .sum();
     for ((a, b), old) in after.iter().zip(&before).zip(&files_before) {
         assert!(a.0.size > b.0.size, "every target took a piece");
         let now = fs
@@ -290,7 +317,10 @@ fn a_light_weight_compaction_reads_the_victim_once_and_only_appends() {
         .iter()
         .map(|(m, _)| m.size - m.append.expect("appendable").meta_offset)
         .sum();
-    assert!(read <= l0 + tails + 4096, "read {read}, victims {l0}, tails {tails}");
+    assert!(
+        read <= l0 + tails + 4096,
+        "read {read}, victims {l0}, tails {tails}"
+    );
     let lw = (s1.lightweight, s2.lightweight);
     assert_eq!(lw.1.compactions - lw.0.compactions, 1);
     assert_eq!(lw.1.victim_bytes - lw.0.victim_bytes, l0);

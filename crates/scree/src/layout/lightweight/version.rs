@@ -56,9 +56,9 @@ impl Level {
         let (los, tables): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
         let mut groups = Vec::new();
         let mut i = 0;
-        while i < tables.len() {
+        while let Some(first) = tables.get(i) {
             let mut end = i + 1;
-            let mut reach: Vec<u8> = tables[i].meta.largest_user().to_vec();
+            let mut reach: Vec<u8> = first.meta.largest_user().to_vec();
             // The next table joins while data of the group reaches its range.
             while let (Some(next_lo), Some(t)) = (los.get(end), tables.get(end)) {
                 if reach.as_slice() < next_lo.as_slice() {
@@ -119,7 +119,9 @@ pub struct LwcVersion {
 impl LwcVersion {
     /// Level `l` ≥ 1, if it exists.
     pub fn level(&self, l: usize) -> Option<&Level> {
-        l.checked_sub(1).and_then(|i| self.levels.get(i)).map(|l| &**l)
+        l.checked_sub(1)
+            .and_then(|i| self.levels.get(i))
+            .map(|l| &**l)
     }
 
     /// The deepest level ≥ 1 holding a table (0 when none does).
@@ -132,7 +134,13 @@ impl LwcVersion {
 
     /// Looks `user_key` up in the group `g` of level `lv`: every segment of its tables,
     /// newest segment first (one table: its segments newest first).
-    fn get_in_group(&self, lv: &Level, g: (usize, usize), user_key: &[u8], seq: u64) -> Result<Lookup> {
+    fn get_in_group(
+        &self,
+        lv: &Level,
+        g: (usize, usize),
+        user_key: &[u8],
+        seq: u64,
+    ) -> Result<Lookup> {
         let tables = lv.tables.get(g.0..g.1).unwrap_or_default();
         if let [t] = tables {
             if !t.may_hold(user_key, seq) {
@@ -147,7 +155,7 @@ impl LwcVersion {
                 segs.push((s.seq, r.clone(), i));
             }
         }
-        segs.sort_by(|a, b| b.0.cmp(&a.0));
+        segs.sort_by_key(|s| std::cmp::Reverse(s.0));
         for (_, r, i) in segs {
             match r.get_in(i, user_key, seq)? {
                 Lookup::Absent => {}
@@ -269,7 +277,11 @@ impl LayoutVersion for LwcVersion {
                 (Some(no), Some(lo)) if rd.is_empty() => {
                     ranges.insert(no, lo.to_vec());
                 }
-                _ => return Err(Error::InvalidArgument("lightweight: bad range record".into())),
+                _ => {
+                    return Err(Error::InvalidArgument(
+                        "lightweight: bad range record".into(),
+                    ))
+                }
             }
         }
         for a in &edit.added {
@@ -281,7 +293,10 @@ impl LayoutVersion for LwcVersion {
             }
             let (t, old_lo) = match gone.get(&a.meta.file_no) {
                 Some((old, lo)) => (old.readded(&a.meta)?, lo.clone()),
-                None => (TableFile::with_ext(a.meta.clone(), tables.clone(), dtable::EXT), None),
+                None => (
+                    TableFile::with_ext(a.meta.clone(), tables.clone(), dtable::EXT),
+                    None,
+                ),
             };
             let l = a.level as usize;
             if l == 0 {
@@ -311,7 +326,9 @@ impl LayoutVersion for LwcVersion {
                 .flatten()
                 .find(|(_, t)| t.meta.file_no == no)
                 .ok_or_else(|| {
-                    Error::InvalidArgument(format!("range record for table {no:06}, which is not in levels 1.."))
+                    Error::InvalidArgument(format!(
+                        "range record for table {no:06}, which is not in levels 1.."
+                    ))
                 })?;
             slot.0 = lo;
         }
@@ -326,7 +343,10 @@ impl LayoutVersion for LwcVersion {
         });
         let v = LwcVersion {
             l0,
-            levels: levels.into_iter().map(|l| Arc::new(Level::new(l))).collect(),
+            levels: levels
+                .into_iter()
+                .map(|l| Arc::new(Level::new(l)))
+                .collect(),
         };
         v.check_invariants().map_err(Error::InvalidArgument)?;
         Ok(Arc::new(v))
@@ -411,9 +431,11 @@ impl LayoutVersion for LwcVersion {
                 continue;
             }
             if lv.los.first().is_some_and(|lo| !lo.is_empty()) {
-                return Err(format!("L{l}: the first table's range does not start at the empty key"));
+                return Err(format!(
+                    "L{l}: the first table's range does not start at the empty key"
+                ));
             }
-            if lv.los.windows(2).any(|w| w[0] >= w[1]) {
+            if lv.los.windows(2).any(|w| matches!(w, [a, b] if a >= b)) {
                 return Err(format!("L{l}: routing ranges not strictly increasing"));
             }
             for (lo, t) in lv.los.iter().zip(&lv.tables) {
@@ -425,7 +447,11 @@ impl LayoutVersion for LwcVersion {
                 }
             }
         }
-        if self.l0.windows(2).any(|w| w[0].meta.max_seq < w[1].meta.max_seq) {
+        if self
+            .l0
+            .windows(2)
+            .any(|w| matches!(w, [a, b] if a.meta.max_seq < b.meta.max_seq))
+        {
             return Err("L0 not newest first".into());
         }
         if self.files().iter().any(|t| t.meta.append.is_none()) {

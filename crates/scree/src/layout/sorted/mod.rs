@@ -108,8 +108,7 @@ pub fn merge_visible(
         if !drop {
             let first_of_key = !kept_of_key;
             kept_of_key = true;
-            if rules.bottommost && rules.zero_seqs && p.seq != 0 && p.seq <= ctx.smallest_snapshot
-            {
+            if rules.bottommost && rules.zero_seqs && p.seq != 0 && p.seq <= ctx.smallest_snapshot {
                 // Every snapshot sees this version and nothing older of its key exists
                 // below: it is written with sequence number 0, whose block tag is one
                 // byte instead of three or four (as RocksDB's bottommost level). It is the
