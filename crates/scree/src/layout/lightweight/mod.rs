@@ -77,7 +77,15 @@ impl Lightweight {
 
     fn due(v: &LwcVersion, o: &LightweightOptions) -> Vec<Due> {
         let mut out = Vec::new();
+        let deepest = v.deepest();
         for (i, lv) in v.levels.iter().enumerate() {
+            let l = i + 1;
+            // A level above the deepest that is over its budget empties its oversized tables
+            // by compacting them down (which their data must do anyway) instead of rewriting
+            // them in place first: a division there was half of all writes at 10M keys.
+            if l < deepest && l + 1 < o.max_levels && lv.bytes > max_bytes(o, l) {
+                continue;
+            }
             if let Some(&g) = lv.groups.iter().find(|g| {
                 lv.tables
                     .get(g.0..g.1)
@@ -150,6 +158,18 @@ impl Lightweight {
                 let lv = v.level(level)?;
                 let g = match pick_group {
                     Some(g) => g,
+                    None if lv.groups.iter().any(|g| {
+                        lv.tables
+                            .get(g.0..g.1)
+                            .unwrap_or_default()
+                            .iter()
+                            .any(|t| oversized(o, t))
+                    }) =>
+                    {
+                        // The group holding the most data, when a table is past the limit:
+                        // compacting it down empties it.
+                        *lv.groups.iter().max_by_key(|g| lv.live_bytes(**g))?
+                    }
                     None => {
                         // Round robin over the level's groups.
                         let ptr = self.pointers.lock().get(level).cloned().unwrap_or_default();
