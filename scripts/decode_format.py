@@ -3,7 +3,7 @@
 docs/format-htable.md alone (not from the Rust code), to cross-check those documents.
 
 Given a database directory it decodes CURRENT, every MANIFEST-*, every WAL (*.log), every
-sorted table (*.sst), HTable (*.ht), BloomCluster (*.bc) and appendable segment table (*.seg,
+sorted table (*.sst), DTable (*.dtb), HTable (*.ht), BloomCluster (*.bc) and appendable segment table (*.seg,
 the test-only format of "Appendable tables") and checks:
   * every checksum (masked CRC-32C; region checksums of HTables and BloomClusters);
   * magic numbers, format versions, sizes, counts, offsets that must tile a file;
@@ -383,16 +383,17 @@ def newest_named_wal_no(st):
 
 
 def fileno_of(name):
-    m = re.fullmatch(r"(\d+)\.(log|sst|ht|bc|seg|dbtmp)", name)
+    m = re.fullmatch(r"(\d+)\.(log|sst|ht|bc|seg|dtb|sem|dbtmp)", name)
     return int(m.group(1)) if m else None
 
 
 LAYOUTS = {1: "leveled", 2: "fragmented", 3: "trie", 4: "semisorted", 5: "lightweight",
            255: "test-segments"}
 # Table format bytes of the manifest's table records, and their file name extensions.
-TABLE_EXT = {0: ".sst", 1: ".ht", 255: ".seg"}
-# Formats whose tables may be appendable (keyspace edit tag 6): the test-only segment table.
-APPENDABLE_FORMATS = {255}
+TABLE_EXT = {0: ".sst", 1: ".ht", 2: ".sem", 3: ".dtb", 255: ".seg"}
+# Formats whose tables may be appendable (keyspace edit tag 6): the DTable and the test-only
+# segment table.
+APPENDABLE_FORMATS = {3, 255}
 
 
 class Checker:
@@ -723,6 +724,9 @@ class Checker:
             if ks["layout"] == "test-segments":
                 if t["fmt"] != 255 or t["append"] is None or t["level"] > 1:
                     raise Bad(at, f"segment table {fno}: format {t['fmt']}, level {t['level']}")
+            elif ks["layout"] == "lightweight":
+                if t["fmt"] != 2 or t["append"] is None:
+                    raise Bad(at, f"lightweight table {fno}: format {t['fmt']}, not appendable")
             elif trie:
                 if t["fmt"] != 1:
                     raise Bad(at, f"trie table {fno} of format {t['fmt']}")
@@ -737,8 +741,28 @@ class Checker:
         elif ks["layout"] == "fragmented":
             for at, rt, data in records:
                 self.check_fragmented_record(rt, data, at)
+        elif ks["layout"] == "lightweight":
+            for at, rt, data in records:
+                self.apply_lightweight_record(ks, rt, data, at)
         elif records:
             raise Bad(records[0][0], f"layout record in a {ks['layout']} keyspace")
+
+    def apply_lightweight_record(self, ks, rt, d, at):
+        """docs/format.md, "DTable": tag 1 = varint file_no, varint-len routing bound."""
+        try:
+            if rt != 1:
+                raise Bad(0, f"unknown tag {rt}")
+            fno, q = varint(d, 0)
+            ln, q = varint(d, q)
+            lo, q = take(d, q, ln, len(d), "routing bound")
+            if q != len(d):
+                raise Bad(q, "bytes after the routing bound")
+        except Bad as e:
+            raise Bad(at, f"lightweight record {rt}: {e.msg}")
+        t = ks["tables"].get(fno)
+        if t is None or t["level"] < 1:
+            raise Bad(at, f"routing bound for table {fno}, which is not in levels 1..")
+        ks.setdefault("ranges", {})[fno] = lo
 
     def check_fragmented_record(self, rt, d, at):
         """docs/architecture-fragmented.md, "Records": varint level, then varint-len keys
@@ -1168,34 +1192,35 @@ class Checker:
                 raise Bad(off, "index keys exceed 16x entry bytes + 8 per entry")
         return btype, [(e[0], e[1], e[2]) for e in entries]
 
-    def decode_sst(self, name, fno, meta, ksid, st):
-        data = self.read(name)
-        n = len(data)
-        if n < 48:
-            self.problem(name, 0, "shorter than the footer")
-            return
+    def sorted_region(self, name, data, base, n):
+        """A sorted table occupying data[base:n] (offsets in it are offsets of the file: a
+        whole .sst has base 0, a DTable segment its start). Returns None after reporting a
+        problem, else a dict of what it holds."""
+        if n - base < 48 or n > len(data):
+            self.problem(name, base, "shorter than the footer")
+            return None
         f = n - 48
         io, isz, fo, fsz, ver, crc, magic = struct.unpack_from("<QQQQIIQ", data, f)
         if magic != 0x5343524545535354:
             self.problem(name, f + 40, f"bad magic {magic:#x}")
-            return
+            return None
         if masked_crc(data[f:f + 36]) != crc:
             self.problem(name, f + 36, "footer checksum mismatch")
-            return
+            return None
         if ver != 1:
             self.problem(name, f + 32, f"format version {ver}")
-            return
+            return None
         if fo + fsz != io or io + isz != f:
             self.problem(name, f, f"regions do not tile: filter {fo}+{fsz}, index {io}+{isz}, footer {f}")
-            return
+            return None
         try:
             itype, idx = self.parse_block(data, io, isz, True, name)
         except Bad as e:
             self.problem(name, e.offset, f"index block: {e.msg}")
-            return
+            return None
         if itype == 1:
             self.features_used.add(1)
-        pos = 0
+        pos = base
         keys = []
         btypes = {0: 0, 1: 0}
         prev_sk = None
@@ -1207,15 +1232,15 @@ class Checker:
                     raise Bad(0, "bytes after the block handle")
             except Bad as e:
                 self.problem(name, io + at, f"index entry {i}: {e.msg}")
-                return
+                return None
             if boff != pos:
                 self.problem(name, io + at, f"data block {i} at {boff}, expected {pos}")
-                return
+                return None
             try:
                 bt, ents = self.parse_block(data, boff, bsz, False, name)
             except Bad as e:
                 self.problem(name, e.offset, f"data block {i}: {e.msg}")
-                return
+                return None
             btypes[bt] += 1
             if bt == 1:
                 self.features_used.add(1)
@@ -1248,6 +1273,15 @@ class Checker:
                 self.problem(name, fo, "filter checksum mismatch")
             elif filt:
                 fdesc = self.check_sorted_filter(name, fo, filt, distinct)
+        return dict(keys=keys, idx=idx, btypes=btypes, itype=itype, distinct=distinct, fdesc=fdesc)
+
+    def decode_sst(self, name, fno, meta, ksid, st):
+        data = self.read(name)
+        n = len(data)
+        r = self.sorted_region(name, data, 0, n)
+        if r is None:
+            return
+        keys, idx, btypes, itype, distinct, fdesc = (r[k] for k in ("keys", "idx", "btypes", "itype", "distinct", "fdesc"))
         # manifest metadata
         seqs = [ikey_split(k)[1] for k, _ in keys]
         if meta is not None:
@@ -1354,6 +1388,135 @@ class Checker:
         self.say(f"{name}: segment table, {len(segs)} segments, {len(keys)} entries, ends at {size} "
                  f"(metadata at {mo}, {ap['dead']} dead bytes), {n - size} bytes past the end, "
                  f"level {meta['level']}")
+
+    def decode_dtb(self, name, fno, meta, ksid):
+        """A lightweight DTable (docs/format.md, "DTable"): the manifest names its tail
+        (meta_offset .. size), which names its live segments (each an embedded sorted table)
+        and its aggregation block."""
+        data = self.read(name)
+        n = len(data)
+        if meta is None:
+            self.say(f"{name}: DTable, {n} bytes, not in the manifest")
+            return
+        ap = meta["append"]
+        if ap is None or meta["fmt"] != 2:
+            self.problem(name, None, "a .dtb table the manifest does not record as appendable")
+            return
+        size, mo = meta["size"], ap["meta_offset"]
+        if n < size:
+            self.problem(name, n, f"file is {n} bytes, the manifest says the table ends at {size}")
+            return
+        if n > size:
+            self.notes.append(f"{name}: {n - size} bytes past the table's named end (an unfinished append), ignored")
+        try:
+            segs, agg = self.dtb_tail(data[mo:size], mo)
+        except Bad as e:
+            self.problem(name, e.offset, f"DTable tail: {e.msg}")
+            return
+        keys = []
+        for i, sg in enumerate(segs):
+            r = self.sorted_region(name, data, sg["start"], sg["end"])
+            if r is None:
+                return
+            sk = r["keys"]
+            if len(sk) != sg["entries"] or not sk or sk[0][0] != sg["smallest"] or sk[-1][0] != sg["largest"]:
+                self.problem(name, sg["start"], f"segment {i}: entries or key range differ from the tail")
+            seqs = [ikey_split(k)[1] for k, _ in sk]
+            if seqs and (min(seqs) != sg["min_seq"] or max(seqs) > sg["max_seq"]):
+                self.problem(name, sg["start"], f"segment {i}: sequence range differs from the tail")
+            for ek, ev in sk:
+                keys.append((ek, ev, sg["seq"]))
+        agg_len = 0
+        if agg is not None:
+            off, ln = agg
+            agg_len = ln
+            blk = data[off:off + ln]
+            if ln < 4 or masked_crc(blk[:-4]) != struct.unpack_from("<I", blk, ln - 4)[0]:
+                self.problem(name, off, "aggregation block checksum mismatch")
+            else:
+                try:
+                    cnt, q = varint(blk, 0, ln - 4, "copy count")
+                    for _ in range(cnt):
+                        _, q = varint(blk, q, ln - 4, "file number")
+                        cmo, q = varint(blk, q, ln - 4, "tail offset")
+                        tl, q = varint(blk, q, ln - 4, "tail length")
+                        tb, q = take(blk, q, tl, ln - 4, "tail")
+                        self.dtb_tail(tb, cmo)
+                    if q != ln - 4:
+                        raise Bad(q, "bytes after the last copy")
+                except Bad as e:
+                    self.problem(name, off, f"aggregation block: {e.msg}")
+        live = sum(sg["end"] - sg["start"] for sg in segs)
+        if ap["dead"] != mo - live - agg_len:
+            self.problem(name, None, f"manifest dead bytes {ap['dead']}, but {mo - live - agg_len} of the "
+                                     f"{mo} bytes before the tail are in no live segment or block")
+        seqs = [ikey_split(k)[1] for k, _, _ in keys]
+        want = dict(entries=len(keys))
+        if keys:
+            ks_sorted = sorted((k for k, _, _ in keys), key=ikey_sort_key)
+            want.update(smallest=ks_sorted[0], largest=ks_sorted[-1], min_seq=min(seqs), max_seq=max(seqs))
+        for k2, v2 in want.items():
+            if meta[k2] != v2:
+                self.problem(name, None, f"manifest {k2} {fmt_v(meta[k2])} != table's {fmt_v(v2)}")
+        for ek, ev, sseq in keys:
+            u, seq, kind = ikey_split(ek)
+            self.add_version(ksid, u, (1, seq, -meta["level"], fno), kind, ev, name)
+        self.say(f"{name}: DTable, {len(segs)} segments, {len(keys)} entries, ends at {size} "
+                 f"(tail at {mo}, {ap['dead']} dead bytes, aggregation {agg_len} bytes), "
+                 f"{n - size} bytes past the end, level {meta['level']}")
+
+    def dtb_tail(self, t, at):
+        """Decodes a DTable tail starting at file offset `at`; returns (segments, agg)."""
+        if len(t) < 20:
+            raise Bad(at, "tail shorter than its footer")
+        f = len(t) - 20
+        body_len, ver, crc, magic = struct.unpack_from("<IIIQ", t, f)
+        if magic != 0x5354444545524353:
+            raise Bad(at + f + 12, f"bad tail magic {magic:#x}")
+        if masked_crc(t[:f + 8]) != crc:
+            raise Bad(at + f + 8, "tail checksum mismatch")
+        if ver != 1:
+            raise Bad(at + f + 4, f"tail version {ver}")
+        if body_len != f:
+            raise Bad(at + f, f"tail body length {body_len}, expected {f}")
+        try:
+            cnt, q = varint(t, 0, f, "segment count")
+            segs = []
+            prev_end, prev_seq = 0, None
+            for _ in range(cnt):
+                sg = {}
+                for fld in ("seq", "start", "end", "entries", "min_seq", "max_seq"):
+                    sg[fld], q = varint(t, q, f, fld)
+                for fld in ("smallest", "largest", "mid"):
+                    ln, q = varint(t, q, f, fld + " length")
+                    sg[fld], q = take(t, q, ln, f, fld)
+                if sg["start"] < prev_end or sg["end"] <= sg["start"] or sg["end"] > at:
+                    raise Bad(q, f"segment at {sg['start']}..{sg['end']} out of place")
+                if prev_seq is not None and sg["seq"] <= prev_seq:
+                    raise Bad(q, "segment sequence numbers not increasing")
+                if sg["entries"] == 0 or sg["min_seq"] > sg["max_seq"] or len(sg["smallest"]) < 8 \
+                        or len(sg["largest"]) < 8 or ikey_sort_key(sg["smallest"]) > ikey_sort_key(sg["largest"]):
+                    raise Bad(q, "bad segment key range or counts")
+                prev_end, prev_seq = sg["end"], sg["seq"]
+                segs.append(sg)
+            if q >= f:
+                raise Bad(q, "no aggregation flag")
+            flag = t[q]
+            q += 1
+            agg = None
+            if flag == 1:
+                off, q = varint(t, q, f, "aggregation offset")
+                ln, q = varint(t, q, f, "aggregation length")
+                if off + ln > at:
+                    raise Bad(q, "aggregation block past the tail")
+                agg = (off, ln)
+            elif flag != 0:
+                raise Bad(q, f"aggregation flag {flag}")
+            if q != f:
+                raise Bad(q, "bytes after the aggregation handle")
+        except Bad as e:
+            raise Bad(at + e.offset, e.msg)
+        return segs, agg
 
     def check_sorted_filter(self, name, fo, filt, ukeys):
         last = filt[-1]
@@ -1948,6 +2111,8 @@ def main():
             c.decode_sst(x, fno, meta, kid, st)
         elif x.endswith(".seg"):
             c.decode_seg(x, fno, meta, kid)
+        elif x.endswith(".dtb"):
+            c.decode_dtb(x, fno, meta, kid)
         elif x.endswith(".ht"):
             r = c.decode_ht(x, fno, meta, kid, st)
             if r is not None and meta is not None:

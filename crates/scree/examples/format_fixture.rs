@@ -102,6 +102,13 @@ fn ks_opts(layout: Layout, big: bool) -> KeyspaceOptions {
     f.level_base_bytes = 64 * 1024;
     f.level_size_ratio = 4;
     f.seek_compaction_threshold = 4;
+    let l = &mut o.lightweight;
+    l.max_levels = 4;
+    l.l0_compaction_trigger = 2;
+    l.level_base_bytes = 32 * 1024;
+    l.level_size_ratio = 4;
+    l.dtable_max_bytes = 48 * 1024;
+    l.division_count = 4;
     let t = &mut o.trie;
     t.pile_size = 2;
     t.last_level_depth = std::env::var("FIXTURE_TRIE_DEPTH")

@@ -59,9 +59,11 @@ pub use db::{Db, Keyspace, Snapshot};
 pub use error::{Error, Result};
 pub use iterator::{Key, RangeIter, Value};
 pub use options::{
-    Device, FragmentedOptions, KeyspaceOptions, Layout, LevelPlan, LeveledOptions, Options, Order,
-    SemiSortedOptions, TrieOptions, WalRecovery, MAX_KEY_BYTES, MAX_VALUE_BYTES,
+    Device, FragmentedOptions, KeyspaceOptions, Layout, LevelPlan, LeveledOptions,
+    LightweightOptions, Options, Order, SemiSortedOptions, TrieOptions, WalRecovery, MAX_KEY_BYTES,
+    MAX_VALUE_BYTES,
 };
 pub use stats::{
-    BytesWritten, KeyspaceStats, LevelReads, LevelStats, LevelWrites, Stats, TableInfo,
+    BytesWritten, KeyspaceStats, LevelReads, LevelStats, LevelWrites, LightweightStats, Stats,
+    TableInfo,
 };

@@ -562,6 +562,77 @@ impl Default for FragmentedOptions {
     }
 }
 
+/// Options of the `lightweight` layout (LWC-tree; rules and measured defaults in
+/// docs/architecture-lightweight.md).
+#[derive(Debug, Clone)]
+pub struct LightweightOptions {
+    /// L0 DTables that trigger the light-weight compaction of L0 into level 1. Default 4.
+    pub l0_compaction_trigger: usize,
+    /// L0 DTables at which each write is delayed 1 ms. Default 8.
+    pub l0_slowdown_trigger: usize,
+    /// L0 DTables at which writes stop until compaction catches up. Default 12.
+    pub l0_stop_trigger: usize,
+    /// Target bytes of level 1; level i holds `level_size_ratio`^(i-1) times more (the paper's
+    /// amplification factor AF). Default 10 MiB.
+    pub level_base_bytes: u64,
+    /// Size ratio between adjacent levels. Default 10.
+    pub level_size_ratio: u64,
+    /// Number of levels including L0; the deepest never compacts down. Default 7.
+    pub max_levels: usize,
+    /// Size limit of a DTable (the band size of the paper's SMR drives): a DTable past it is
+    /// divided into `division_count` DTables of equal data. Default 40 MiB.
+    pub dtable_max_bytes: u64,
+    /// Number of DTables an equal division makes (the paper's n). Default 12.
+    pub division_count: usize,
+    /// A DTable that a compaction leaves holding more than this many times its level's mean
+    /// live bytes hands the upper part of its key range to its next neighbour (workload
+    /// balance; 0 disables). Default 2.0.
+    pub balance_factor: f64,
+}
+
+impl Default for LightweightOptions {
+    fn default() -> Self {
+        LightweightOptions {
+            l0_compaction_trigger: 4,
+            l0_slowdown_trigger: 8,
+            l0_stop_trigger: 12,
+            level_base_bytes: 10 << 20,
+            level_size_ratio: 10,
+            max_levels: 7,
+            dtable_max_bytes: 40 << 20,
+            division_count: 12,
+            balance_factor: 2.0,
+        }
+    }
+}
+
+impl LightweightOptions {
+    fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(Error::InvalidArgument(format!("lightweight: {m}")));
+        if self.l0_compaction_trigger == 0
+            || self.l0_slowdown_trigger < self.l0_compaction_trigger
+            || self.l0_stop_trigger < self.l0_slowdown_trigger
+        {
+            return bad("need 0 < l0_compaction_trigger <= l0_slowdown_trigger <= l0_stop_trigger");
+        }
+        if self.level_size_ratio < 2 || self.max_levels < 2 || self.max_levels > 16 {
+            return bad("need level_size_ratio >= 2 and 2 <= max_levels <= 16");
+        }
+        if self.level_base_bytes < 4096 || self.dtable_max_bytes < 4096 {
+            return bad("level_base_bytes and dtable_max_bytes must be at least 4096");
+        }
+        if !(2..=64).contains(&self.division_count) {
+            return bad("division_count must be 2..=64");
+        }
+        if !(self.balance_factor == 0.0
+            || (self.balance_factor >= 1.0 && self.balance_factor.is_finite()))
+        {
+            return bad("balance_factor must be 0 (off) or a finite number >= 1");
+        }
+        Ok(())
+    }
+}
+
 /// Options of one keyspace.
 #[derive(Debug, Clone)]
 pub struct KeyspaceOptions {
@@ -581,6 +652,8 @@ pub struct KeyspaceOptions {
     pub trie: TrieOptions,
     /// Options of the `semisorted` layout.
     pub semisorted: SemiSortedOptions,
+    /// Options of the `lightweight` layout.
+    pub lightweight: LightweightOptions,
 }
 
 impl KeyspaceOptions {
@@ -595,6 +668,7 @@ impl KeyspaceOptions {
             fragmented: FragmentedOptions::default(),
             trie: TrieOptions::default(),
             semisorted: SemiSortedOptions::default(),
+            lightweight: LightweightOptions::default(),
         }
     }
 
@@ -625,7 +699,7 @@ impl KeyspaceOptions {
             Layout::Fragmented => self.fragmented.validate(),
             Layout::Trie => self.trie.validate(),
             Layout::SemiSorted { prefix_len } => self.semisorted.validate(prefix_len),
-            Layout::Lightweight => Ok(()),
+            Layout::Lightweight => self.lightweight.validate(),
             #[cfg(test)]
             Layout::TestSegments => Ok(()),
         }

@@ -58,6 +58,47 @@ pub struct IoStats {
     mapped: AtomicU64,
     open_table_files: AtomicU64,
     table_reader_bytes: AtomicU64,
+    /// Counters of the `lightweight` layout's jobs.
+    pub(crate) lwc: LwcCounters,
+}
+
+/// Live counters of the `lightweight` layout (reported as [`LightweightStats`]).
+#[derive(Debug, Default)]
+pub(crate) struct LwcCounters {
+    pub(crate) compactions: AtomicU64,
+    pub(crate) victim_bytes: AtomicU64,
+    pub(crate) appended_segments: AtomicU64,
+    pub(crate) copies_used: AtomicU64,
+    pub(crate) stale_repairs: AtomicU64,
+    pub(crate) uncopied_reads: AtomicU64,
+    pub(crate) aggregation_writes: AtomicU64,
+    pub(crate) balance_shifts: AtomicU64,
+    pub(crate) divisions: AtomicU64,
+}
+
+/// What the `lightweight` layout's jobs did (all keyspaces of the database).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LightweightStats {
+    /// Light-weight compactions run.
+    pub compactions: u64,
+    /// Bytes of the victim DTables those compactions took (file bytes named by the version).
+    pub victim_bytes: u64,
+    /// Segments appended to next-level DTables.
+    pub appended_segments: u64,
+    /// Target tails taken from a fresh aggregated copy the victim carried (no read).
+    pub copies_used: u64,
+    /// Aggregated copies found stale (the target's tail offset had moved: another victim
+    /// appended to it) and repaired by reading the target's tail.
+    pub stale_repairs: u64,
+    /// Target tails read because the victim carried no copy of them (level-0 victims, tables
+    /// new since the copy was made).
+    pub uncopied_reads: u64,
+    /// Aggregation blocks written (the targets' new tails stored in the victim's level).
+    pub aggregation_writes: u64,
+    /// Workload-balance boundary shifts.
+    pub balance_shifts: u64,
+    /// Equal divisions of oversized DTables.
+    pub divisions: u64,
 }
 
 /// What one open table file pins outside the caches: counted in [`Stats::open_table_files`]
@@ -210,6 +251,17 @@ impl IoStats {
             table_reader_bytes: self.table_reader_bytes.load(Relaxed),
             dead_bytes: 0,
             device: None,
+            lightweight: LightweightStats {
+                compactions: self.lwc.compactions.load(Relaxed),
+                victim_bytes: self.lwc.victim_bytes.load(Relaxed),
+                appended_segments: self.lwc.appended_segments.load(Relaxed),
+                copies_used: self.lwc.copies_used.load(Relaxed),
+                stale_repairs: self.lwc.stale_repairs.load(Relaxed),
+                uncopied_reads: self.lwc.uncopied_reads.load(Relaxed),
+                aggregation_writes: self.lwc.aggregation_writes.load(Relaxed),
+                balance_shifts: self.lwc.balance_shifts.load(Relaxed),
+                divisions: self.lwc.divisions.load(Relaxed),
+            },
             keyspaces: Vec::new(),
         }
     }
@@ -452,6 +504,9 @@ pub struct Stats {
     /// emulator's creation, not from this open. `None` on ordinary files.
     #[serde(default)]
     pub device: Option<crate::fs::band::DeviceStats>,
+    /// What the `lightweight` layout's jobs did.
+    #[serde(default)]
+    pub lightweight: LightweightStats,
     /// Per-keyspace level shapes.
     pub keyspaces: Vec<KeyspaceStats>,
 }

@@ -46,6 +46,7 @@ pub static FORMATS: &[TableFormat] = &[
     crate::table::SORTED,
     crate::htable::HTABLE,
     crate::layout::semisorted::table::SEMISORTED,
+    crate::layout::lightweight::dtable::DTABLE,
     crate::htable::cluster::BLOOM_CLUSTER,
     #[cfg(test)]
     crate::layout::segments::SEGMENTS,

@@ -776,8 +776,16 @@ fn direct_reads_with_large_items() {
                 );
             }
             if l.order().serves_range() {
-                assert_eq!(ks.range::<&[u8], _>(..).count(), 2001);
-                assert_eq!(ks.range::<&[u8], _>(..).rev().count(), 2001);
+                let fwd: Vec<_> = ks.range::<&[u8], _>(..).collect();
+                let first_err = fwd
+                    .iter()
+                    .find_map(|r| r.as_ref().err().map(|e| e.to_string()));
+                assert_eq!(fwd.len(), 2001, "{l} mmap {mmap}: {first_err:?}");
+                assert_eq!(
+                    ks.range::<&[u8], _>(..).rev().count(),
+                    2001,
+                    "{l} mmap {mmap}"
+                );
             }
         }
     }

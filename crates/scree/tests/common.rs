@@ -43,6 +43,17 @@ pub fn scree_test_tune(o: &mut KeyspaceOptions) {
     s.slowdown_sublevels = 4;
     s.stop_sublevels = 8;
     s.target_table_bytes = 8 * 1024;
+    // lightweight: four levels of small budgets and DTables of 48 KiB divided in 4, so that
+    // light-weight compactions, aggregation, balance and division all happen in small tests.
+    let l = &mut o.lightweight;
+    l.max_levels = 4;
+    l.l0_compaction_trigger = 2;
+    l.l0_slowdown_trigger = 4;
+    l.l0_stop_trigger = 8;
+    l.level_base_bytes = 32 * 1024;
+    l.level_size_ratio = 4;
+    l.dtable_max_bytes = 48 * 1024;
+    l.division_count = 4;
 }
 
 pub fn small_db() -> Options {

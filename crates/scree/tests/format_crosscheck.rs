@@ -31,7 +31,7 @@ fn format_fixture_child() {
         let args: Vec<String> = [
             "format_fixture",
             &dir,
-            "leveled,fragmented,trie",
+            "leveled,fragmented,trie,lightweight",
             "10000",
             "7",
         ]

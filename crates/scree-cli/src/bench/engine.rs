@@ -224,6 +224,10 @@ pub struct ScreeTuning {
     pub frag_tables_per_guard: Option<usize>,
     /// `FragmentedOptions::parallel_seeks`.
     pub frag_parallel_seeks: bool,
+    /// `LightweightOptions::division_count`.
+    pub lwc_division_count: Option<usize>,
+    /// `LightweightOptions::dtable_max_bytes`, in MiB.
+    pub lwc_dtable_mb: Option<u64>,
     /// `Options::parallel_search` (search the last level on a search thread).
     pub parallel_search: bool,
     /// `Options::mmap_reads`.
@@ -251,6 +255,8 @@ impl Default for ScreeTuning {
             frag_parallel_seeks: scree::KeyspaceOptions::new(scree::Layout::Fragmented)
                 .fragmented
                 .parallel_seeks,
+            lwc_division_count: None,
+            lwc_dtable_mb: None,
             parallel_search: scree::Options::default().parallel_search,
             mmap_reads: scree::Options::default().mmap_reads,
             max_open_files: scree::Options::default().max_open_files,

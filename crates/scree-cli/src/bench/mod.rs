@@ -154,6 +154,14 @@ pub struct BenchArgs {
     /// [default: FragmentedOptions::default()].
     #[arg(long)]
     pub frag_tables_per_guard: Option<usize>,
+    /// `lightweight`: DTables an equal division makes (the paper's n)
+    /// [default: LightweightOptions::default(), 12].
+    #[arg(long)]
+    pub lwc_division_count: Option<usize>,
+    /// `lightweight`: size limit of a DTable in MiB (the band size)
+    /// [default: LightweightOptions::default(), 40].
+    #[arg(long)]
+    pub lwc_dtable_mb: Option<u64>,
     /// `fragmented`: position the tables of a guard of the level holding the most data on the
     /// seek pool (`FragmentedOptions::parallel_seeks`; off by default: it pays only for cold
     /// reads).
@@ -362,6 +370,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             trie_last_level_depth: args.trie_last_level_depth,
             frag_tables_per_guard: args.frag_tables_per_guard,
             frag_parallel_seeks: args.frag_parallel_seeks,
+            lwc_division_count: args.lwc_division_count,
+            lwc_dtable_mb: args.lwc_dtable_mb,
             parallel_search: args.parallel_search,
             mmap_reads: !args.no_mmap_reads,
             max_open_files: args.max_open_files,

@@ -112,6 +112,12 @@ impl ScreeEngine {
                     .ok_or_else(|| anyhow::anyhow!("--semisorted-plan: row {r} is not 0..=7"))
             })
             .collect::<anyhow::Result<_>>()?;
+        if let Some(n) = t.lwc_division_count {
+            ko.lightweight.division_count = n;
+        }
+        if let Some(mb) = t.lwc_dtable_mb {
+            ko.lightweight.dtable_max_bytes = mb.saturating_mul(1 << 20);
+        }
         let mut settings = vec![
             (
                 "write_buffer_bytes".into(),
@@ -178,6 +184,17 @@ impl ScreeEngine {
                 settings.push((
                     "fragmented.parallel_seeks".into(),
                     ko.fragmented.parallel_seeks.to_string(),
+                ));
+            }
+            Layout::Lightweight => {
+                let l = &ko.lightweight;
+                settings.push((
+                    "lightweight.division_count".into(),
+                    l.division_count.to_string(),
+                ));
+                settings.push((
+                    "lightweight.dtable_max_bytes".into(),
+                    l.dtable_max_bytes.to_string(),
                 ));
             }
             _ => {}

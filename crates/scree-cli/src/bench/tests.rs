@@ -330,6 +330,8 @@ fn scree_tuning_flags_reach_the_keyspace() {
             trie_last_level_depth: Some(2),
             frag_tables_per_guard: Some(1),
             frag_parallel_seeks: true,
+            lwc_division_count: Some(4),
+            lwc_dtable_mb: Some(8),
             parallel_search: true,
             mmap_reads: false,
             max_open_files: 0,

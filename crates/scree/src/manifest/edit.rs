@@ -9,10 +9,12 @@ use crate::table::{AppendMeta, TableMeta};
 /// refuses it (docs/format.md, "Appendable tables").
 pub const FORMAT_TEST_SEGMENTS: u8 = 0xff;
 
-/// Whether tables of `format` may be appendable (recorded with keyspace edit tag 6). Today
-/// only the test-only segment table is; a layout of an appendable format names it here.
+/// Whether tables of `format` may be appendable (recorded with keyspace edit tag 6): the
+/// `lightweight` layout's DTable, and the test-only segment table in test builds. A layout of
+/// an appendable format names it here.
 pub fn format_is_appendable(format: u8) -> bool {
-    cfg!(test) && format == FORMAT_TEST_SEGMENTS
+    format == crate::layout::lightweight::dtable::FORMAT_DTABLE
+        || (cfg!(test) && format == FORMAT_TEST_SEGMENTS)
 }
 
 /// A table added to a keyspace, with its layout placement. An appendable table

@@ -30,6 +30,19 @@ pub struct TableBuilder {
 impl TableBuilder {
     /// Starts a table in `w`.
     pub fn new(w: CountedWriter, file_no: u64, block_size: usize, bloom_bits: u32) -> Self {
+        Self::at(w, file_no, 0, block_size, bloom_bits)
+    }
+
+    /// Starts a table whose first byte lands at offset `base` of its file (`w` positioned
+    /// there): block handles and footer name offsets in the file, so a sorted table can be
+    /// embedded after other bytes (a `lightweight` DTable's appended segments).
+    pub fn at(
+        w: CountedWriter,
+        file_no: u64,
+        base: u64,
+        block_size: usize,
+        bloom_bits: u32,
+    ) -> Self {
         TableBuilder {
             w,
             file_no,
@@ -44,7 +57,7 @@ impl TableBuilder {
             entries: 0,
             min_seq: u64::MAX,
             max_seq: 0,
-            offset: 0,
+            offset: base,
         }
     }
 
@@ -112,7 +125,16 @@ impl TableBuilder {
     }
 
     /// Writes filter, index and footer, syncs, and returns the table's metadata.
-    pub fn finish(mut self) -> Result<TableMeta> {
+    pub fn finish(self) -> Result<TableMeta> {
+        let (meta, mut w) = self.finish_unsynced()?;
+        w.sync()?;
+        Ok(meta)
+    }
+
+    /// Writes filter, index and footer without syncing, and returns the table's metadata
+    /// (`size`: the offset in the file where the footer ends) and the writer, for a caller
+    /// that appends more after the table before one sync.
+    pub fn finish_unsynced(mut self) -> Result<(TableMeta, CountedWriter)> {
         self.flush_block()?;
         let mut filter = if self.bloom_bits > 0 {
             bloom::encode_local(&self.hashes, self.bloom_bits)
@@ -139,8 +161,7 @@ impl TableBuilder {
         put_u64(&mut footer, MAGIC);
         self.w.append(&footer)?;
         self.offset += footer.len() as u64;
-        self.w.sync()?;
-        Ok(TableMeta {
+        let meta = TableMeta {
             file_no: self.file_no,
             size: self.offset,
             smallest: self.smallest,
@@ -149,6 +170,7 @@ impl TableBuilder {
             min_seq: if self.entries == 0 { 0 } else { self.min_seq },
             max_seq: self.max_seq,
             append: None,
-        })
+        };
+        Ok((meta, self.w))
     }
 }

@@ -128,8 +128,20 @@ impl Footer {
     /// Reads and checks the footer of `file`: magic, checksum, version, and block handles
     /// inside the file.
     pub(crate) fn read(file: &CountedReader) -> Result<Footer> {
+        Self::read_at(file, file.len())
+    }
+
+    /// [`Footer::read`] of a table embedded in `file` that ends at offset `len` (a
+    /// `lightweight` DTable's segment).
+    pub(crate) fn read_at(file: &CountedReader, len: u64) -> Result<Footer> {
         let path = file.path();
-        let len = file.len();
+        if len > file.len() {
+            return Err(Error::corruption(
+                path,
+                file.len(),
+                format!("table ends at {len}, past the end of the file"),
+            ));
+        }
         let corrupt = |off: u64, d: &str| Error::corruption(path, off, d.to_string());
         if len < FOOTER as u64 {
             return Err(corrupt(0, "file shorter than a table footer"));
@@ -192,14 +204,31 @@ impl TableReader {
         file_no: u64,
         cache: BlockCache,
     ) -> Result<TableReader> {
-        let Footer { index, filter } = Footer::read(&file)?;
+        let end = file.len();
+        Self::from_file_at(env, file, file_no, cache, end, true)
+    }
+
+    /// [`TableReader::from_file`] of a table embedded in `file` ending at offset `end`;
+    /// `own_file`: whether it counts as an open file in `Stats::open_table_files` (the
+    /// segments of one `lightweight` DTable share their file, which counts once).
+    pub(crate) fn from_file_at(
+        env: &Env,
+        file: CountedReader,
+        file_no: u64,
+        cache: BlockCache,
+        end: u64,
+        own_file: bool,
+    ) -> Result<TableReader> {
+        let Footer { index, filter } = Footer::read_at(&file, end)?;
         let (index, index_bytes) = Slot::open::<Block>(&file, file_no, &cache, index)?;
         let (filter, filter_bytes) =
             Slot::open::<bloom::LoadedFilter>(&file, file_no, &cache, filter)?;
-        let pinned = crate::stats::Pinned::new(
-            env.stats.clone(),
-            index_bytes + filter_bytes + std::mem::size_of::<TableReader>(),
-        );
+        let bytes = index_bytes + filter_bytes + std::mem::size_of::<TableReader>();
+        let pinned = if own_file {
+            crate::stats::Pinned::new(env.stats.clone(), bytes)
+        } else {
+            crate::stats::Pinned::heap(env.stats.clone(), bytes)
+        };
         Ok(TableReader {
             stats: env.stats.clone(),
             file,

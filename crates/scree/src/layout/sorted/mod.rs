@@ -41,6 +41,102 @@ pub fn zeroed_bound<'a>(tables: impl IntoIterator<Item = &'a Arc<TableFile>>) ->
         .unwrap_or(0)
 }
 
+/// What the merge keeps of one version ([`merge_visible`]).
+pub struct Kept<'a> {
+    /// The internal key to write (sequence number 0 when `zeroed` is set).
+    pub ikey: &'a [u8],
+    /// The value.
+    pub value: &'a [u8],
+    /// Whether it is the first version of its user key that the merge keeps.
+    pub first_of_key: bool,
+    /// The largest sequence number of the write behind the entry when the key written has
+    /// sequence number 0 (zeroed here, or arriving with 0): the output's `max_seq` must count
+    /// it ([`TableBuilder::note_seq`]).
+    pub note_seq: Option<u64>,
+}
+
+/// Rules of a merge.
+#[derive(Debug, Clone, Copy)]
+pub struct MergeRules {
+    /// No older data for these keys exists below the output: tombstones invisible to every
+    /// snapshot can be dropped.
+    pub bottommost: bool,
+    /// At the bottom, versions every snapshot sees are written with sequence number 0 (only
+    /// where no older version of the key can ever be merged below them again).
+    pub zero_seqs: bool,
+    /// The [`zeroed_bound`] of the input tables.
+    pub zeroed_max: u64,
+}
+
+/// Merges `input` (positioned by this function) and hands each version it keeps to `sink`,
+/// in internal-key order: versions hidden by a newer one every snapshot sees are dropped, and
+/// tombstones every snapshot sees when the merge is bottommost. The snapshot rule every
+/// compaction shares, whatever it writes to (sorted tables, DTable segments).
+pub fn merge_visible(
+    ctx: &JobCtx<'_>,
+    input: &mut dyn InternalIter,
+    rules: MergeRules,
+    sink: &mut dyn FnMut(Kept<'_>) -> Result<()>,
+) -> Result<()> {
+    let mut last_user: Option<Vec<u8>> = None;
+    // Sequence number of the previous (newer) entry of the same user key.
+    let mut last_seq_for_key = u64::MAX;
+    // Whether a version of the current user key was kept.
+    let mut kept_of_key = false;
+    // An internal key rewritten with sequence number 0.
+    let mut zeroed: Vec<u8> = Vec::new();
+    input.seek_to_first()?;
+    while input.valid() {
+        let ik = input.key();
+        let p = key::parse(ik);
+        if last_user.as_deref() != Some(p.user_key) {
+            last_user = Some(p.user_key.to_vec());
+            last_seq_for_key = u64::MAX;
+            kept_of_key = false;
+        }
+        let mut drop = false;
+        if last_seq_for_key <= ctx.smallest_snapshot {
+            // A newer version of this key is visible to every snapshot: this one is hidden.
+            drop = true;
+        } else if p.kind == ValueKind::Delete as u8
+            && p.seq <= ctx.smallest_snapshot
+            && rules.bottommost
+        {
+            drop = true;
+        }
+        last_seq_for_key = p.seq;
+        if !drop {
+            let first_of_key = !kept_of_key;
+            kept_of_key = true;
+            if rules.bottommost && rules.zero_seqs && p.seq != 0 && p.seq <= ctx.smallest_snapshot {
+                // Every snapshot sees this version and nothing older of its key exists
+                // below: it is written with sequence number 0, whose block tag is one
+                // byte instead of three or four (as RocksDB's bottommost level). It is the
+                // last version of its key that the merge keeps (older ones are hidden),
+                // so the output stays in internal-key order.
+                zeroed.clear();
+                zeroed.extend_from_slice(p.user_key);
+                zeroed.extend_from_slice(&u64::from(p.kind).to_le_bytes());
+                sink(Kept {
+                    ikey: &zeroed,
+                    value: input.value(),
+                    first_of_key,
+                    note_seq: Some(p.seq),
+                })?;
+            } else {
+                sink(Kept {
+                    ikey: ik,
+                    value: input.value(),
+                    first_of_key,
+                    note_seq: (p.seq == 0).then_some(rules.zeroed_max),
+                })?;
+            }
+        }
+        input.next()?;
+    }
+    Ok(())
+}
+
 /// Merges `input` (positioned by this function) into new tables.
 /// `bottommost` says that no older data for these keys exists below the output, so tombstones
 /// invisible to every snapshot can be dropped and versions every snapshot sees are written
@@ -61,75 +157,43 @@ pub fn merge_into_tables(
 ) -> Result<Vec<TableMeta>> {
     let mut out = Vec::new();
     let mut builder: Option<TableBuilder> = None;
-    let mut last_user: Option<Vec<u8>> = None;
-    // Sequence number of the previous (newer) entry of the same user key.
-    let mut last_seq_for_key = u64::MAX;
-    // An internal key rewritten with sequence number 0.
-    let mut zeroed: Vec<u8> = Vec::new();
-    input.seek_to_first()?;
-    while input.valid() {
-        let ik = input.key();
-        let p = key::parse(ik);
-        let first_of_key = last_user.as_deref() != Some(p.user_key);
-        if first_of_key {
-            last_user = Some(p.user_key.to_vec());
-            last_seq_for_key = u64::MAX;
-        }
-        let mut drop = false;
-        if last_seq_for_key <= ctx.smallest_snapshot {
-            // A newer version of this key is visible to every snapshot: this one is hidden.
-            drop = true;
-        } else if p.kind == ValueKind::Delete as u8 && p.seq <= ctx.smallest_snapshot && bottommost
-        {
-            drop = true;
-        }
-        last_seq_for_key = p.seq;
-        if !drop {
-            if first_of_key {
-                if let Some(b) = builder.as_ref() {
-                    if cutter.cut_before(p.user_key, b.estimated_size()) {
-                        if let Some(b) = builder.take() {
-                            out.push(b.finish()?);
-                        }
-                        ctx.flush_point()?;
+    let rules = MergeRules {
+        bottommost,
+        zero_seqs: true,
+        zeroed_max,
+    };
+    merge_visible(ctx, input, rules, &mut |k| {
+        if k.first_of_key {
+            if let Some(b) = builder.as_ref() {
+                if cutter.cut_before(key::user_key(k.ikey), b.estimated_size()) {
+                    if let Some(b) = builder.take() {
+                        out.push(b.finish()?);
                     }
-                }
-            }
-            if builder.is_none() {
-                let no = ctx.new_file_no();
-                let w = ctx
-                    .tables
-                    .env
-                    .create(&table_path(&ctx.tables.dir, no), cause)?;
-                builder = Some(TableBuilder::new(
-                    w,
-                    no,
-                    ctx.opts.block_size,
-                    ctx.opts.bloom_bits_per_key,
-                ));
-            }
-            if let Some(b) = builder.as_mut() {
-                if bottommost && p.seq != 0 && p.seq <= ctx.smallest_snapshot {
-                    // Every snapshot sees this version and nothing older of its key exists
-                    // below: it is written with sequence number 0, whose block tag is one
-                    // byte instead of three or four (as RocksDB's bottommost level). It is the
-                    // last version of its key that the merge keeps (older ones are hidden),
-                    // so the output stays in internal-key order.
-                    zeroed.clear();
-                    zeroed.extend_from_slice(p.user_key);
-                    zeroed.extend_from_slice(&u64::from(p.kind).to_le_bytes());
-                    b.add(&zeroed, input.value())?;
-                    b.note_seq(p.seq);
-                } else {
-                    b.add(ik, input.value())?;
-                    if p.seq == 0 {
-                        b.note_seq(zeroed_max);
-                    }
+                    ctx.flush_point()?;
                 }
             }
         }
-        input.next()?;
-    }
+        if builder.is_none() {
+            let no = ctx.new_file_no();
+            let w = ctx
+                .tables
+                .env
+                .create(&table_path(&ctx.tables.dir, no), cause)?;
+            builder = Some(TableBuilder::new(
+                w,
+                no,
+                ctx.opts.block_size,
+                ctx.opts.bloom_bits_per_key,
+            ));
+        }
+        if let Some(b) = builder.as_mut() {
+            b.add(k.ikey, k.value)?;
+            if let Some(s) = k.note_seq {
+                b.note_seq(s);
+            }
+        }
+        Ok(())
+    })?;
     if let Some(b) = builder.take() {
         if b.entries() > 0 {
             out.push(b.finish()?);

@@ -1,0 +1,439 @@
+//! Tests of the `lightweight` layout: the DTable tail against damage, light-weight
+//! compactions that only append (bytes read and written per compaction), aggregation,
+//! balance and division against a model, and crashes at every I/O of a compaction, a balance
+//! step and a division.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::dtable::{self, SegmentEntry, Tail};
+use super::version::LwcVersion;
+use crate::error::Error;
+use crate::key::{make_ikey, ValueKind};
+use crate::layout::LayoutVersion;
+use crate::options::{KeyspaceOptions, Layout as LayoutKind, Options};
+use crate::table::TableMeta;
+use crate::testing::fault::{CrashMode, FaultFs};
+use crate::{Db, Keyspace, Result};
+
+const KS: &str = "l";
+
+/// Small DTables and levels; background compactions only when `background` (else a test runs
+/// them with `Db::compact`).
+fn ks_opts(background: bool) -> KeyspaceOptions {
+    let mut o = KeyspaceOptions::new(LayoutKind::Lightweight);
+    o.write_buffer_bytes = 64 * 1024;
+    o.block_size = 512;
+    let l = &mut o.lightweight;
+    l.max_levels = 4;
+    l.l0_compaction_trigger = if background { 2 } else { 1000 };
+    l.l0_slowdown_trigger = 1000;
+    l.l0_stop_trigger = 1000;
+    l.level_base_bytes = if background { 24 * 1024 } else { u64::MAX / 64 };
+    l.level_size_ratio = 4;
+    l.dtable_max_bytes = if background { 40 * 1024 } else { 32 * 1024 };
+    l.division_count = 4;
+    l.balance_factor = 1.5;
+    o
+}
+
+fn open_fault(fs: &FaultFs, ko: &KeyspaceOptions) -> Result<(Db, Keyspace)> {
+    let mut o = Options::default();
+    o.background_threads = 1;
+    o.fs = Some(fs.as_dyn());
+    o.keyspace_options = vec![(KS.to_string(), ko.clone())];
+    let db = Db::open("/db", o)?;
+    let ks = db.keyspace(KS, ko.clone())?;
+    Ok((db, ks))
+}
+
+/// Key → value (`None`: deleted).
+type Model = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// Puts keys `range` (spread by a multiplier so rounds interleave) with values of `round`;
+/// every seventh is deleted again.
+fn write(ks: &Keyspace, model: &mut Model, round: u32, range: std::ops::Range<u32>) {
+    for i in range {
+        let k = format!("key{:06}", (i * 7919) % 100_000).into_bytes();
+        let mut v = format!("round {round} key {i} ").into_bytes();
+        v.resize(100, b'.');
+        ks.put(&k, &v).expect("put");
+        model.insert(k.clone(), Some(v));
+        if (i + round).is_multiple_of(7) {
+            ks.delete(&k).expect("delete");
+            model.insert(k, None);
+        }
+    }
+}
+
+/// Every key of the model by `get`, and the whole keyspace by a forward and a backward scan.
+fn check_model(ks: &Keyspace, model: &Model, what: &str) {
+    for (k, v) in model {
+        let got = ks.get(k).unwrap_or_else(|e| panic!("{what}: get: {e}"));
+        assert_eq!(&got, v, "{what}: key {}", String::from_utf8_lossy(k));
+    }
+    let live: Vec<(Vec<u8>, Vec<u8>)> = model
+        .iter()
+        .filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v)))
+        .collect();
+    let fwd: Vec<(Vec<u8>, Vec<u8>)> = ks
+        .range::<&[u8], _>(..)
+        .map(|r| {
+            let (k, v) = r.unwrap_or_else(|e| panic!("{what}: scan: {e}"));
+            (k.to_vec(), v.to_vec())
+        })
+        .collect();
+    assert_eq!(fwd.len(), live.len(), "{what}: forward scan length");
+    assert!(fwd == live, "{what}: forward scan differs");
+    let mut back: Vec<(Vec<u8>, Vec<u8>)> = ks
+        .range::<&[u8], _>(..)
+        .rev()
+        .map(|r| {
+            let (k, v) = r.unwrap_or_else(|e| panic!("{what}: scan: {e}"));
+            (k.to_vec(), v.to_vec())
+        })
+        .collect();
+    back.reverse();
+    assert!(back == live, "{what}: backward scan differs");
+}
+
+fn lwc(ks: &Keyspace) -> Arc<dyn LayoutVersion> {
+    ks.version()
+}
+
+fn lv(v: &Arc<dyn LayoutVersion>) -> &LwcVersion {
+    v.as_any()
+        .downcast_ref::<LwcVersion>()
+        .expect("a lightweight version")
+}
+
+fn segment(seq: u64, start: u64, end: u64) -> SegmentEntry {
+    SegmentEntry {
+        seq,
+        start,
+        end,
+        entries: 3,
+        min_seq: 5,
+        max_seq: 9,
+        smallest: make_ikey(b"a", 9, ValueKind::Put),
+        largest: make_ikey(b"z", 5, ValueKind::Delete),
+        mid: b"m".to_vec(),
+    }
+}
+
+/// A tail decodes to what was encoded; every flipped byte and every truncation of it is a
+/// `Corruption` naming the file and an offset inside the tail, never a panic or another tail.
+#[test]
+fn a_damaged_tail_is_corruption_never_another_tail() {
+    let tail = Tail {
+        segments: vec![segment(7, 0, 100), segment(9, 100, 250)],
+        agg: Some((250, 40)),
+    };
+    let raw = tail.encode();
+    let path = Path::new("/db/000001.dtb");
+    assert_eq!(Tail::decode(&raw, path, 290).expect("decodes"), tail);
+    for i in 0..raw.len() {
+        for bit in [0x01u8, 0x80] {
+            let mut bad = raw.clone();
+            bad[i] ^= bit;
+            match Tail::decode(&bad, path, 290) {
+                Err(Error::Corruption { file, offset, .. }) => {
+                    assert_eq!(file, path);
+                    assert!(
+                        (290..290 + raw.len() as u64).contains(&offset),
+                        "offset {offset}"
+                    );
+                }
+                other => panic!("byte {i} bit {bit:#x}: {other:?}"),
+            }
+        }
+    }
+    for n in 0..raw.len() {
+        assert!(matches!(
+            Tail::decode(&raw[..n], path, 290),
+            Err(Error::Corruption { .. })
+        ));
+    }
+    // Segments past the tail, out of order, or with sequence numbers going down.
+    for bad in [
+        Tail {
+            segments: vec![segment(7, 0, 300)],
+            agg: None,
+        },
+        Tail {
+            segments: vec![segment(7, 100, 200), segment(8, 50, 90)],
+            agg: None,
+        },
+        Tail {
+            segments: vec![segment(9, 0, 100), segment(8, 100, 200)],
+            agg: None,
+        },
+        Tail {
+            segments: vec![],
+            agg: Some((200, 100)),
+        },
+    ] {
+        assert!(matches!(
+            Tail::decode(&bad.encode(), path, 290),
+            Err(Error::Corruption { .. })
+        ));
+    }
+}
+
+/// An aggregation block round-trips; a flipped byte is `Corruption`.
+#[test]
+fn a_damaged_aggregation_block_is_corruption() {
+    let copies = vec![dtable::AggCopy {
+        file_no: 12,
+        meta_offset: 300,
+        tail: Tail {
+            segments: vec![segment(3, 0, 100)],
+            agg: None,
+        }
+        .encode(),
+    }];
+    let raw = dtable::encode_agg(&copies);
+    let path = Path::new("/db/000002.dtb");
+    assert_eq!(dtable::decode_agg(&raw, path, 50).expect("decodes"), copies);
+    for i in 0..raw.len() {
+        let mut bad = raw.clone();
+        bad[i] ^= 0x10;
+        assert!(
+            matches!(
+                dtable::decode_agg(&bad, path, 50),
+                Err(Error::Corruption { .. })
+            ),
+            "byte {i}"
+        );
+    }
+}
+
+/// A long run with background compactions: every mechanism runs (light-weight compactions
+/// into levels 1–3, aggregated copies used and repaired, balance shifts, divisions), the
+/// keyspace matches the model by gets and scans throughout and after a reopen, and no DTable
+/// grows past its limit by more than one compaction's appends.
+#[test]
+fn every_mechanism_runs_and_the_keyspace_matches_a_model() {
+    let fs = FaultFs::new(3);
+    let ko = ks_opts(true);
+    let mut model = Model::new();
+    let (db, ks) = open_fault(&fs, &ko).expect("open");
+    for round in 0..24 {
+        write(&ks, &mut model, round, round * 600..round * 600 + 1500);
+        db.flush().expect("flush");
+        db.wait_for_compactions().expect("compactions");
+        db.check_invariants().expect("invariants");
+        if round % 6 == 5 {
+            check_model(&ks, &model, &format!("round {round}"));
+        }
+    }
+    let s = db.stats().lightweight;
+    eprintln!("{s:?}");
+    assert!(s.compactions > 10, "{s:?}");
+    assert!(s.appended_segments > s.compactions, "{s:?}");
+    assert!(s.copies_used > 0, "{s:?}");
+    assert!(s.uncopied_reads > 0, "{s:?}");
+    assert!(s.aggregation_writes > 0, "{s:?}");
+    assert!(s.balance_shifts > 0, "{s:?}");
+    assert!(s.divisions > 0, "{s:?}");
+    let v = lwc(&ks);
+    assert!(lv(&v).deepest() >= 2, "levels: {}", lv(&v).levels.len());
+    check_model(&ks, &model, "after the run");
+    let report = crate::check::check_dir(Path::new("/db"), fs.as_dyn());
+    drop(ks);
+    drop(db);
+    let report = report.expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let (_db, ks) = open_fault(&fs, &ko).expect("reopen");
+    check_model(&ks, &model, "after a reopen");
+}
+
+/// Tables of level `l`: (file number, size, routing bound).
+fn level_tables(ks: &Keyspace, l: usize) -> Vec<(TableMeta, Vec<u8>)> {
+    let v = lwc(ks);
+    lv(&v).level(l).map_or_else(Vec::new, |lv| {
+        lv.tables
+            .iter()
+            .map(|t| t.meta.clone())
+            .zip(lv.los.iter().cloned())
+            .collect()
+    })
+}
+
+/// A light-weight compaction of level 0 into level 1 appends to the level-1 DTables: no
+/// new table, every old byte of every target unchanged, bytes written = the bytes appended
+/// (≈ the victims' data plus the targets' new segment metadata and tails), bytes read = the
+/// victims' bytes plus the targets' tails (level-0 victims carry no aggregated copies).
+#[test]
+fn a_light_weight_compaction_reads_the_victim_once_and_only_appends() {
+    let fs = FaultFs::new(4);
+    let ko = ks_opts(false);
+    let mut model = Model::new();
+    let (db, ks) = open_fault(&fs, &ko).expect("open");
+    // Level 1 of several DTables: the first compaction into the empty level cuts its
+    // output at half the size limit.
+    write(&ks, &mut model, 0, 0..2000);
+    db.flush().expect("flush");
+    db.compact().expect("compact");
+    let before = level_tables(&ks, 1);
+    assert!(before.len() >= 3, "level 1 tables: {}", before.len());
+    let files_before: Vec<Vec<u8>> = before
+        .iter()
+        .map(|(m, _)| {
+            fs.file_bytes(&Path::new("/db").join(format!("{:06}.dtb", m.file_no)))
+                .expect("file")
+        })
+        .collect();
+    write(&ks, &mut model, 1, 0..600);
+    db.flush().expect("flush");
+    let l0: u64 = lv(&lwc(&ks)).l0.iter().map(|t| t.meta.size).sum();
+    let s1 = db.stats();
+    db.compact().expect("compact");
+    let s2 = db.stats();
+    let after = level_tables(&ks, 1);
+    assert_eq!(
+        after.iter().map(|t| t.0.file_no).collect::<Vec<_>>(),
+        before.iter().map(|t| t.0.file_no).collect::<Vec<_>>(),
+        "the same DTables, appended to"
+    );
+    let appended: u64 = after
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| a.0.size - b.0.size)
+        .sum();
+    for ((a, b), old) in after.iter().zip(&before).zip(&files_before) {
+        assert!(a.0.size > b.0.size, "every target took a piece");
+        let now = fs
+            .file_bytes(&Path::new("/db").join(format!("{:06}.dtb", a.0.file_no)))
+            .expect("file");
+        assert_eq!(&now[..old.len()], &old[..], "old bytes unchanged");
+    }
+    let written = s2.bytes_written.compaction - s1.bytes_written.compaction;
+    assert_eq!(written, appended);
+    assert!(written < l0 + l0 / 2, "written {written}, victims {l0}");
+    let read = s2.bytes_read - s1.bytes_read;
+    let tails: u64 = before
+        .iter()
+        .map(|(m, _)| m.size - m.append.expect("appendable").meta_offset)
+        .sum();
+    assert!(
+        read <= l0 + tails + 4096,
+        "read {read}, victims {l0}, tails {tails}"
+    );
+    let lw = (s1.lightweight, s2.lightweight);
+    assert_eq!(lw.1.compactions - lw.0.compactions, 1);
+    assert_eq!(lw.1.victim_bytes - lw.0.victim_bytes, l0);
+    assert_eq!(
+        lw.1.appended_segments - lw.0.appended_segments,
+        before.len() as u64
+    );
+    check_model(&ks, &model, "after the compaction");
+}
+
+/// Builds a database with levels 1 and 2 of several DTables each and a level-0 table, closed
+/// cleanly; every write in the model was flushed.
+fn image() -> (FaultFs, Model) {
+    let fs = FaultFs::new(5);
+    let mut model = Model::new();
+    let ko = ks_opts(true);
+    let (db, ks) = open_fault(&fs, &ko).expect("open");
+    for round in 0..10 {
+        write(&ks, &mut model, round, round * 500..round * 500 + 1200);
+        db.flush().expect("flush");
+        db.wait_for_compactions().expect("compactions");
+    }
+    drop(ks);
+    drop(db);
+    let (db, ks) = open_fault(&fs, &ks_opts(false)).expect("open");
+    write(&ks, &mut model, 99, 0..400);
+    db.flush().expect("flush");
+    let v = lwc(&ks);
+    assert!(lv(&v).deepest() >= 2, "two levels");
+    assert!(!lv(&v).l0.is_empty());
+    drop(ks);
+    drop(db);
+    (fs, model)
+}
+
+/// Loses power at every `stride`-th I/O operation of `run` (opened with `ko`), the crash
+/// mode and the order of directory entries rotating from one operation to the next: the
+/// recovered keyspace matches the model (every write was flushed before), keeps its
+/// invariants, checks clean, and takes more writes and the same job again.
+fn crash_at_every_io(
+    ko: &KeyspaceOptions,
+    stride: u64,
+    what_runs: &str,
+    run: &dyn Fn(&Db) -> Result<()>,
+) {
+    let (base, model) = image();
+    let ops = {
+        let fs = base.deep_clone();
+        let (db, ks) = open_fault(&fs, ko).expect("open");
+        let start = fs.ops();
+        let s1 = db.stats().lightweight;
+        run(&db).expect("runs");
+        let s2 = db.stats().lightweight;
+        assert!(s2 != s1, "{what_runs}: something ran");
+        drop(ks);
+        drop(db);
+        fs.ops() - start
+    };
+    let modes = CrashMode::ALL;
+    let mut points = 0;
+    let mut n = 1;
+    while n <= ops + 1 {
+        let mode = modes[(n as usize / stride as usize) % modes.len()];
+        let out_of_order = (n / stride) % 3 == 1;
+        let what = format!(
+            "{what_runs}: crash at operation {n} of {ops}, {mode:?}, out of order {out_of_order}"
+        );
+        let fs = base.deep_clone();
+        fs.set_dir_entries_out_of_order(out_of_order);
+        fs.reseed(n);
+        let (db, ks) = open_fault(&fs, ko).expect("open");
+        fs.freeze_at_op(fs.ops() + n);
+        let _ = run(&db);
+        drop(ks);
+        drop(db);
+        fs.crash(mode);
+        let (db, ks) = open_fault(&fs, ko).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+        db.check_invariants()
+            .unwrap_or_else(|e| panic!("{what}: invariants: {e}"));
+        check_model(&ks, &model, &what);
+        if n % (8 * stride) == 1 {
+            // Now and then: more writes, the job again, and a clean `scree check`.
+            let mut m = model.clone();
+            write(&ks, &mut m, 7, 100..300);
+            db.flush().expect("flush");
+            run(&db).unwrap_or_else(|e| panic!("{what}: run again: {e}"));
+            check_model(&ks, &m, &format!("{what}, then more"));
+            drop(ks);
+            drop(db);
+            let report = crate::check::check_dir(Path::new("/db"), fs.as_dyn())
+                .unwrap_or_else(|e| panic!("{what}: check: {e}"));
+            assert!(report.problems.is_empty(), "{what}: {:?}", report.problems);
+        }
+        points += 1;
+        n += stride;
+    }
+    eprintln!("{what_runs}: {points} crash points over {ops} operations");
+}
+
+/// A crash at every I/O of a manual compaction: the level-0 table appended to level 1, then
+/// level-1 groups compacted into level 2 with the aggregation write and balance shifts.
+#[test]
+fn every_crash_of_a_light_weight_compaction_and_balance_recovers() {
+    let mut ko = ks_opts(false);
+    ko.lightweight.balance_factor = 1.0;
+    crash_at_every_io(&ko, 1, "compaction", &|db| db.compact());
+}
+
+/// A crash at every I/O of equal divisions (every DTable in scope past a small limit) and the
+/// compactions after them.
+#[test]
+fn every_crash_of_an_equal_division_recovers() {
+    let mut ko = ks_opts(false);
+    ko.lightweight.dtable_max_bytes = 16 * 1024;
+    crash_at_every_io(&ko, 2, "division", &|db| db.compact());
+}
