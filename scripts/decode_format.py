@@ -3,7 +3,7 @@
 docs/format-htable.md alone (not from the Rust code), to cross-check those documents.
 
 Given a database directory it decodes CURRENT, every MANIFEST-*, every WAL (*.log), every
-sorted table (*.sst), DTable (*.dtb), HTable (*.ht), BloomCluster (*.bc) and appendable segment table (*.seg,
+sorted table (*.sst), semi-sorted table (*.sem), DTable (*.dtb), HTable (*.ht), BloomCluster (*.bc) and appendable segment table (*.seg,
 the test-only format of "Appendable tables") and checks:
   * every checksum (masked CRC-32C; region checksums of HTables and BloomClusters);
   * magic numbers, format versions, sizes, counts, offsets that must tile a file;
@@ -674,7 +674,8 @@ class Checker:
                     raise Bad(at, f"seq range {min_seq}..{max_seq}")
                 if len(smallest) < 8 or len(largest) < 8:
                     raise Bad(at, "smallest/largest shorter than an internal key")
-                if ikey_sort_key(smallest) > ikey_sort_key(largest):
+                # A semi-sorted table's first and last entries are in hash order, not key order.
+                if fmt != 2 and ikey_sort_key(smallest) > ikey_sort_key(largest):
                     raise Bad(at, "smallest key after largest")
                 adds.append((at, fno, dict(
                     level=level, slot=slot, fmt=fmt, size=size, smallest=smallest,
@@ -725,8 +726,11 @@ class Checker:
                 if t["fmt"] != 255 or t["append"] is None or t["level"] > 1:
                     raise Bad(at, f"segment table {fno}: format {t['fmt']}, level {t['level']}")
             elif ks["layout"] == "lightweight":
-                if t["fmt"] != 2 or t["append"] is None:
+                if t["fmt"] != 3 or t["append"] is None:
                     raise Bad(at, f"lightweight table {fno}: format {t['fmt']}, not appendable")
+            elif ks["layout"] == "semisorted":
+                if t["fmt"] != 2 or t["append"] is not None:
+                    raise Bad(at, f"semisorted table {fno}: format {t['fmt']}")
             elif trie:
                 if t["fmt"] != 1:
                     raise Bad(at, f"trie table {fno} of format {t['fmt']}")
@@ -1389,6 +1393,102 @@ class Checker:
                  f"(metadata at {mo}, {ap['dead']} dead bytes), {n - size} bytes past the end, "
                  f"level {meta['level']}")
 
+    def decode_sem(self, name, fno, meta, ksid):
+        """A semi-sorted table (docs/format.md, "Semi-sorted table"): fixed-size data blocks of
+        tagged entries, a blob area, the compact index (its placement checked, not its bits:
+        the engine's own decoder and fuzz target cover those), a 56-byte footer."""
+        data = self.read(name)
+        n = len(data)
+        if n < 56:
+            self.problem(name, 0, f"{n} bytes: too short for a semi-sorted table footer")
+            return
+        f = n - 56
+        io, il, bo, nb, bs, ne, ver, crc, magic = struct.unpack_from("<QQQIIQIIQ", data, f)
+        if magic != 0x53454D4953525431:
+            self.problem(name, f + 48, "bad semi-sorted table magic")
+            return
+        if masked_crc(data[f:f + 44]) != crc:
+            self.problem(name, f + 44, "footer checksum mismatch")
+            return
+        if ver != 1 or not 256 <= bs <= 1 << 20 or nb * bs != bo or io < bo or io + il != f:
+            self.problem(name, f, f"footer: version {ver}, {nb} blocks of {bs}, blobs at {bo}, "
+                                  f"index {io}+{il}, footer at {f}: inconsistent")
+            return
+        keys = []
+        try:
+            for b in range(nb):
+                blk = data[b * bs:(b + 1) * bs]
+                if masked_crc(blk[:-4]) != struct.unpack_from("<I", blk, bs - 4)[0]:
+                    raise Bad(b * bs + bs - 4, f"data block {b} checksum mismatch")
+                cnt = struct.unpack_from("<H", blk, 0)[0]
+                if cnt == 0:
+                    raise Bad(b * bs, f"data block {b} is empty")
+                q, end = 2, bs - 4
+                for _ in range(cnt):
+                    tag = blk[q]
+                    q += 1
+                    if tag in (0, 1):
+                        kl, q = varint(blk, q, end, "key length")
+                        k, q = take(blk, q, kl, end, "key")
+                        if tag == 0:
+                            vl, q = varint(blk, q, end, "value length")
+                            v, q = take(blk, q, vl, end, "value")
+                        else:
+                            off, q = varint(blk, q, end, "blob offset")
+                            ln, q = varint(blk, q, end, "blob length")
+                            v = self.sem_blob(data, bo, io, off, ln)
+                    elif tag == 2:
+                        if q + 16 > end:
+                            raise Bad(b * bs + q, "blob entry header")
+                        trailer = struct.unpack_from("<Q", blk, q)[0]
+                        q += 16
+                        off, q = varint(blk, q, end, "blob offset")
+                        ln, q = varint(blk, q, end, "blob length")
+                        blob = self.sem_blob(data, bo, io, off, ln)
+                        kl, r = varint(blob, 0, len(blob), "blob key length")
+                        k, r = take(blob, r, kl, len(blob), "blob key")
+                        v = blob[r:]
+                        if len(k) < 8 or struct.unpack_from("<Q", k, len(k) - 8)[0] != trailer:
+                            raise Bad(bo + off, "blob entry's key does not match its block entry")
+                    else:
+                        raise Bad(b * bs + q - 1, f"entry tag {tag}")
+                    if len(k) < 8:
+                        raise Bad(b * bs + q, "key shorter than an internal key")
+                    keys.append((k, v))
+                if any(blk[q:end]):
+                    raise Bad(b * bs + q, f"data block {b}: non-zero padding after its entries")
+        except Bad as e:
+            self.problem(name, e.offset, e.msg)
+            return
+        if len(keys) != ne:
+            self.problem(name, f + 32, f"footer says {ne} entries, the blocks hold {len(keys)}")
+        if meta is None:
+            self.say(f"{name}: semi-sorted table, {len(keys)} entries, not in the manifest")
+            return
+        seqs = [ikey_split(k)[1] for k, _ in keys]
+        want = dict(entries=len(keys), size=n)
+        if keys:
+            # First and last entry in the table's (hash) order, as the manifest records them.
+            want.update(smallest=keys[0][0], largest=keys[-1][0], min_seq=min(seqs), max_seq=max(seqs))
+        for k2, v2 in want.items():
+            if meta.get(k2) != v2:
+                self.problem(name, None, f"manifest {k2} {fmt_v(meta.get(k2))} != table's {fmt_v(v2)}")
+        for ek, ev in keys:
+            u, seq, kind = ikey_split(ek)
+            self.add_version(ksid, u, (1, seq, -meta["level"], fno), kind, ev, name)
+        self.say(f"{name}: semi-sorted table, {nb} blocks of {bs} bytes, {len(keys)} entries, "
+                 f"{io - bo} blob bytes, index {il} bytes, level {meta['level']}")
+
+    def sem_blob(self, data, bo, io, off, ln):
+        """A blob of the semi-sorted table at `off` in its blob area, with its checksum."""
+        start = bo + off
+        if start + ln + 4 > io:
+            raise Bad(start, "blob runs past the blob area")
+        blob = data[start:start + ln]
+        if masked_crc(blob) != struct.unpack_from("<I", data, start + ln)[0]:
+            raise Bad(start + ln, "blob checksum mismatch")
+        return blob
+
     def decode_dtb(self, name, fno, meta, ksid):
         """A lightweight DTable (docs/format.md, "DTable"): the manifest names its tail
         (meta_offset .. size), which names its live segments (each an embedded sorted table)
@@ -1399,7 +1499,7 @@ class Checker:
             self.say(f"{name}: DTable, {n} bytes, not in the manifest")
             return
         ap = meta["append"]
-        if ap is None or meta["fmt"] != 2:
+        if ap is None or meta["fmt"] != 3:
             self.problem(name, None, "a .dtb table the manifest does not record as appendable")
             return
         size, mo = meta["size"], ap["meta_offset"]
@@ -2113,6 +2213,8 @@ def main():
             c.decode_seg(x, fno, meta, kid)
         elif x.endswith(".dtb"):
             c.decode_dtb(x, fno, meta, kid)
+        elif x.endswith(".sem"):
+            c.decode_sem(x, fno, meta, kid)
         elif x.endswith(".ht"):
             r = c.decode_ht(x, fno, meta, kid, st)
             if r is not None and meta is not None:

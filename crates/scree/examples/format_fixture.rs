@@ -169,7 +169,7 @@ pub fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
         let mut lines = Vec::new();
         for (name, l) in &names {
             let ks = db.keyspace(name, ks_opts(*l, false))?;
-            if *l == Layout::Trie {
+            if !l.order().serves_range() {
                 for line in expected
                     .lines()
                     .filter(|x| x.starts_with(&format!("{name}\t")))
@@ -231,7 +231,13 @@ pub fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
         for _ in 0..n {
             let j = rng.below(kss.len() as u64) as usize;
             let (_, ks, big) = &kss[j];
-            let k = key(rng.below(key_range));
+            let mut k = key(rng.below(key_range));
+            // A layout of prefix groups refuses keys shorter than the prefix: pad them.
+            if let scree::Order::PrefixGroups(n) = ks.layout().order() {
+                if k.len() < n {
+                    k.resize(n, b'_');
+                }
+            }
             if rng.below(5) == 0 {
                 b.delete(ks, &k);
                 model[j].remove(&k);
