@@ -142,6 +142,23 @@ impl<C: Claim, V: 'static> Reservations<C, V> {
         self.table.lock()
     }
 
+    /// A new job planned on version `v` of generation `generation` with every one of
+    /// `claims`: `None` when `v` is older than a version already seen (a finished job may have
+    /// consumed the inputs it shows) or a claim is held. Collects finished jobs first.
+    pub fn reserve(&self, v: &V, generation: u64, claims: Vec<C>) -> Option<Reservation<C, V>> {
+        let mut t = self.lock();
+        t.gc(v);
+        if t.is_stale(generation) {
+            return None;
+        }
+        let job = t.new_job();
+        if !t.take_all(job, claims) {
+            return None;
+        }
+        drop(t);
+        Some(self.hold(job))
+    }
+
     /// The reservation that holds `job`'s claims (taken through [`Reservations::lock`]).
     pub fn hold(&self, job: u64) -> Reservation<C, V> {
         Reservation {

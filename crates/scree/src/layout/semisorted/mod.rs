@@ -71,17 +71,7 @@ impl SemiSorted {
 
     /// Takes `claims` for a new job planned on `v`, unless `v` is stale or one is held.
     fn reserve(&self, v: &SemiVersion, claims: Vec<LevelClaim>) -> Option<Reservation> {
-        let mut b = self.busy.lock();
-        b.gc(v);
-        if b.is_stale(v.gen) {
-            return None;
-        }
-        let job = b.new_job();
-        if !b.take_all(job, claims) {
-            return None;
-        }
-        drop(b);
-        Some(self.busy.hold(job))
+        self.busy.reserve(v, v.gen, claims)
     }
 
     /// A merge of level `src` (all its sub-levels) into `src + 1` (with that level's run, when

@@ -100,22 +100,12 @@ impl Trie {
     /// its version before an install, e.g. `Db::compact`, could take inputs a finished job
     /// already consumed).
     fn reserve(&self, v: &TrieVersion, piles: &[u64], clusters: &[u64]) -> Option<Reservation> {
-        let mut t = self.busy.lock();
-        t.gc(v);
-        if t.is_stale(v.gen) {
-            return None;
-        }
-        let job = t.new_job();
         let claims = piles
             .iter()
             .map(|p| TrieClaim::Pile(*p))
             .chain(clusters.iter().map(|c| TrieClaim::Cluster(*c)))
             .collect();
-        if !t.take_all(job, claims) {
-            return None;
-        }
-        drop(t);
-        Some(self.busy.hold(job))
+        self.busy.reserve(v, v.gen, claims)
     }
 
     /// Last-level containers whose pile has tables the BloomCluster does not cover (and a
