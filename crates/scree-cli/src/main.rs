@@ -30,7 +30,7 @@ enum Command {
     /// Run benchmark workloads on Scree layouts (and RocksDB/LevelDB with --peers); prints a
     /// side-by-side table. With no arguments: 1M keys, fillrandom,readrandom,seekrandom on
     /// every implemented layout.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Multi-threaded writers and snapshot readers meant to be SIGKILLed; `--verify` reopens
     /// and checks the database against the expected-state file (see scripts/torture.sh).
     Stress(stress::StressArgs),
@@ -67,7 +67,7 @@ fn main() -> ExitCode {
         Command::Stats(args) => exit_with("stats", inspect::stats(args)),
         Command::Dump(args) => exit_with("dump", inspect::dump(args)),
         Command::Wal(args) => exit_with("wal", inspect::wal(args)),
-        Command::Bench(args) => match bench::run(args) {
+        Command::Bench(args) => match bench::run(*args) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => {
                 eprintln!("scree bench: at least one run failed (see above)");
