@@ -853,15 +853,28 @@ fn a_table_file_of_another_size_is_corruption_not_missing_keys() {
                 db.flush().expect("flush");
             }
             db.wait_for_compactions().expect("compactions");
-            // One more flushed table, below every compaction trigger: a layout whose
-            // compaction merged all three flushes into one table (`lightweight` into the
-            // first table of an empty level) still has two tables of different sizes.
-            for i in 0..300u32 {
-                let k = 3000 + i;
-                ks.put(key(k), value(k, 3)).expect("put");
-                model.insert(key(k), value(k, 3));
+            // More flushed tables until two live tables differ in size: a layout may merge
+            // every flush into one table (`lightweight` appends level 0 to the tables below
+            // it instead of writing new ones).
+            let ext = common::data_ext(layout);
+            for extra in 0..4u32 {
+                let sizes: std::collections::HashSet<u64> = ks
+                    .tables()
+                    .iter()
+                    .filter(|t| t.file.ends_with(ext))
+                    .map(|t| t.size)
+                    .collect();
+                if sizes.len() >= 2 {
+                    break;
+                }
+                for i in 0..(100 + 50 * extra) {
+                    let k = 3000 + extra * 1000 + i;
+                    ks.put(key(k), value(k, 3)).expect("put");
+                    model.insert(key(k), value(k, 3));
+                }
+                db.flush().expect("flush");
+                db.wait_for_compactions().expect("compactions");
             }
-            db.flush().expect("flush");
         }
         let ext = common::data_ext(layout);
         let mut tables: Vec<(PathBuf, Vec<u8>)> = fs
