@@ -201,6 +201,42 @@ pub(crate) fn filter_with(
     Ok(f)
 }
 
+/// The merges due, as (level, in place, sub-levels): a stepped level with `sub_levels`
+/// sub-levels (in place at the last level), an LSM level with a run and an arrival (merged in
+/// place), or an LSM level that holds its share (moved down whole).
+fn due_merges(v: &SemiVersion, opts: &KeyspaceOptions) -> Vec<(usize, bool, usize)> {
+    let o = &opts.semisorted;
+    let last = o.max_levels - 1;
+    let mut due = Vec::new();
+    for (l, level) in v.levels.iter().enumerate() {
+        let n = level.subs.len();
+        if v.shared.plan_of(l).stepped {
+            if n >= o.sub_levels {
+                due.push((l, l >= last, n));
+            }
+        } else if n >= 2 {
+            due.push((l, true, n));
+        } else if l < last && n == 1 && lsm_full(level, l, opts) {
+            due.push((l, false, n));
+        }
+    }
+    due
+}
+
+/// Whether level `l`'s missing filter is to be rebuilt: its plan has one, no rebuild failed
+/// since its newest sub-level arrived, and it has ids for all its sub-levels (a level past
+/// them waits for its merge instead).
+fn rebuild_due(v: &SemiVersion, l: usize, o: &crate::options::SemiSortedOptions) -> bool {
+    v.levels.get(l).is_some_and(|level| {
+        level.filter().is_none()
+            && level
+                .subs
+                .first()
+                .is_some_and(|s| v.shared.may_rebuild(l, s.slot))
+            && level.subs.len() <= max_ids(o, v.shared.plan_of(l).stepped)
+    })
+}
+
 /// Whether LSM level `l` holds its share, `write_buffer_bytes × r^(l+1)` (level 0 of a store
 /// with stepped levels holds `r` memtables, and each level `r` times the one above): it then
 /// moves down whole.
@@ -355,22 +391,9 @@ impl Layout for SemiSorted {
     fn pick(&self, version: &Arc<dyn LayoutVersion>, ctx: &JobCtx<'_>) -> Option<Box<dyn Job>> {
         let v = self.v(version)?;
         let o = &ctx.opts.semisorted;
-        let last = o.max_levels - 1;
         self.configure(ctx.opts);
         // Merges first, the fullest level first; then filters to rebuild.
-        let mut due: Vec<(usize, bool, usize)> = Vec::new();
-        for (l, level) in v.levels.iter().enumerate() {
-            let n = level.subs.len();
-            if v.shared.plan_of(l).stepped {
-                if n >= o.sub_levels {
-                    due.push((l, l >= last, n));
-                }
-            } else if n >= 2 {
-                due.push((l, true, n));
-            } else if l < last && n == 1 && lsm_full(level, l, ctx.opts) {
-                due.push((l, false, n));
-            }
-        }
+        let mut due = due_merges(v, ctx.opts);
         due.sort_by_key(|d| std::cmp::Reverse(d.2));
         for (l, in_place, _) in due {
             if let Some(j) = self.merge_job(v, l, in_place, ctx.opts) {
@@ -378,14 +401,7 @@ impl Layout for SemiSorted {
             }
         }
         for (l, level) in v.levels.iter().enumerate() {
-            // A level past its filter's ids waits for its merge instead.
-            if level.filter().is_none()
-                && level
-                    .subs
-                    .first()
-                    .is_some_and(|s| v.shared.may_rebuild(l, s.slot))
-                && level.subs.len() <= max_ids(o, v.shared.plan_of(l).stepped)
-            {
+            if rebuild_due(v, l, o) {
                 let Some(res) = self.reserve(v, vec![LevelClaim(l as u32)]) else {
                     continue;
                 };
@@ -402,24 +418,9 @@ impl Layout for SemiSorted {
     }
 
     fn needs_compaction(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> bool {
-        let Some(v) = self.v(version) else {
-            return false;
-        };
-        let last = opts.semisorted.max_levels - 1;
-        v.levels.iter().enumerate().any(|(i, l)| {
-            let plan = v.shared.plan_of(i);
-            let n = l.subs.len();
-            let merge = if plan.stepped {
-                n >= opts.semisorted.sub_levels
-            } else {
-                n >= 2 || (i < last && n == 1 && lsm_full(l, i, opts))
-            };
-            merge
-                || (l.filter().is_none()
-                    && l.subs
-                        .first()
-                        .is_some_and(|s| v.shared.may_rebuild(i, s.slot))
-                    && n <= max_ids(&opts.semisorted, plan.stepped))
+        self.v(version).is_some_and(|v| {
+            !due_merges(v, opts).is_empty()
+                || (0..v.levels.len()).any(|l| rebuild_due(v, l, &opts.semisorted))
         })
     }
 
