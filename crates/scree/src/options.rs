@@ -259,12 +259,15 @@ pub enum Layout {
     Fragmented,
     /// LSM-trie: hash-addressed containers of HTables.
     Trie,
-    /// SlimDB's semi-sorted layout (not implemented yet).
+    /// SlimDB's semi-sorted layout: keys grouped by a `prefix_len`-byte prefix, stepped merges,
+    /// multi-level cuckoo filters, the compact three-level index (docs/architecture-semisorted.md).
     SemiSorted {
-        /// Bytes of the key prefix that is kept sorted.
+        /// Bytes of the key prefix naming a key's group (keys are ordered by its hash, then by
+        /// the suffix's hash); shorter keys are refused.
         prefix_len: usize,
     },
-    /// LWC-tree's light-weight compaction (not implemented yet).
+    /// LWC-tree's light-weight compaction: DTables grown by appended segments
+    /// (docs/architecture-lightweight.md).
     Lightweight,
     /// The appendable segment tables of the engine's own unit tests (`layout::segments`):
     /// exercises append-then-switch through real manifest edits. Only in test builds; its
