@@ -316,7 +316,7 @@ impl Job for MergeJob {
                         PendingFilter {
                             level: self.dst as u32,
                             base: slots.clone(),
-                            added: Some(slot),
+                            added: slot,
                             filter,
                         },
                     );

@@ -371,7 +371,7 @@ impl Layout for SemiSorted {
                     PendingFilter {
                         level: 0,
                         base: slots,
-                        added: Some(slot),
+                        added: slot,
                         filter,
                     },
                 );

@@ -98,15 +98,15 @@ pub fn reader_of(f: &TableFile, pin_index: bool) -> Result<Arc<OpenSemi>> {
     Ok(open)
 }
 
-/// A filter a job built for a level: for the sub-levels `base` (slots, oldest first) and,
-/// when `added` is set, the new sub-level of that slot as the newest.
+/// A filter a job built for a level: for the sub-levels `base` (slots, oldest first) and the
+/// new sub-level `added` as the newest.
 pub struct PendingFilter {
     /// Level.
     pub level: u32,
     /// Slots the filter's ids `0..base.len()` name.
     pub base: Vec<u64>,
-    /// The new sub-level (id `base.len()`), if any.
-    pub added: Option<u64>,
+    /// The new sub-level (id `base.len()`).
+    pub added: u64,
     /// The filter.
     pub filter: MultiLevelCuckoo,
 }
@@ -122,8 +122,6 @@ pub struct Shared {
     pub pending: Mutex<HashMap<u64, PendingFilter>>,
     /// Data blocks read by point lookups, per level.
     pub reads: [AtomicU64; MAX_LEVELS],
-    /// Lookups that found a level's filter missing and probed every sub-level.
-    pub unfiltered: AtomicU64,
     /// Filter rebuilds finished, per level (a level's filter is rebuilt only when a change
     /// arrived without it: after a reopen, or when it was lost).
     pub rebuilds: [AtomicU64; MAX_LEVELS],
@@ -142,7 +140,6 @@ impl Shared {
             hash_key,
             pending: Mutex::new(HashMap::new()),
             reads: Default::default(),
-            unfiltered: AtomicU64::new(0),
             rebuilds: Default::default(),
             plan: RwLock::new(Vec::new()),
             rebuild_failed: Mutex::new(HashMap::new()),
@@ -297,16 +294,16 @@ impl SemiVersion {
         }
     }
 
-    /// Looks `user_key` up in sub-level `sub` of level `level`.
+    /// Looks `user_key` up in sub-level `sub` of level `level` (whose indexes are pinned when
+    /// `pin`).
     fn get_in_sub(
         &self,
-        level: usize,
+        (level, pin): (usize, bool),
         sub: &Sub,
         user_key: &[u8],
         h: (u64, u64),
         seq: u64,
     ) -> Result<Lookup> {
-        let pin = self.shared.plan_of(level).index;
         for t in sub.tables_for(h) {
             let r = reader_of(t, pin)?;
             let mut blocks = 0;
@@ -385,7 +382,7 @@ fn adopt_pending(
     merged: &HashMap<u64, u64>,
 ) -> Option<MultiLevelCuckoo> {
     let mut known = p.base.clone();
-    known.extend(p.added);
+    known.push(p.added);
     if now
         .iter()
         .any(|s| !known.contains(s) && !merged.values().any(|m| m == s))
@@ -415,7 +412,8 @@ impl LayoutVersion for SemiVersion {
             let n = level.subs.len();
             // The sub-level (index, newest first) to start at, and whether older ones must be
             // probed after it.
-            let filter = match sk.plan_of(li).filter {
+            let plan = sk.plan_of(li);
+            let filter = match plan.filter {
                 true => level.filter().map(|f| &**f),
                 false => None,
             };
@@ -428,16 +426,11 @@ impl LayoutVersion for SemiVersion {
                     let visible = level.subs.iter().all(|s| s.max_seq <= seq);
                     (idx, !visible)
                 }
-                Some(_) => (0, true),
-                None => {
-                    if sk.plan_of(li).filter {
-                        sk.unfiltered.fetch_add(1, Ordering::Relaxed);
-                    }
-                    (0, true)
-                }
+                // Ambiguous, or no filter (missing, or none in the plan): every sub-level.
+                Some(_) | None => (0, true),
             };
             for sub in level.subs.iter().skip(start) {
-                match self.get_in_sub(li, sub, user_key, h, seq)? {
+                match self.get_in_sub((li, plan.index), sub, user_key, h, seq)? {
                     Lookup::Absent => {}
                     found => return Ok(found),
                 }
