@@ -1310,24 +1310,35 @@ class Checker:
                  f"seq {min(seqs) if seqs else '-'}..{max(seqs) if seqs else '-'}, filter {fdesc}, "
                  f"{n} bytes" + (f", level {meta['level']}" if meta else ", not in the manifest"))
 
-    def decode_seg(self, name, fno, meta, ksid):
-        """The test-only appendable segment table (docs/format.md, "Appendable tables"): the
-        manifest names its metadata (meta_offset .. size), which names its live segments."""
+    def open_appendable(self, name, meta, what, ext, fmt, word):
+        """An appendable table's bytes as the manifest names them (docs/format.md, "Appendable
+        tables"): `(data, file length, append record, named end, metadata offset)`, or None
+        (after saying why) when it is not in the manifest, not recorded as appendable with format
+        `fmt`, or shorter than its named end. Bytes past the end are an unfinished `word`."""
         data = self.read(name)
         n = len(data)
         if meta is None:
-            self.say(f"{name}: segment table, {n} bytes, not in the manifest")
-            return
+            self.say(f"{name}: {what}, {n} bytes, not in the manifest")
+            return None
         ap = meta["append"]
-        if ap is None or meta["fmt"] != 255:
-            self.problem(name, None, "a .seg table the manifest does not record as appendable")
-            return
+        if ap is None or meta["fmt"] != fmt:
+            self.problem(name, None, f"a {ext} table the manifest does not record as appendable")
+            return None
         size, mo = meta["size"], ap["meta_offset"]
         if n < size:
             self.problem(name, n, f"file is {n} bytes, the manifest says the table ends at {size}")
-            return
+            return None
         if n > size:
-            self.notes.append(f"{name}: {n - size} bytes past the table's named end (an unfinished switch), ignored")
+            self.notes.append(f"{name}: {n - size} bytes past the table's named end (an unfinished {word}), ignored")
+        return data, n, ap, size, mo
+
+    def decode_seg(self, name, fno, meta, ksid):
+        """The test-only appendable segment table (docs/format.md, "Appendable tables"): the
+        manifest names its metadata (meta_offset .. size), which names its live segments."""
+        opened = self.open_appendable(name, meta, "segment table", ".seg", 255, "switch")
+        if opened is None:
+            return
+        data, n, ap, size, mo = opened
         body = data[mo:size]
         if len(body) < 4 or masked_crc(body[:-4]) != struct.unpack_from("<I", body, len(body) - 4)[0]:
             self.problem(name, mo, "segment table metadata checksum mismatch")
@@ -1493,21 +1504,10 @@ class Checker:
         """A lightweight DTable (docs/format.md, "DTable"): the manifest names its tail
         (meta_offset .. size), which names its live segments (each an embedded sorted table)
         and its aggregation block."""
-        data = self.read(name)
-        n = len(data)
-        if meta is None:
-            self.say(f"{name}: DTable, {n} bytes, not in the manifest")
+        opened = self.open_appendable(name, meta, "DTable", ".dtb", 3, "append")
+        if opened is None:
             return
-        ap = meta["append"]
-        if ap is None or meta["fmt"] != 3:
-            self.problem(name, None, "a .dtb table the manifest does not record as appendable")
-            return
-        size, mo = meta["size"], ap["meta_offset"]
-        if n < size:
-            self.problem(name, n, f"file is {n} bytes, the manifest says the table ends at {size}")
-            return
-        if n > size:
-            self.notes.append(f"{name}: {n - size} bytes past the table's named end (an unfinished append), ignored")
+        data, n, ap, size, mo = opened
         try:
             segs, agg = self.dtb_tail(data[mo:size], mo)
         except Bad as e:
