@@ -54,12 +54,16 @@ pub(crate) fn sources_for(
         }
         let mut children: Vec<Box<dyn InternalIter>> = Vec::new();
         for m in &mems {
-            if !m.is_sorted() {
+            if m.is_sorted() {
+                children.push(Box::new(MemIter::new(m.clone())));
+            } else if let Some(group) = prefix.as_deref().and_then(|p| m.prefix_group(p)) {
+                // A prefix group's few entries, copied at the iterator's first use.
+                children.push(Box::new(crate::iter::VecIter::new(group)));
+            } else {
                 return Err(Error::Unsupported(
                     "range scan over a hash-ordered memtable (this layout has no scans)".into(),
                 ));
             }
-            children.push(Box::new(MemIter::new(m.clone())));
         }
         children.extend(tables);
         Ok(MergingIter::new(children))

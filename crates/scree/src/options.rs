@@ -306,11 +306,6 @@ impl Order {
         }
     }
 
-    /// Whether the memtable keeps entries in key order (else in a hash index).
-    pub(crate) fn sorted_memtable(&self) -> bool {
-        !matches!(self, Order::Hash)
-    }
-
     /// `Unsupported` naming why a range scan of keyspace `ks` (of layout `layout`) is refused.
     pub(crate) fn check_range(&self, ks: &str, layout: &Layout) -> Result<()> {
         match self {
@@ -1056,6 +1051,5 @@ mod tests {
             .check_prefix("ks", &Layout::Leveled, b"")
             .is_ok());
         assert!(Order::Hash.check_prefix("ks", &Layout::Trie, b"a").is_err());
-        assert!(!Order::Hash.sorted_memtable() && Order::PrefixGroups(4).sorted_memtable());
     }
 }

@@ -1,4 +1,5 @@
-//! The hashed memtable index (`trie` keyspaces): user key → its versions, newest first.
+//! The hashed memtable index (`trie` and `semisorted` keyspaces): user key → its versions,
+//! newest first.
 //!
 //! Keys and values live in per-shard [`Arena`]s. Each shard is a
 //! `hashbrown::HashTable` of [`Slot`]s under a `parking_lot::RwLock`: the one writer (the
@@ -6,8 +7,14 @@
 //! locks. The hash is SipHash keyed randomly per memtable (`RandomState`), so crafted keys
 //! cannot pile into one bucket chain.
 //!
+//! With *groups* (`semisorted`, whose scans read one group of keys sharing a fixed-length
+//! prefix), a key's shard is chosen by its prefix, and each shard also keeps a table from
+//! prefix to the group's newest key; each key record links to the group's previous key, so a
+//! group is read by one probe and a walk instead of a scan of the memtable.
+//!
 //! Arena records (little-endian, never moved once written):
-//! - key: the user key's bytes (length in the slot);
+//! - key: the user key's bytes (length in the slot); with groups, preceded by
+//!   `previous key of the group: chunk u32 | offset u32 | key length u32`;
 //! - version: `trailer: u64 | prev chunk: u32 | prev offset: u32 | value length: u32 | value`,
 //!   `prev` naming the next older version (`u32::MAX` chunk: none).
 
@@ -23,6 +30,8 @@ use crate::coding::{get_u32, get_u64};
 const SHARDS: usize = 16;
 /// Bytes of a version record before its value.
 const VERSION_HEADER: usize = 20;
+/// Bytes of a grouped key record before the key.
+const GROUP_LINK: u32 = 12;
 
 /// One user key in a shard's table.
 #[derive(Clone, Copy, Debug)]
@@ -33,10 +42,40 @@ struct Slot {
     newest: Loc,
 }
 
+/// One group (keys sharing a prefix) in a shard's group table.
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    hash: u64,
+    /// The key record (its link header) of the group's newest key.
+    newest_key: Loc,
+}
+
 #[derive(Default)]
 pub(super) struct Shard {
     table: HashTable<Slot>,
     arena: Arena,
+    /// Groups by prefix (empty without groups).
+    groups: HashTable<Group>,
+}
+
+/// A grouped key record at `at`: (the group's previous key record, the key).
+fn grouped_key(arena: &Arena, at: Loc) -> Option<(Loc, &[u8])> {
+    let (c, o) = arena.chunk_of(at)?;
+    let prev = Loc {
+        chunk: get_u32(c, o)?,
+        off: get_u32(c, o + 4)?,
+    };
+    let len = get_u32(c, o + 8)? as usize;
+    let start = o + GROUP_LINK as usize;
+    Some((prev, c.get(start..start.checked_add(len)?)?))
+}
+
+/// One version of a group's key, copied out: (user key, trailer, value).
+pub(super) type GroupEntry = (Vec<u8>, u64, Vec<u8>);
+
+/// The group prefix of `key`: its first `len` bytes (all of a shorter key).
+fn prefix_of(key: &[u8], len: usize) -> &[u8] {
+    key.get(..len).unwrap_or(key)
 }
 
 /// A version read from the arena.
@@ -100,11 +139,15 @@ impl Shard {
 pub(super) struct HashIndex {
     shards: Box<[RwLock<Shard>]>,
     hasher: RandomState,
+    /// Prefix length of the groups, if the index keeps them.
+    group_prefix: Option<usize>,
 }
 
 impl HashIndex {
     /// An empty index sized for about `entries` keys.
-    pub(super) fn with_capacity(entries: usize) -> Self {
+    /// With `group_prefix`, the index also keeps the groups of keys sharing their first
+    /// `group_prefix` bytes ([`HashIndex::group`]).
+    pub(super) fn with_capacity(entries: usize, group_prefix: Option<usize>) -> Self {
         let per = entries / SHARDS;
         HashIndex {
             shards: (0..SHARDS)
@@ -112,21 +155,79 @@ impl HashIndex {
                     RwLock::new(Shard {
                         table: HashTable::with_capacity(per),
                         arena: Arena::default(),
+                        groups: HashTable::new(),
                     })
                 })
                 .collect(),
             hasher: RandomState::new(),
+            group_prefix,
         }
     }
 
-    fn shard(&self, hash: u64) -> Option<&RwLock<Shard>> {
-        self.shards.get((hash >> 60) as usize % SHARDS)
+    /// The shard of a key of hash `hash`: chosen by the hash of its group prefix when there
+    /// are groups (a group lives in one shard), by `hash` otherwise.
+    fn shard_of(&self, key: &[u8], hash: u64) -> Option<&RwLock<Shard>> {
+        let h = match self.group_prefix {
+            Some(n) => self.hasher.hash_one(prefix_of(key, n)),
+            None => hash,
+        };
+        self.shards.get((h >> 60) as usize % SHARDS)
+    }
+
+    /// Appends the record of a new key: with groups, linked to its group's newest key and
+    /// made the group's newest.
+    fn append_key(&self, s: &mut Shard, key: &[u8]) -> Loc {
+        let Some(n) = self.group_prefix else {
+            return s.arena.append(&[key]);
+        };
+        let prefix = prefix_of(key, n);
+        let gh = self.hasher.hash_one(prefix);
+        let arena = &s.arena;
+        let same_group = |g: &Group| {
+            g.hash == gh
+                && grouped_key(arena, g.newest_key).is_some_and(|(_, k)| prefix_of(k, n) == prefix)
+        };
+        let prev = s
+            .groups
+            .find(gh, same_group)
+            .map_or(Loc::NONE, |g| g.newest_key);
+        let (c, o, l) = (
+            prev.chunk.to_le_bytes(),
+            prev.off.to_le_bytes(),
+            (key.len() as u32).to_le_bytes(),
+        );
+        let link: [u8; GROUP_LINK as usize] = [
+            c[0], c[1], c[2], c[3], o[0], o[1], o[2], o[3], l[0], l[1], l[2], l[3],
+        ];
+        let at = s.arena.append(&[&link, key]);
+        let arena = &s.arena;
+        let same_group = |g: &Group| {
+            g.hash == gh
+                && grouped_key(arena, g.newest_key).is_some_and(|(_, k)| prefix_of(k, n) == prefix)
+        };
+        match s.groups.find_mut(gh, same_group) {
+            Some(g) => g.newest_key = at,
+            None => {
+                s.groups.insert_unique(
+                    gh,
+                    Group {
+                        hash: gh,
+                        newest_key: at,
+                    },
+                    |g| g.hash,
+                );
+            }
+        }
+        Loc {
+            chunk: at.chunk,
+            off: at.off + GROUP_LINK,
+        }
     }
 
     /// Adds a version (`trailer` = sequence number and kind) of `key`.
     pub(super) fn insert(&self, key: &[u8], trailer: u64, value: &[u8]) {
         let hash = self.hasher.hash_one(key);
-        let Some(shard) = self.shard(hash) else {
+        let Some(shard) = self.shard_of(key, hash) else {
             return;
         };
         let mut g = shard.write();
@@ -142,7 +243,7 @@ impl HashIndex {
             })
             .copied();
         let Some(slot) = found else {
-            let key_at = s.arena.append(&[key]);
+            let key_at = self.append_key(s, key);
             let newest = s.append_version(trailer, Loc::NONE, value);
             s.table.insert_unique(
                 hash,
@@ -180,7 +281,7 @@ impl HashIndex {
     /// The newest version of `key` with sequence number ≤ `seq`: `(trailer, value)`.
     pub(super) fn get(&self, key: &[u8], seq: u64) -> Option<(u64, Vec<u8>)> {
         let hash = self.hasher.hash_one(key);
-        let g = self.shard(hash)?.read();
+        let g = self.shard_of(key, hash)?.read();
         let slot = g.table.find(hash, |e| {
             e.hash == hash
                 && e.key_len as usize == key.len()
@@ -194,6 +295,41 @@ impl HashIndex {
             at = v.prev;
         }
         None
+    }
+
+    /// Every version of every key of the group of `prefix` (which must be as long as the
+    /// group prefix; `None` without groups or for another length), as `(user key, trailer,
+    /// value)` copies, in no order.
+    pub(super) fn group(&self, prefix: &[u8]) -> Option<Vec<GroupEntry>> {
+        if self.group_prefix != Some(prefix.len()) {
+            return None;
+        }
+        let gh = self.hasher.hash_one(prefix);
+        let g = self.shard_of(prefix, gh)?.read();
+        let mut out = Vec::new();
+        let Some(group) = g.groups.find(gh, |e| {
+            e.hash == gh
+                && grouped_key(&g.arena, e.newest_key)
+                    .is_some_and(|(_, k)| prefix_of(k, prefix.len()) == prefix)
+        }) else {
+            return Some(out);
+        };
+        let mut at = group.newest_key;
+        while let Some((prev, key)) = grouped_key(&g.arena, at) {
+            let hash = self.hasher.hash_one(key);
+            let slot = g.table.find(hash, |e| {
+                e.hash == hash
+                    && e.key_len as usize == key.len()
+                    && g.arena.bytes(e.key, key.len()) == Some(key)
+            });
+            let mut v = slot.map_or(Loc::NONE, |s| s.newest);
+            while let Some(ver) = version(&g.arena, v) {
+                out.push((key.to_vec(), ver.trailer, ver.value.to_vec()));
+                v = ver.prev;
+            }
+            at = prev;
+        }
+        Some(out)
     }
 
     /// Every shard read-locked, for [`HashIndex::visit_held`] (a flush of a memtable nothing
@@ -265,7 +401,7 @@ mod tests {
 
     #[test]
     fn matches_a_model_with_large_values_and_out_of_order_versions() {
-        let idx = HashIndex::with_capacity(64);
+        let idx = HashIndex::with_capacity(64, None);
         let mut model: BTreeMap<Vec<u8>, BTreeMap<u64, Vec<u8>>> = BTreeMap::new();
         let mut trailer = 10u64 << 8;
         for i in 0..3000u32 {

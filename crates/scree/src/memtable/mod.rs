@@ -8,11 +8,12 @@
 //!   fill rate); readers wait at most one insert. Values live in an arena (`arena.rs`), so an insert
 //!   allocates nothing per entry; a blocked whole-key Bloom filter answers most gets of keys
 //!   the memtable never saw with one cache line;
-//! - **hashed** (trie, whose keyspaces are hash-ordered and have no scans): a sharded concurrent
-//!   hash index ([`hashed`]) from user key to its versions. An insert costs one hash probe instead of
-//!   a skiplist search of ~log2(n) cache misses, which bounded the fill rate (docs/architecture.md);
-//!   a flush visits each key's versions together, newest first, in no key order (the trie's
-//!   flush orders entries by placement hash itself).
+//! - **hashed** (trie, whose keyspaces are hash-ordered and have no scans; semisorted, whose
+//!   scans read one prefix group): a sharded concurrent hash index ([`hashed`]) from user key to
+//!   its versions, for semisorted with its prefix groups. An insert costs one hash probe (two
+//!   with groups) instead of a B-tree search of ~log2(n) cache misses, which bounded the fill
+//!   rate (docs/architecture.md); a flush visits each key's versions together, newest first, in
+//!   no key order (the trie's and semisorted's flushes order entries by hash themselves).
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -116,10 +117,20 @@ impl Memtable {
     /// An empty hashed memtable (point lookups and flushes only; no ordered iteration), its
     /// table sized for `budget_bytes` of small entries so that filling it does not rehash.
     pub fn hashed(log_number: u64, budget_bytes: usize) -> Self {
+        Self::hashed_index(log_number, budget_bytes, None)
+    }
+
+    /// A hashed memtable that also keeps the groups of keys sharing their first
+    /// `prefix_len` bytes, for [`Memtable::prefix_group`].
+    pub fn hashed_groups(log_number: u64, budget_bytes: usize, prefix_len: usize) -> Self {
+        Self::hashed_index(log_number, budget_bytes, Some(prefix_len))
+    }
+
+    fn hashed_index(log_number: u64, budget_bytes: usize, groups: Option<usize>) -> Self {
         let capacity = (budget_bytes / HASHED_ENTRY_GUESS).min(1 << 22);
         Memtable {
             map: RwLock::new(Sorted::default()),
-            hashed: Some(HashIndex::with_capacity(capacity)),
+            hashed: Some(HashIndex::with_capacity(capacity, groups)),
             entries: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
             log_number,
@@ -129,17 +140,19 @@ impl Memtable {
         }
     }
 
-    /// An empty memtable of the index `layout` reads: hashed for hash-ordered layouts without
-    /// scans (`trie`), sorted otherwise.
+    /// An empty memtable of the index `layout` reads: sorted for key-ordered layouts, hashed
+    /// for hash-ordered ones (`trie`), hashed with prefix groups for `semisorted`.
     pub fn for_layout(
         layout: &crate::options::Layout,
         log_number: u64,
         budget_bytes: usize,
     ) -> Self {
-        if layout.order().sorted_memtable() {
-            Memtable::new(log_number, budget_bytes)
-        } else {
-            Memtable::hashed(log_number, budget_bytes)
+        match layout.order() {
+            crate::options::Order::Total => Memtable::new(log_number, budget_bytes),
+            crate::options::Order::PrefixGroups(n) => {
+                Memtable::hashed_groups(log_number, budget_bytes, n)
+            }
+            crate::options::Order::Hash => Memtable::hashed(log_number, budget_bytes),
         }
     }
 
@@ -307,6 +320,22 @@ impl Memtable {
         })
     }
 
+    /// The entries of the keys whose first `prefix.len()` bytes are `prefix`, as (internal
+    /// key, value) sorted in internal-key order: `Some` in a memtable with prefix groups of
+    /// exactly that length ([`Memtable::hashed_groups`]), `None` otherwise.
+    pub fn prefix_group(&self, prefix: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+        let group = self.hashed.as_ref()?.group(prefix)?;
+        let mut out: Vec<(Vec<u8>, Vec<u8>)> = group
+            .into_iter()
+            .map(|(mut k, trailer, v)| {
+                k.extend_from_slice(&trailer.to_le_bytes());
+                (k, v)
+            })
+            .collect();
+        out.sort_unstable_by(|a, b| key::cmp_ikey(&a.0, &b.0));
+        Some(out)
+    }
+
     /// Read-locks the memtable for a flush that borrows its entries ([`FlushView::for_each`])
     /// instead of copying them: the `trie` flush writes its HTable straight from the arenas.
     /// Inserts wait until the view is dropped (a flushed memtable gets none).
@@ -418,6 +447,62 @@ mod tests {
             m.for_each_in_order(|_, _| Ok(())),
             Err(Error::Unsupported(_))
         ));
+    }
+
+    #[test]
+    fn prefix_groups_hold_every_version_of_their_keys_and_nothing_else() {
+        use std::collections::BTreeMap;
+        let m = Memtable::hashed_groups(1, 1 << 20, 3);
+        // 40 groups (some of one key, one of a key shorter than the prefix), 3,000 writes of
+        // puts and deletes, several versions per key; the model: every version by user key.
+        let mut model: BTreeMap<Vec<u8>, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
+        let mut x = 7u64;
+        for seq in 1..=3_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let g = (x >> 33) % 40;
+            let key = if g == 39 {
+                b"zz".to_vec()
+            } else {
+                format!("g{g:02}{}", (x >> 20) % (1 + g % 7)).into_bytes()
+            };
+            let kind = if (x >> 10).is_multiple_of(5) {
+                ValueKind::Delete
+            } else {
+                ValueKind::Put
+            };
+            let value = format!("v{seq}").into_bytes();
+            m.insert(&key, seq, kind, &value);
+            model
+                .entry(key)
+                .or_default()
+                .push((key::trailer(seq, kind), value));
+        }
+        for g in 0..41u64 {
+            let prefix = format!("g{g:02}").into_bytes();
+            let got = m.prefix_group(&prefix).expect("a grouped memtable");
+            let mut want: Vec<(Vec<u8>, Vec<u8>)> = model
+                .iter()
+                .filter(|(k, _)| k.starts_with(&prefix))
+                .flat_map(|(k, vs)| {
+                    vs.iter().map(move |(t, v)| {
+                        let mut ik = k.clone();
+                        ik.extend_from_slice(&t.to_le_bytes());
+                        (ik, v.clone())
+                    })
+                })
+                .collect();
+            want.sort_by(|a, b| key::cmp_ikey(&a.0, &b.0));
+            assert_eq!(got, want, "group {g}");
+        }
+        // A key shorter than the prefix is its own group, found by nothing of prefix length.
+        assert_eq!(m.prefix_group(b"zz").map(|g| g.len()), None);
+        assert_ne!(m.get(b"zz", u64::MAX >> 8), Lookup::Absent);
+        // Another length, or an ungrouped memtable: no answer.
+        assert!(m.prefix_group(b"g0").is_none());
+        assert!(Memtable::hashed(1, 1 << 20).prefix_group(b"g00").is_none());
+        assert!(Memtable::new(1, 1 << 20).prefix_group(b"g00").is_none());
     }
 
     #[test]

@@ -134,15 +134,6 @@ impl SemiSorted {
     }
 }
 
-/// The user key of flush entry `i` (an offset, key length and value length in `arena`).
-fn slot_key<'a>(arena: &'a [u8], entries: &[(usize, usize, usize)], i: usize) -> &'a [u8] {
-    let k = entries
-        .get(i)
-        .and_then(|&(off, klen, _)| arena.get(off..off + klen))
-        .unwrap_or_default();
-    crate::key::user_key(k)
-}
-
 /// Adds keys to a filter under construction: called with the insert function.
 type KeySource<'a> = &'a mut dyn FnMut(&mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()>;
 
@@ -299,16 +290,17 @@ impl Layout for SemiSorted {
             .v(version)
             .ok_or_else(|| Error::InvalidArgument("semisorted flush: not its version".into()))?;
         let pl = self.prefix_len;
-        // The memtable's entries in one arena, and its distinct user keys (each with its
-        // versions, newest first, as the memtable holds them) sorted in the layout's order.
-        let mut arena: Vec<u8> = Vec::with_capacity(mem.approximate_bytes());
-        let mut entries: Vec<(usize, usize, usize)> = Vec::with_capacity(mem.len());
+        // The memtable's entries borrowed in place (a read-locked view: nothing writes a
+        // memtable being flushed), and its distinct user keys — each a run of versions,
+        // newest first, as the memtable visits them — sorted in the layout's order.
+        let view = mem.flush_view();
+        let mut entries: Vec<(&[u8], u64, &[u8])> = Vec::with_capacity(mem.len());
         let mut keys: Vec<(u64, u64, usize, usize)> = Vec::new();
-        mem.for_each_in_order(|k, val| {
-            let uk = crate::key::user_key(k);
+        view.for_each(|uk, trailer, val| {
             let same = keys
                 .last()
-                .is_some_and(|&(_, _, first, _)| slot_key(&arena, &entries, first) == uk);
+                .and_then(|&(_, _, first, _)| entries.get(first))
+                .is_some_and(|e| e.0 == uk);
             if same {
                 if let Some(last) = keys.last_mut() {
                     last.3 += 1;
@@ -317,12 +309,9 @@ impl Layout for SemiSorted {
                 let (ph, sh) = hashes(&ctx.hash_key, pl, uk);
                 keys.push((ph, sh, entries.len(), 1));
             }
-            entries.push((arena.len(), k.len(), val.len()));
-            arena.extend_from_slice(k);
-            arena.extend_from_slice(val);
-            Ok(())
-        })?;
-        let user_key = |first: usize| slot_key(&arena, &entries, first);
+            entries.push((uk, trailer, val));
+        });
+        let user_key = |first: usize| entries.get(first).map_or(&[][..], |e| e.0);
         keys.sort_unstable_by(|a, b| {
             (a.0, a.1)
                 .cmp(&(b.0, b.1))
@@ -330,11 +319,13 @@ impl Layout for SemiSorted {
         });
         // One table per flush: a memtable is a bounded size, and merges take whole levels.
         let mut out = Output::new(ctx, WriteCause::Flush, u64::MAX);
+        let mut ikey: Vec<u8> = Vec::new();
         for &(ph, sh, first, n) in &keys {
-            for &(off, klen, vlen) in entries.iter().skip(first).take(n) {
-                let k = arena.get(off..off + klen).unwrap_or_default();
-                let v = arena.get(off + klen..off + klen + vlen).unwrap_or_default();
-                out.add(ph, sh, k, v)?;
+            for &(uk, trailer, val) in entries.iter().skip(first).take(n) {
+                ikey.clear();
+                ikey.extend_from_slice(uk);
+                ikey.extend_from_slice(&trailer.to_le_bytes());
+                out.add(ph, sh, &ikey, val)?;
             }
         }
         let metas = out.finish()?;
