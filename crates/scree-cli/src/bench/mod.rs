@@ -12,6 +12,7 @@ pub mod report;
 pub mod scree_engine;
 #[cfg(test)]
 mod tests;
+pub mod verdict;
 pub mod worker;
 pub mod workloads;
 pub mod ycsb;
@@ -465,6 +466,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
 
     let config = report::config_json(&args, reads, &specs);
     print!("{}", report::table(&runs, &args));
+    if let Some(v) = verdict::verdict(&runs) {
+        print!("{v}");
+    }
     let mut ok = runs.iter().all(|r| !r.failed());
     if let Some(path) = &args.json {
         let doc = report::json(config, &runs);

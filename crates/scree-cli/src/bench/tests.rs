@@ -313,6 +313,51 @@ fn every_scree_layout_passes_verification() {
 }
 
 #[test]
+fn the_verdict_ranks_what_was_measured_against_leveled() {
+    let cfg = super::engine::EngineConfig {
+        write_buffer_bytes: 1 << 20,
+        bloom_bits: 10,
+        sync: false,
+        direct_reads: false,
+        block_cache_bytes: None,
+        key_prefix_len: None,
+        scree: Default::default(),
+    };
+    let mut runs = Vec::new();
+    for layout in [scree::Layout::Leveled, scree::Layout::Trie] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine =
+            super::scree_engine::ScreeEngine::open(dir.path(), layout, &cfg).expect("open scree");
+        let workloads = smoke(&engine, dir.path(), &["fillrandom", "readrandom"]);
+        runs.push(RunResult {
+            engine: engine.engine().into(),
+            layout: engine.layout(),
+            label: format!("scree/{layout}"),
+            settings: Vec::new(),
+            wait_method: String::new(),
+            kept_at: None,
+            workloads,
+            error: None,
+        });
+    }
+    let v = super::verdict::verdict(&runs).expect("a leveled column");
+    let wa = |i: usize| runs[i].workloads[0].write_amplification().expect("WA");
+    let (least, ratio) = if wa(1) < wa(0) {
+        ("scree/trie", wa(1) / wa(0))
+    } else {
+        ("scree/leveled", 1.0)
+    };
+    let want = format!(
+        "wrote least: {least} ({:.2} WA, {ratio:.2}× leveled's)",
+        wa(0).min(wa(1))
+    );
+    assert!(v.contains(&want), "{v}\nwanted: {want}");
+    assert!(v.contains("fillrandom") && v.contains("readrandom") && v.contains("ran fastest"));
+    // No baseline, no verdict.
+    assert!(super::verdict::verdict(&runs[1..]).is_none());
+}
+
+#[test]
 fn scree_tuning_flags_reach_the_keyspace() {
     use super::engine::BenchEngine;
     let cfg = super::engine::EngineConfig {
