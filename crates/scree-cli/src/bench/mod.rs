@@ -518,6 +518,8 @@ fn run_engine(
         return run;
     }
     let fresh = engine::dir_is_empty(dir);
+    // What the engines before this one freed is not counted in this one's resident set.
+    metrics::release_free_memory();
     let engine = match spec.open(dir, engine_cfg) {
         Ok(e) => e,
         Err(e) => {
@@ -567,5 +569,6 @@ fn run_engine(
         }
     }
     drop(engine);
+    metrics::release_free_memory();
     run
 }

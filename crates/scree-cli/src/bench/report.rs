@@ -470,7 +470,8 @@ pub fn table(runs: &[RunResult], args: &BenchArgs) -> String {
     let _ = writeln!(
         out,
         "Memory: peak RSS is the whole process's during the phase (engines run one after \
-         another, each dropped before the next opens); RSS anon+file at the phase's end \
+         another, each dropped and its freed heap returned (malloc_trim) before the next \
+         opens); RSS anon+file at the phase's end \
          (file: pages of memory-mapped files, which the kernel can drop); pinned idx+filt: \
          index and filter bits per live key held outside the block cache."
     );
