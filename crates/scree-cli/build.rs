@@ -1,6 +1,8 @@
-//! Links the C libraries of the peer engines (RocksDB, LevelDB) when the `peers` feature is on;
-//! the default build needs neither. `SCREE_PEERS_LIB_DIR` adds a library search directory for
-//! libraries installed outside the system paths.
+//! Links Debian's C libraries of the peer engines (LevelDB, RocksDB 7.8.3) when the `peers`
+//! feature is on; the default build needs neither. With `rocksdb-current` the `rocksdb` crate
+//! links its own RocksDB, which exports the same C symbols, so Debian's is not linked.
+//! `SCREE_PEERS_LIB_DIR` adds a library search directory for libraries installed outside the
+//! system paths.
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -11,8 +13,11 @@ fn main() {
     if let Some(dir) = std::env::var_os("SCREE_PEERS_LIB_DIR") {
         println!("cargo:rustc-link-search=native={}", dir.to_string_lossy());
     }
-    println!("cargo:rustc-link-lib=dylib=rocksdb");
     println!("cargo:rustc-link-lib=dylib=leveldb");
+    if std::env::var_os("CARGO_FEATURE_ROCKSDB_CURRENT").is_some() {
+        return;
+    }
+    println!("cargo:rustc-link-lib=dylib=rocksdb");
     // RocksDB's C API has no version call: record the header's version for the report.
     let include =
         std::env::var("SCREE_PEERS_INCLUDE_DIR").unwrap_or_else(|_| "/usr/include".into());

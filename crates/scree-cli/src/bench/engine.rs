@@ -1,5 +1,5 @@
 //! The engine interface every workload is written against, and what an engine reports about
-//! itself. Scree (`scree_engine.rs`) and the C++ peers (`crate::peers`) implement it, so the
+//! itself. Scree (`scree_engine.rs`) and the peers (`crate::peers`) implement it, so the
 //! same workload code drives all of them.
 
 use std::fmt;
@@ -101,6 +101,10 @@ pub struct Counters {
     pub level_bytes: Option<Vec<u64>>,
     /// The emulated shingled device's counters (Scree on `--device smr-*`).
     pub device: Option<DeviceCounters>,
+    /// Heap bytes the open tables pin outside the block cache, now: index blocks and Bloom
+    /// filters (Scree's `Stats::table_reader_bytes`, RocksDB's
+    /// `rocksdb.estimate-table-readers-mem`). Not a cumulative counter.
+    pub pinned_metadata_bytes: Option<u64>,
 }
 
 /// Cumulative counters of the band emulator (`scree::fs::band::DeviceStats`).
@@ -138,7 +142,7 @@ impl DeviceCounters {
 
 /// One store under test: a Scree keyspace of some layout, RocksDB, or LevelDB.
 pub trait BenchEngine: Send + Sync {
-    /// `"scree"`, `"rocksdb"` or `"leveldb"`.
+    /// `"scree"`, or the peer's name (`"rocksdb"`, `"leveldb"`, `"fjall"`, …).
     fn engine(&self) -> &'static str;
     /// The Scree layout, `None` for peers.
     fn layout(&self) -> Option<String>;
@@ -176,6 +180,13 @@ pub trait BenchEngine: Send + Sync {
     fn put_if_absent_method(&self) -> &'static str {
         "get then put (two calls, not atomic)"
     }
+    /// Makes the writes of a phase that has ended visible and as durable as the engine's
+    /// settings promise, for engines that group writes into larger units than one call (redb
+    /// commits its open transaction). Runs inside the phase's timed region. The default does
+    /// nothing.
+    fn finish_writes(&self) -> EResult<()> {
+        Ok(())
+    }
     /// Waits until background flushes and compactions are done.
     fn wait_for_compactions(&self) -> EResult<()>;
     /// The engine's cumulative counters.
@@ -201,7 +212,10 @@ pub struct EngineConfig {
     pub block_cache_bytes: Option<usize>,
     /// Keys are semi-sorted with a group prefix of this many bytes (`--key-groups`): peers that
     /// can use it (RocksDB's fixed prefix extractor and prefix Bloom filter) are told.
-    #[cfg_attr(not(feature = "peers"), allow(dead_code))]
+    #[cfg_attr(
+        not(any(feature = "peers", feature = "rocksdb-current")),
+        allow(dead_code)
+    )]
     pub key_prefix_len: Option<usize>,
     /// Scree-only settings (None = the engine's default).
     pub scree: ScreeTuning,

@@ -1,5 +1,6 @@
 //! Measurements around the workloads: latency histograms, the bytes the process wrote
-//! (`/proc/self/io`), the size of a directory, and throughput sampled over time.
+//! (`/proc/self/io`), resident memory (`/proc/self/status`), the size of a directory, and
+//! throughput sampled over time.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -85,6 +86,71 @@ pub fn process_wchar() -> Option<u64> {
     text.lines()
         .find_map(|l| l.strip_prefix("wchar:"))
         .and_then(|v| v.trim().parse().ok())
+}
+
+/// Resident memory of the process, from `/proc/self/status`, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Memory {
+    /// The largest resident set (`VmHWM`): since the phase began when `peak_is_phase`, else
+    /// since the process started.
+    pub peak: u64,
+    /// Whether `peak` covers only the phase (the reset through `/proc/self/clear_refs` worked).
+    pub peak_is_phase: bool,
+    /// Resident set at the phase's end (`VmRSS`).
+    pub rss: u64,
+    /// Its anonymous part (`RssAnon`: heap, stacks): memtables, caches, pinned metadata.
+    pub anon: u64,
+    /// Its file-backed part (`RssFile`): pages of memory-mapped files (Scree's tables with
+    /// `mmap_reads`, its WAL), which the kernel can drop and read again.
+    pub file: u64,
+}
+
+/// Resets the process's peak resident set (`VmHWM`) to its current size by writing `5` to
+/// `/proc/self/clear_refs` (Linux 4.0+); returns whether it could.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Returns the heap memory the allocator keeps free to the kernel (glibc's `malloc_trim`), so
+/// that an engine's resident set does not include what the engines before it in this process
+/// freed. Does nothing on other C libraries.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `malloc_trim` only returns free pages of glibc's heaps to the kernel; it takes
+    // the allocator's locks itself and touches no memory a caller owns. Tested by
+    // `freed_memory_leaves_the_resident_set`.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// `(VmHWM, VmRSS, RssAnon, RssFile)` in bytes from the text of `/proc/<pid>/status`.
+pub fn parse_status_memory(text: &str) -> Option<(u64, u64, u64, u64)> {
+    let kb = |name: &str| -> Option<u64> {
+        let rest = text.lines().find_map(|l| l.strip_prefix(name))?;
+        let n: u64 = rest.trim().strip_suffix("kB")?.trim().parse().ok()?;
+        Some(n * 1024)
+    };
+    Some((
+        kb("VmHWM:")?,
+        kb("VmRSS:")?,
+        kb("RssAnon:")?,
+        kb("RssFile:")?,
+    ))
+}
+
+/// The process's resident memory now; `peak_is_phase` says whether [`reset_peak_rss`] worked
+/// when the phase began. `None` where `/proc/self/status` does not exist.
+pub fn memory(peak_is_phase: bool) -> Option<Memory> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    let (peak, rss, anon, file) = parse_status_memory(&text)?;
+    Some(Memory {
+        peak,
+        peak_is_phase,
+        rss,
+        anon,
+        file,
+    })
 }
 
 /// The name of the throughput sampler's thread.
@@ -302,6 +368,65 @@ mod tests {
         let usage = disk_usage(dir.path()).expect("usage");
         assert_eq!(usage.apparent, 100_000);
         assert_eq!(usage.files, 1);
+    }
+
+    #[test]
+    fn status_memory_parses() {
+        let text = "Name:\tscree\nVmPeak:\t  900 kB\nVmHWM:\t   500 kB\nVmRSS:\t   400 kB\n\
+RssAnon:\t   300 kB\nRssFile:\t    90 kB\nRssShmem:\t 10 kB\n";
+        assert_eq!(
+            parse_status_memory(text),
+            Some((500 << 10, 400 << 10, 300 << 10, 90 << 10))
+        );
+        assert_eq!(parse_status_memory("VmHWM:\t5 kB\n"), None);
+    }
+
+    /// Touching 64 MiB raises the peak; after a reset the peak falls back to the current
+    /// resident set once the memory is freed (where the kernel lets the process reset it).
+    #[test]
+    fn peak_rss_rises_and_resets() {
+        let Some(before) = memory(false) else {
+            return;
+        };
+        let big = vec![1u8; 64 << 20];
+        std::hint::black_box(&big);
+        let during = memory(false).expect("memory");
+        assert!(
+            during.peak >= before.rss + (60 << 20),
+            "{before:?} {during:?}"
+        );
+        assert!(during.anon >= 60 << 20);
+        drop(big);
+        if reset_peak_rss() {
+            let after = memory(true).expect("memory");
+            // Other tests' threads run meanwhile: allow them 32 MiB.
+            assert!(
+                after.peak < during.peak - (32 << 20),
+                "{during:?} {after:?}"
+            );
+        }
+    }
+
+    /// Many small blocks, freed, stay in glibc's heap until `release_free_memory` hands them
+    /// back (large blocks are mapped and unmapped directly, so small ones are what it is for).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn freed_memory_leaves_the_resident_set() {
+        let Some(before) = memory(false) else {
+            return;
+        };
+        // 64 MiB in 4 KiB blocks, below glibc's mmap threshold, then a small block above
+        // them that stays allocated, so that freeing them cannot simply shrink the heap's top.
+        let blocks: Vec<Vec<u8>> = (0..16_384).map(|i| vec![i as u8; 4096]).collect();
+        let fence = vec![1u8; 64];
+        let full = memory(false).expect("memory");
+        assert!(full.anon >= before.anon + (48 << 20), "{before:?} {full:?}");
+        drop(blocks);
+        release_free_memory();
+        let after = memory(false).expect("memory");
+        std::hint::black_box(&fence);
+        // Other tests' threads allocate meanwhile: allow them 24 MiB.
+        assert!(after.anon + (40 << 20) < full.anon, "{full:?} {after:?}");
     }
 
     #[test]

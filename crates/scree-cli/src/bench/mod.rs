@@ -1,6 +1,6 @@
 //! `scree bench`: db_bench- and YCSB-style workloads against every Scree layout and, with the
-//! `peers` feature, the real RocksDB and LevelDB libraries, in one process run with the same
-//! workload code. See `docs/benchmarks.md` for what each number means.
+//! peer features, RocksDB, LevelDB, fjall and redb (`crate::peers`), in one process run with the
+//! same workload code. See `docs/benchmarks.md` for what each number means.
 
 pub mod engine;
 pub mod keys;
@@ -46,7 +46,7 @@ pub const DEFAULT_READS_CAP: u64 = 1_000_000;
     after_help = "Workloads: fillrandom fillseq overwrite readrandom readmissing readseq \
 seekrandom deleterandom readwhilewriting ycsb-load ycsb-a ycsb-b ycsb-c ycsb-d ycsb-e ycsb-f \
 mixblind mixnonblind scangroup (needs --key-groups)\n\n\
-Example: scree bench --layout all --peers rocksdb,leveldb --num 300000 --json out.json\n\
+Example: scree bench --layout all --peers rocksdb,leveldb,fjall,redb --num 300000 --json out.json\n\
 Semi-sorted (SlimDB §5.4): scree bench --layout leveled,semisorted --peers rocksdb --key-groups 128 \
 --workloads fillrandom,readrandom,readmissing,mixblind,mixnonblind,scangroup"
 )]
@@ -88,7 +88,9 @@ pub struct BenchArgs {
     /// Scree layouts: a comma-separated list, `all` (every implemented layout) or `none`.
     #[arg(long, default_value = "all")]
     pub layout: String,
-    /// Peer engines run in the same process: rocksdb, leveldb (needs the `peers` feature).
+    /// Peer engines run in the same process: rocksdb (the current release; feature
+    /// `rocksdb-current`), leveldb and rocksdb-debian (Debian's 1.23 and 7.8.3; feature
+    /// `peers`), fjall and redb (feature `peers-rust`).
     #[arg(long, value_delimiter = ',')]
     pub peers: Vec<Peer>,
     /// Override the YCSB request distribution of every ycsb-a..f workload (default: each
@@ -322,8 +324,8 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
     if args.device != DeviceArg::Files && !(1..=1024).contains(&args.band_mb) {
         bail!("--band-mb must be 1..=1024");
     }
-    if !args.peers.is_empty() && !peers::AVAILABLE {
-        bail!("{}", peers::NOT_BUILT);
+    for p in &args.peers {
+        p.built().map_err(anyhow::Error::msg)?;
     }
     Ok(())
 }
@@ -520,6 +522,8 @@ fn run_engine(
         return run;
     }
     let fresh = engine::dir_is_empty(dir);
+    // What the engines before this one freed is not counted in this one's resident set.
+    metrics::release_free_memory();
     let engine = match spec.open(dir, engine_cfg) {
         Ok(e) => e,
         Err(e) => {
@@ -569,5 +573,6 @@ fn run_engine(
         }
     }
     drop(engine);
+    metrics::release_free_memory();
     run
 }

@@ -84,6 +84,12 @@ pub struct WorkloadResult {
     pub metadata_block_reads: Option<u64>,
     /// Disk usage after the phase.
     pub disk: Option<DiskUsage>,
+    /// Resident memory of the process: the peak during the phase, the resident set at its end.
+    pub memory: Option<metrics::Memory>,
+    /// Index and filter bytes the engine pins outside its block cache at the phase's end.
+    pub pinned_metadata_bytes: Option<u64>,
+    /// Keys present at the phase's end (the benchmark's model).
+    pub live_keys: u64,
     /// The band emulator's counts during the phase (`--device smr-*`).
     pub device: Option<super::engine::DeviceCounters>,
     /// CPU seconds each thread role ran while the operations ran (not during the wait for
@@ -103,6 +109,13 @@ pub struct WorkloadResult {
 }
 
 impl WorkloadResult {
+    /// Pinned index + filter bits per live key at the phase's end.
+    pub fn pinned_bits_per_key(&self) -> Option<f64> {
+        (self.live_keys > 0).then_some(())?;
+        self.pinned_metadata_bytes
+            .map(|b| b as f64 * 8.0 / self.live_keys as f64)
+    }
+
     /// Multiplicative write amplification on the band emulator: device bytes written / user
     /// bytes.
     pub fn mwa(&self) -> Option<f64> {
@@ -266,6 +279,7 @@ pub fn run(
     };
 
     let cpu_before = metrics::cpu_by_thread();
+    let peak_is_phase = metrics::reset_peak_rss();
     let start = Instant::now();
     let mut outcome = ThreadOutcome::default();
     let mut writer_outcome = None;
@@ -329,6 +343,11 @@ pub fn run(
             });
         }
     });
+    if let Err(e) = engine.finish_writes() {
+        if outcome.error.is_none() {
+            outcome.error = Some(e);
+        }
+    }
     let seconds = start.elapsed().as_secs_f64();
     let cpu_seconds_by_thread = cpu_by_role(&cpu_before, client_cpu, writer_cpu, &client_tids);
     let samples = sampler.finish();
@@ -365,6 +384,7 @@ pub fn run(
     }
 
     let after = engine.counters();
+    let memory = metrics::memory(peak_is_phase);
     let wchar_after = metrics::process_wchar();
     let disk = metrics::disk_usage(dir).ok();
     let delta = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
@@ -413,6 +433,9 @@ pub fn run(
         data_block_reads: delta(after.data_block_reads, before.data_block_reads),
         metadata_block_reads: delta(after.metadata_block_reads, before.metadata_block_reads),
         disk,
+        memory,
+        pinned_metadata_bytes: after.pinned_metadata_bytes,
+        live_keys: state.presence.count_from(0),
         device: match (after.device, before.device) {
             (Some(a), Some(b)) => Some(a.since(&b)),
             _ => None,

@@ -67,6 +67,21 @@ pub struct WorkloadJson {
     pub error: Option<String>,
     /// `[seconds since start, ops/s over the previous interval]`.
     pub throughput_samples: Vec<(f64, f64)>,
+    /// The process's largest resident set during the phase (`VmHWM`, reset as the phase
+    /// begins), or since the process started where the reset is not permitted.
+    pub peak_rss_bytes: Option<u64>,
+    /// `"phase"` or `"process"`: what `peak_rss_bytes` covers.
+    pub peak_rss_scope: Option<&'static str>,
+    /// Resident set at the phase's end, and its anonymous and file-backed parts.
+    pub rss_bytes: Option<u64>,
+    pub rss_anon_bytes: Option<u64>,
+    pub rss_file_bytes: Option<u64>,
+    /// Index and filter bytes the engine pins outside its block cache at the phase's end.
+    pub pinned_metadata_bytes: Option<u64>,
+    /// `pinned_metadata_bytes` × 8 / `live_keys`.
+    pub pinned_metadata_bits_per_key: Option<f64>,
+    /// Keys present at the phase's end.
+    pub live_keys: u64,
     /// Band emulator (`--device smr-*`): bytes the engine handed to the device.
     pub device_host_bytes_written: Option<u64>,
     /// Band emulator: bytes the device wrote (host bytes plus read-modify-writes).
@@ -167,6 +182,16 @@ pub fn workload_json(w: &WorkloadResult) -> WorkloadJson {
             .into_iter()
             .map(|(t, r)| (round(t, 3), round(r, 1)))
             .collect(),
+        peak_rss_bytes: w.memory.map(|m| m.peak),
+        peak_rss_scope: w
+            .memory
+            .map(|m| if m.peak_is_phase { "phase" } else { "process" }),
+        rss_bytes: w.memory.map(|m| m.rss),
+        rss_anon_bytes: w.memory.map(|m| m.anon),
+        rss_file_bytes: w.memory.map(|m| m.file),
+        pinned_metadata_bytes: w.pinned_metadata_bytes,
+        pinned_metadata_bits_per_key: w.pinned_bits_per_key().map(|x| round(x, 3)),
+        live_keys: w.live_keys,
         device_host_bytes_written: w.device.map(|d| d.host_written),
         device_bytes_written: w.device.map(|d| d.device_written),
         device_host_bytes_read: w.device.map(|d| d.host_read),
@@ -224,6 +249,7 @@ pub fn json(config: Value, runs: &[RunResult]) -> Value {
                 "db_dir": r.kept_at.as_ref().map(|p| p.display().to_string()),
                 "failed": r.failed(),
                 "error": r.error,
+                "peak_rss_bytes": r.workloads.iter().filter_map(|w| w.memory.map(|m| m.peak)).max(),
                 "workloads": r.workloads.iter().map(workload_json).collect::<Vec<_>>(),
             })
         })
@@ -397,6 +423,20 @@ pub fn table(runs: &[RunResult], args: &BenchArgs) -> String {
         row("disk MB", &|w| {
             opt(w.disk, |d| format!("{:.1}", d.apparent as f64 / 1e6))
         });
+        row("peak RSS MB", &|w| {
+            opt(w.memory, |m| {
+                let star = if m.peak_is_phase { "" } else { "*" };
+                format!("{:.1}{star}", m.peak as f64 / 1e6)
+            })
+        });
+        row("RSS anon+file MB", &|w| {
+            opt(w.memory, |m| {
+                format!("{:.0}+{:.0}", m.anon as f64 / 1e6, m.file as f64 / 1e6)
+            })
+        });
+        row("pinned idx+filt b/key", &|w| {
+            opt(w.pinned_bits_per_key(), |x| format!("{x:.2}"))
+        });
         if args.wait_compaction {
             row("wait compaction s", &|w| {
                 opt(w.wait_compaction_seconds, |x| format!("{x:.2}"))
@@ -417,6 +457,24 @@ pub fn table(runs: &[RunResult], args: &BenchArgs) -> String {
             }
         }
     }
+    if runs
+        .iter()
+        .flat_map(|r| &r.workloads)
+        .any(|w| w.memory.is_some_and(|m| !m.peak_is_phase))
+    {
+        let _ = writeln!(
+            out,
+            "* peak RSS since the process started: /proc/self/clear_refs refused the reset"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "Memory: peak RSS is the whole process's during the phase (engines run one after \
+         another, each dropped and its freed heap returned (malloc_trim) before the next \
+         opens); RSS anon+file at the phase's end \
+         (file: pages of memory-mapped files, which the kernel can drop); pinned idx+filt: \
+         index and filter bits per live key held outside the block cache."
+    );
     let _ = writeln!(out, "Settings:");
     for r in runs {
         let s: Vec<String> = r.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();

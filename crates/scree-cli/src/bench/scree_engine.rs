@@ -323,6 +323,7 @@ impl BenchEngine for ScreeEngine {
                 device_read: d.device_bytes_read,
                 rmws: d.read_modify_writes,
             }),
+            pinned_metadata_bytes: Some(s.table_reader_bytes),
         }
     }
 

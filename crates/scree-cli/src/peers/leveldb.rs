@@ -495,6 +495,8 @@ impl BenchEngine for LevelDb {
             max_flush_seconds: None,
             slowdown_seconds: None,
             device: None,
+            // LevelDB reports no size of its table cache's index blocks and filters.
+            pinned_metadata_bytes: None,
             data_block_reads: None,
             metadata_block_reads: None,
             mapped_bytes: None,

@@ -1,6 +1,12 @@
-//! The peer engines — the real C++ RocksDB and LevelDB, through minimal hand-written bindings to
-//! their C APIs (`rocksdb/c.h`, `leveldb/c.h`). Compiled only with the `peers` feature, so the
-//! default build and CI need neither library; `scripts/setup-peers.sh` installs them.
+//! The peer engines `scree bench --peers` runs beside Scree, each behind a cargo feature so
+//! that the default build needs none of them:
+//! - `rocksdb`: the current RocksDB release, compiled from source by the `rocksdb` crate
+//!   (feature `rocksdb-current`; the first build takes 20-40 minutes);
+//! - `leveldb` and `rocksdb-debian`: Debian's LevelDB 1.23 and RocksDB 7.8.3 C libraries,
+//!   through minimal hand-written bindings to their C APIs (feature `peers`;
+//!   `scripts/setup-peers.sh` installs them). Both RocksDBs export the same C symbols, so
+//!   `rocksdb-debian` is left out of a build with `rocksdb-current`;
+//! - `fjall` and `redb`: pure-Rust engines (feature `peers-rust`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -9,26 +15,87 @@ use crate::bench::engine::{BenchEngine, EngineConfig};
 
 #[cfg(feature = "peers")]
 mod cffi;
+#[cfg(feature = "peers-rust")]
+pub mod fjall;
 #[cfg(feature = "peers")]
 pub mod leveldb;
-#[cfg(feature = "peers")]
+#[cfg(feature = "peers-rust")]
+pub mod redb;
+#[cfg(feature = "rocksdb-current")]
 pub mod rocksdb;
+#[cfg(all(feature = "peers", not(feature = "rocksdb-current")))]
+pub mod rocksdb_debian;
 
 /// A peer engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Peer {
-    /// RocksDB through `librocksdb`.
+    /// The current RocksDB release, built from source (`rocksdb` crate).
     RocksDb,
+    /// Debian's RocksDB 7.8.3 through `librocksdb`.
+    RocksDbDebian,
     /// LevelDB through `libleveldb`.
     LevelDb,
+    /// fjall (pure Rust LSM-tree).
+    Fjall,
+    /// redb (pure Rust B-tree).
+    Redb,
 }
 
+/// Every peer, in the order `--help` lists them.
+pub const ALL: [Peer; 5] = [
+    Peer::RocksDb,
+    Peer::LevelDb,
+    Peer::Fjall,
+    Peer::Redb,
+    Peer::RocksDbDebian,
+];
+
 impl Peer {
-    /// `rocksdb` or `leveldb`.
+    /// The name `--peers` takes.
     pub fn name(self) -> &'static str {
         match self {
             Peer::RocksDb => "rocksdb",
+            Peer::RocksDbDebian => "rocksdb-debian",
             Peer::LevelDb => "leveldb",
+            Peer::Fjall => "fjall",
+            Peer::Redb => "redb",
+        }
+    }
+
+    /// Whether this binary has the peer; if not, what to build.
+    pub fn built(self) -> Result<(), String> {
+        let (have, how) = match self {
+            Peer::RocksDb => (
+                cfg!(feature = "rocksdb-current"),
+                "the `rocksdb-current` feature, which compiles the current RocksDB from source \
+                 (20-40 minutes the first time; needs a C++ compiler and libclang): \
+                 scripts/setup-peers.sh, or cargo build --release -p scree-cli --features \
+                 rocksdb-current",
+            ),
+            Peer::RocksDbDebian => (
+                cfg!(all(feature = "peers", not(feature = "rocksdb-current"))),
+                "the `peers` feature without `rocksdb-current` (both RocksDBs export the same \
+                 C symbols, so one binary links only one of them): install librocksdb-dev, \
+                 then cargo build --release -p scree-cli --features peers",
+            ),
+            Peer::LevelDb => (
+                cfg!(feature = "peers"),
+                "the `peers` feature, which links Debian's LevelDB (and RocksDB 7.8.3) C \
+                 libraries: scripts/setup-peers.sh installs them and builds",
+            ),
+            Peer::Fjall | Peer::Redb => (
+                cfg!(feature = "peers-rust"),
+                "the `peers-rust` feature: cargo build --release -p scree-cli --features \
+                 peers-rust",
+            ),
+        };
+        if have {
+            Ok(())
+        } else {
+            Err(format!(
+                "--peers {}: this scree binary was built without it; it needs {how}",
+                self.name()
+            ))
         }
     }
 }
@@ -42,44 +109,37 @@ impl fmt::Display for Peer {
 impl FromStr for Peer {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "rocksdb" => Ok(Peer::RocksDb),
-            "leveldb" => Ok(Peer::LevelDb),
-            other => Err(format!("unknown peer `{other}` (known: rocksdb, leveldb)")),
-        }
+        let s = s.trim().to_ascii_lowercase();
+        ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            let known: Vec<&str> = ALL.iter().map(|p| p.name()).collect();
+            format!("unknown peer `{s}` (known: {})", known.join(", "))
+        })
     }
 }
 
-/// Whether this binary was built with the peers.
-pub const AVAILABLE: bool = cfg!(feature = "peers");
-
-/// The error for `--peers` on a build without them.
-pub const NOT_BUILT: &str = "--peers needs a scree binary built with the `peers` feature, \
-which links the RocksDB and LevelDB C libraries. Run scripts/setup-peers.sh (installs \
-librocksdb-dev and libleveldb-dev, then builds), or: \
-cargo build --release -p scree-cli --features peers";
-
-/// Opens `peer` at `dir`.
-#[cfg(feature = "peers")]
+/// Opens `peer` at `dir`; an error names the feature a build without the peer needs.
 pub fn open(
     peer: Peer,
     dir: &std::path::Path,
     cfg: &EngineConfig,
 ) -> anyhow::Result<Box<dyn BenchEngine>> {
-    Ok(match peer {
-        Peer::RocksDb => Box::new(rocksdb::RocksDb::open(dir, cfg)?),
-        Peer::LevelDb => Box::new(leveldb::LevelDb::open(dir, cfg)?),
-    })
-}
-
-/// Opens `peer` at `dir` — not in this build.
-#[cfg(not(feature = "peers"))]
-pub fn open(
-    _peer: Peer,
-    _dir: &std::path::Path,
-    _cfg: &EngineConfig,
-) -> anyhow::Result<Box<dyn BenchEngine>> {
-    anyhow::bail!("{NOT_BUILT}")
+    peer.built().map_err(anyhow::Error::msg)?;
+    let _ = (dir, cfg);
+    let engine: Option<Box<dyn BenchEngine>> = match peer {
+        #[cfg(feature = "rocksdb-current")]
+        Peer::RocksDb => Some(Box::new(rocksdb::RocksDb::open(dir, cfg)?)),
+        #[cfg(all(feature = "peers", not(feature = "rocksdb-current")))]
+        Peer::RocksDbDebian => Some(Box::new(rocksdb_debian::RocksDb::open(dir, cfg)?)),
+        #[cfg(feature = "peers")]
+        Peer::LevelDb => Some(Box::new(leveldb::LevelDb::open(dir, cfg)?)),
+        #[cfg(feature = "peers-rust")]
+        Peer::Fjall => Some(Box::new(fjall::Fjall::open(dir, cfg)?)),
+        #[cfg(feature = "peers-rust")]
+        Peer::Redb => Some(Box::new(redb::Redb::open(dir, cfg)?)),
+        #[allow(unreachable_patterns)]
+        _ => None,
+    };
+    engine.ok_or_else(|| anyhow::anyhow!("--peers {peer}: not in this build"))
 }
 
 /// Sums the `Write(MB)` column of LevelDB's `leveldb.stats` property (bytes written by flushes
@@ -153,7 +213,10 @@ pub fn leveldb_files_busy(files: &[String], sstables: &str) -> bool {
 }
 
 /// The value of ticker `name` (`rocksdb.x.y COUNT : 123`) in RocksDB's statistics string.
-#[cfg_attr(not(feature = "peers"), allow(dead_code))]
+#[cfg_attr(
+    not(all(feature = "peers", not(feature = "rocksdb-current"))),
+    allow(dead_code)
+)]
 pub fn parse_rocksdb_ticker(stats: &str, name: &str) -> Option<u64> {
     stats.lines().find_map(|l| {
         let rest = l.strip_prefix(name)?;
@@ -236,6 +299,40 @@ Level  Files Size(MB) Time(sec) Read(MB) Write(MB)\n\
     #[test]
     fn peer_names() {
         assert_eq!("RocksDB".parse::<Peer>(), Ok(Peer::RocksDb));
-        assert!("lmdb".parse::<Peer>().is_err());
+        assert_eq!("rocksdb-debian".parse::<Peer>(), Ok(Peer::RocksDbDebian));
+        for p in ALL {
+            assert_eq!(p.name().parse::<Peer>(), Ok(p));
+        }
+        let e = "lmdb".parse::<Peer>().expect_err("unknown");
+        assert!(e.contains("fjall, redb"), "{e}");
+    }
+
+    /// A peer missing from the build is refused with the feature to build, not opened.
+    #[test]
+    fn missing_peers_name_their_feature() {
+        let cfg = EngineConfig {
+            write_buffer_bytes: 1 << 20,
+            bloom_bits: 10,
+            sync: false,
+            direct_reads: false,
+            block_cache_bytes: None,
+            key_prefix_len: None,
+            scree: Default::default(),
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        for p in ALL {
+            match p.built() {
+                Ok(()) => {
+                    if let Err(e) = open(p, &dir.path().join(p.name()), &cfg) {
+                        panic!("{p}: {e:#}");
+                    }
+                }
+                Err(e) => {
+                    assert!(e.contains("feature"), "{e}");
+                    let err = open(p, dir.path(), &cfg).err().expect("refused");
+                    assert_eq!(err.to_string(), e);
+                }
+            }
+        }
     }
 }
