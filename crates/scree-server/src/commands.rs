@@ -218,7 +218,8 @@ fn arity(name: &str) -> Option<i32> {
         "setnx" | "incrby" | "decrby" | "append" | "hget" | "hexists" | "zscore" => 3,
         "set" | "mset" | "expire" | "pexpire" | "expireat" | "pexpireat" | "hmget" | "hdel"
         | "zrem" => -3,
-        "hset" | "hmset" | "zadd" | "zrange" | "zrangebyscore" => -4,
+        "hset" | "hmset" | "zadd" | "zrange" | "zrangebyscore" | "zrevrange"
+        | "zrevrangebyscore" => -4,
         "hincrby" => 4,
         _ => return None,
     })
@@ -470,7 +471,15 @@ fn run(sh: &Shared, c: &mut Conn, name: &str, a: &[&[u8]]) -> Res<Reply> {
         },
         "zcard" => Reply::Int(st.zcard(arg(0))?),
         "zrange" => zrange(st, c, a)?,
-        "zrangebyscore" => zrangebyscore(st, c, a)?,
+        "zrangebyscore" => zrangebyscore(st, c, a, false)?,
+        "zrevrangebyscore" => zrangebyscore(st, c, a, true)?,
+        "zrevrange" => {
+            // ZRANGE key start stop REV [WITHSCORES]
+            let mut v: Vec<&[u8]> = a.get(..3).unwrap_or_default().to_vec();
+            v.push(b"REV");
+            v.extend_from_slice(a.get(3..).unwrap_or_default());
+            zrange(st, c, &v)?
+        }
         // ---- keys ----
         "scan" => scan(sh, a)?,
         "type" => Reply::Simple(st.kind(arg(0))?.map_or("none", Kind::name)),
@@ -889,10 +898,12 @@ fn zrange(st: &Store, c: &Conn, a: &[&[u8]]) -> Res<Reply> {
     Ok(scored(c, items, withscores))
 }
 
-fn zrangebyscore(st: &Store, c: &Conn, a: &[&[u8]]) -> Res<Reply> {
+/// `ZRANGEBYSCORE key min max`, or with `rev` `ZREVRANGEBYSCORE key max min`.
+fn zrangebyscore(st: &Store, c: &Conn, a: &[&[u8]], rev: bool) -> Res<Reply> {
     let key = a.first().copied().unwrap_or_default();
-    let min = score_bound(a.get(1).copied().unwrap_or_default())?;
-    let max = score_bound(a.get(2).copied().unwrap_or_default())?;
+    let (lo, hi) = if rev { (2, 1) } else { (1, 2) };
+    let min = score_bound(a.get(lo).copied().unwrap_or_default())?;
+    let max = score_bound(a.get(hi).copied().unwrap_or_default())?;
     let (mut withscores, mut lim) = (false, (0, usize::MAX));
     let mut i = 3;
     while let Some(opt) = a.get(i) {

@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub mod commands;
+pub mod expiry;
 pub mod glob;
 pub mod info;
 pub mod resp;

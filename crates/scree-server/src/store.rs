@@ -22,11 +22,12 @@
 use std::collections::HashSet;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use scree::{Db, Keyspace, KeyspaceOptions, Layout, Order, WriteBatch, WriteOptions};
 
+use crate::expiry::ExpiryFilter;
 use crate::resp::Reply;
 
 /// The keyspace of Redis keys.
@@ -365,7 +366,7 @@ fn xxh(key: &[u8]) -> u64 {
 
 impl Store {
     /// Opens (creating) the server's keyspaces in `db` with `layout`, the keyspace options
-    /// `base` (their layout is replaced).
+    /// `base` (their layout is replaced), and the expiry compaction filter on `redis`.
     pub fn open(db: Db, layout: Layout, base: &KeyspaceOptions) -> anyhow::Result<Store> {
         let [lm, lh, lz] = layouts_for(layout).map_err(anyhow::Error::msg)?;
         let opts = |l: Layout| {
@@ -373,7 +374,9 @@ impl Store {
             o.layout = l;
             o
         };
-        let main = db.keyspace(KS_MAIN, opts(lm))?;
+        let mut mo = opts(lm);
+        mo.compaction_filter = Some(Arc::new(ExpiryFilter));
+        let main = db.keyspace(KS_MAIN, mo)?;
         let hash = db.keyspace(KS_HASH, opts(lh))?;
         let zset = db.keyspace(KS_ZSET, opts(lz))?;
         let mut so = KeyspaceOptions::new(Layout::Leveled);
@@ -420,6 +423,16 @@ impl Store {
     /// The database.
     pub fn db(&self) -> &Db {
         &self.db
+    }
+
+    /// The `redis` keyspace (tests look at what compactions left).
+    pub fn main_keyspace(&self) -> &Keyspace {
+        &self.main
+    }
+
+    /// The `redis.hash` keyspace.
+    pub fn hash_keyspace(&self) -> &Keyspace {
+        &self.hash
     }
 
     /// The layout of the `redis` keyspace.
@@ -523,6 +536,31 @@ impl Store {
         }
     }
 
+    /// Adds deletes of every sub-entry of the collection `e` (a hash or sorted set) at `key`
+    /// to `b`: a deleted or replaced collection leaves nothing behind. (One that expires
+    /// leaves its sub-entries until the key is written again: docs/server.md.)
+    fn purge_subs(&self, b: &mut WriteBatch, key: &[u8], e: &Entry) -> Res<()> {
+        let (ks, grouped) = match e.kind {
+            Kind::Str => return Ok(()),
+            Kind::Hash => (&self.hash, self.hash_grouped),
+            Kind::Zset => (&self.zset, false),
+        };
+        let (gen, _) = e.gen_count();
+        let prefix = Self::sub_prefix(key, gen);
+        let it = if grouped {
+            ks.prefix(prefix.get(..GROUP_BYTES).unwrap_or(&prefix))
+        } else {
+            ks.prefix(&prefix)
+        };
+        for item in it {
+            let (k, _) = item?;
+            if k.starts_with(&prefix) {
+                b.delete(ks, k);
+            }
+        }
+        Ok(())
+    }
+
     fn write(&self, b: WriteBatch) -> Res<()> {
         self.db.write(b, &WriteOptions::default())?;
         Ok(())
@@ -565,8 +603,16 @@ impl Store {
             Ttl::Keep => old.as_ref().and_then(|e| e.expire_at),
             Ttl::At(t) => Some(t),
         };
-        self.main
-            .put(self.mkey(key), Entry::string(value, expire_at).encode())?;
+        let mut b = WriteBatch::new();
+        if let Some(e) = &old {
+            self.purge_subs(&mut b, key, e)?;
+        }
+        b.put(
+            &self.main,
+            self.mkey(key),
+            Entry::string(value, expire_at).encode(),
+        );
+        self.write(b)?;
         Ok((true, old_val))
     }
 
@@ -588,8 +634,12 @@ impl Store {
     pub fn mset(&self, pairs: &[(&[u8], &[u8])]) -> Res<()> {
         let keys: Vec<&[u8]> = pairs.iter().map(|p| p.0).collect();
         let _g = self.lock(&keys);
+        let now = now_ms();
         let mut b = WriteBatch::new();
         for (k, v) in pairs {
+            if let Some(e) = self.entry(k, now)? {
+                self.purge_subs(&mut b, k, &e)?;
+            }
             b.put(&self.main, self.mkey(k), Entry::string(v, None).encode());
         }
         self.write(b)
@@ -606,8 +656,9 @@ impl Store {
             if !seen.insert(*k) {
                 continue;
             }
-            if self.entry(k, now)?.is_some() {
+            if let Some(e) = self.entry(k, now)? {
                 n += 1;
+                self.purge_subs(&mut b, k, &e)?;
                 b.delete(&self.main, self.mkey(k));
             }
         }
@@ -707,7 +758,10 @@ impl Store {
             return Ok(false);
         }
         if at <= now {
-            self.main.delete(self.mkey(key))?;
+            let mut b = WriteBatch::new();
+            self.purge_subs(&mut b, key, &e)?;
+            b.delete(&self.main, self.mkey(key));
+            self.write(b)?;
         } else {
             e.expire_at = Some(at);
             self.main.put(self.mkey(key), e.encode())?;
