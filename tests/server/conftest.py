@@ -37,8 +37,9 @@ def free_port() -> int:
 class Server:
     """One `scree serve` process."""
 
-    def __init__(self, db: Path, *args: str, port: int | None = None):
+    def __init__(self, db: Path, *args: str, port: int | None = None, protocol: int = 2):
         self.db = db
+        self.protocol = protocol
         self.args = list(args)
         self.port = port or free_port()
         self.proc: subprocess.Popen | None = None
@@ -62,6 +63,9 @@ class Server:
         raise RuntimeError("server did not start listening")
 
     def client(self, **kw) -> redis.Redis:
+        """A redis-py client speaking the server's test protocol (redis-py 8 defaults to
+        RESP3, which twemproxy does not pass)."""
+        kw.setdefault("protocol", self.protocol)
         return redis.Redis(host="127.0.0.1", port=self.port, **kw)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int:
@@ -72,9 +76,9 @@ class Server:
         return rc
 
 
-@pytest.fixture
-def server(tmp_path):
-    s = Server(tmp_path / "db").start()
+@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
+def server(tmp_path, request):
+    s = Server(tmp_path / "db", protocol=request.param).start()
     yield s
     assert s.stop() == 0, s.log.read_text()
 

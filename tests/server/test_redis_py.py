@@ -124,11 +124,12 @@ def test_sorted_sets(server):
     assert r.zadd("z", {"a": 1}, nx=True) == 0
     assert r.zcard("z") == 4
     assert r.zrange("z", 0, -1) == [b"d", b"b", b"c", b"a"]
-    assert r.zrange("z", 1, 2, withscores=True) == [(b"b", 2.0), (b"c", 3.0)]
+    assert [tuple(x) for x in r.zrange("z", 1, 2, withscores=True)] == [(b"b", 2.0), (b"c", 3.0)]
     assert r.zrange("z", 0, 0, desc=True) == [b"a"]
     assert r.zrangebyscore("z", "(2", "+inf") == [b"c", b"a"]
     assert r.zrangebyscore("z", "-inf", "+inf", start=1, num=2) == [b"b", b"c"]
-    assert r.zrangebyscore("z", 2, 3, withscores=True) == [(b"b", 2.0), (b"c", 3.0)]
+    assert [tuple(x) for x in r.zrangebyscore("z", 2, 3, withscores=True)] == [
+        (b"b", 2.0), (b"c", 3.0)]
     assert r.zscore("z", "d") == -1.5 and r.zscore("z", "nope") is None
     assert r.zadd("z", {"a": 2}, incr=True) == 7.0
     assert r.zrem("z", "a", "nope") == 1 and r.zcard("z") == 3
@@ -164,7 +165,7 @@ def test_server_commands(server):
     assert r.command_count() > 40
     assert r.save()
     assert r.client_id() > 0
-    assert r.client_setname("me") and r.client_getname() == "me"
+    assert r.client_setname("me") and r.client_getname() in ("me", b"me")
     assert "name=me" in r.execute_command("CLIENT", "INFO").decode()
     with pytest.raises(redis.ResponseError, match="DB index is out of range"):
         r.execute_command("SELECT", "1")

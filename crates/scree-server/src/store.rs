@@ -841,12 +841,12 @@ impl Store {
         Ok((None, out))
     }
 
-    /// `DBSIZE`: exact up to 10,000 keys on a sorted layout; beyond that (and on unsorted
+    /// `DBSIZE`: exact up to 100,000 keys on a sorted layout; beyond that (and on unsorted
     /// layouts) the entries of the keyspace's tables plus its memtable bytes over the tables'
     /// mean entry size, which counts overwritten versions, tombstones and expired keys
     /// until compaction removes them.
     pub fn dbsize(&self) -> Res<i64> {
-        const EXACT: usize = 10_000;
+        const EXACT: usize = 100_000;
         if self.main_prefix == 0 && self.main.layout().order().serves_range() {
             let now = now_ms();
             let mut n = 0;
