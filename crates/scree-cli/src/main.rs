@@ -1,7 +1,8 @@
 //! The `scree` command-line tool. Subcommands: `bench` (db_bench/YCSB-style workloads on every
 //! Scree layout and, with the `peers` feature, on RocksDB and LevelDB), `advise` (SlimDB's cost model), `stress` (the torture
-//! driver), `check` (offline verification) and the inspection commands `get`, `put`, `delete`,
-//! `scan`, `stats` and `dump`.
+//! driver), `check` (offline verification), `serve` (the Redis-protocol server of
+//! `scree-server`) and the inspection commands `get`, `put`, `delete`, `scan`, `stats` and
+//! `dump`.
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::indexing_slicing))]
@@ -57,6 +58,9 @@ enum Command {
     /// Print each WAL's batches (and with --entries every put and delete), its seal and how it
     /// ends, as recovery reads it (reads the files only).
     Wal(inspect::WalArgs),
+    /// Serve the database over the Redis protocol (RESP2/RESP3) until SIGTERM; see
+    /// docs/server.md.
+    Serve(scree_server::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         Command::Stats(args) => exit_with("stats", inspect::stats(args)),
         Command::Dump(args) => exit_with("dump", inspect::dump(args)),
         Command::Wal(args) => exit_with("wal", inspect::wal(args)),
+        Command::Serve(args) => exit_with("serve", scree_server::run(args.config()).map(|()| true)),
         Command::Bench(args) => match bench::run(*args) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => {

@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod check;
+pub mod compaction_filter;
 pub mod fs;
 pub mod inspect;
 
@@ -55,6 +56,7 @@ pub mod table_format;
 pub mod testing;
 
 pub use batch::{WriteBatch, WriteOptions};
+pub use compaction_filter::CompactionFilter;
 pub use db::{Db, Keyspace, Snapshot};
 pub use error::{Error, Result};
 pub use iterator::{Key, RangeIter, Value};

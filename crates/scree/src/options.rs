@@ -652,6 +652,9 @@ pub struct KeyspaceOptions {
     pub semisorted: SemiSortedOptions,
     /// Options of the `lightweight` layout.
     pub lightweight: LightweightOptions,
+    /// Drops values while compactions merge them (not persisted: set it each time the
+    /// keyspace is opened). Default none. See [`CompactionFilter`](crate::CompactionFilter).
+    pub compaction_filter: Option<std::sync::Arc<dyn crate::CompactionFilter>>,
 }
 
 impl KeyspaceOptions {
@@ -667,6 +670,7 @@ impl KeyspaceOptions {
             trie: TrieOptions::default(),
             semisorted: SemiSortedOptions::default(),
             lightweight: LightweightOptions::default(),
+            compaction_filter: None,
         }
     }
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::table::{self, hashes, Entry, SemiKey, SemiTableBuilder};
 use super::version::{reader_of, OpenSemi, PendingFilter, Shared, Sub};
 use super::{filter_with, Reservation};
+use crate::compaction_filter::{decide, Filtered};
 use crate::error::{Error, Result};
 use crate::filter::cuckoo::MultiLevelCuckoo;
 use crate::key::{self, ValueKind};
@@ -278,11 +279,22 @@ impl Job for MergeJob {
             if hidden || dead {
                 return Ok(());
             }
-            // A key's first version is never hidden; when it is a dropped tombstone every
-            // older one is hidden: a key is in the output iff its first version is.
+            // The compaction filter: nothing at the bottom, else a tombstone in its place
+            // (`compaction_filter`).
+            let filtered = decide(ctx, p.user_key, p.kind, p.seq, &e.value, self.bottommost);
+            if filtered == Filtered::Remove {
+                return Ok(());
+            }
+            // A key's first version is never hidden; when it is a dropped tombstone (or a
+            // put the filter removed) every older one is hidden: a key is in the output iff
+            // its first version is.
             if want_keys && !same {
                 keys.extend_from_slice(p.user_key);
                 ends.push(keys.len());
+            }
+            if filtered == Filtered::Tombstone {
+                let tomb = key::make_ikey(p.user_key, p.seq, ValueKind::Delete);
+                return out.add(ph, sh, &tomb, &[]);
             }
             out.add(ph, sh, &e.ikey, &e.value)
         })?;

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::compaction_filter::{decide, Filtered};
 use crate::error::Result;
 use crate::iter::InternalIter;
 use crate::key::{self, ValueKind};
@@ -70,8 +71,10 @@ pub struct MergeRules {
 
 /// Merges `input` (positioned by this function) and hands each version it keeps to `sink`,
 /// in internal-key order: versions hidden by a newer one every snapshot sees are dropped, and
-/// tombstones every snapshot sees when the merge is bottommost. The snapshot rule every
-/// compaction shares, whatever it writes to (sorted tables, DTable segments).
+/// tombstones every snapshot sees when the merge is bottommost; the keyspace's compaction
+/// filter drops puts by the rule of `compaction_filter` (nothing at the bottom, a tombstone
+/// above it). The snapshot rule every compaction shares, whatever it writes to (sorted
+/// tables, DTable segments).
 pub fn merge_visible(
     ctx: &JobCtx<'_>,
     input: &mut dyn InternalIter,
@@ -105,7 +108,36 @@ pub fn merge_visible(
             drop = true;
         }
         last_seq_for_key = p.seq;
-        if !drop {
+        let filtered = if drop {
+            Filtered::Keep
+        } else {
+            decide(
+                ctx,
+                p.user_key,
+                p.kind,
+                p.seq,
+                input.value(),
+                rules.bottommost,
+            )
+        };
+        if filtered == Filtered::Remove {
+            // The filter dropped the version every reader sees, at the bottom: the key goes
+            // (its older versions are hidden by it, as they would be by the put).
+            drop = true;
+        }
+        if filtered == Filtered::Tombstone {
+            let first_of_key = !kept_of_key;
+            kept_of_key = true;
+            zeroed.clear();
+            zeroed.extend_from_slice(p.user_key);
+            zeroed.extend_from_slice(&key::trailer(p.seq, ValueKind::Delete).to_le_bytes());
+            sink(Kept {
+                ikey: &zeroed,
+                value: &[],
+                first_of_key,
+                note_seq: (p.seq == 0).then_some(rules.zeroed_max),
+            })?;
+        } else if !drop {
             let first_of_key = !kept_of_key;
             kept_of_key = true;
             if rules.bottommost && rules.zero_seqs && p.seq != 0 && p.seq <= ctx.smallest_snapshot {

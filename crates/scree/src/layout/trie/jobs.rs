@@ -11,8 +11,10 @@
 //! for it are grouped by column when the table is written (or, for a table written while
 //! another job held the cluster, computed from a scan of the table).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
+use crate::compaction_filter::{decide, Filtered};
 use crate::error::{Error, Result};
 use crate::filter::bloom::bloom_hash;
 use crate::fs::CountedWriter;
@@ -298,17 +300,23 @@ pub struct Merged {
     scans: Vec<TableScan>,
     /// Surviving items.
     pub refs: Vec<(u32, u32)>,
+    /// Surviving puts the compaction filter turned into tombstones (`compaction_filter`):
+    /// [`Merged::get`] and [`Merged::item`] return them as tombstones with no value.
+    tombstoned: HashSet<(u32, u32)>,
 }
 
 impl Merged {
     /// Item `r`: `(hash, user key, trailer, value)`.
     pub fn get(&self, r: (u32, u32)) -> Option<(u128, &[u8], u64, &[u8])> {
-        self.scans.get(r.0 as usize)?.get(r.1 as usize)
+        let (hash, ukey, trailer, value) = self.scans.get(r.0 as usize)?.get(r.1 as usize)?;
+        let (trailer, value) = self.filtered(r, trailer, value);
+        Some((hash, ukey, trailer, value))
     }
     /// Item `r` with its Bloom hash.
     pub fn item(&self, r: (u32, u32)) -> Option<ItemRef<'_>> {
         let scan = self.scans.get(r.0 as usize)?;
         let (hash, ukey, trailer, value) = scan.get(r.1 as usize)?;
+        let (trailer, value) = self.filtered(r, trailer, value);
         Some(ItemRef {
             hash,
             ukey,
@@ -316,6 +324,15 @@ impl Merged {
             value,
             bloom: scan.bloom(r.1 as usize)?,
         })
+    }
+    /// The trailer and value item `r` is written with: a tombstone at its sequence number
+    /// when the filter dropped it.
+    fn filtered<'v>(&self, r: (u32, u32), trailer: u64, value: &'v [u8]) -> (u64, &'v [u8]) {
+        if !self.tombstoned.is_empty() && self.tombstoned.contains(&r) {
+            (key::trailer(trailer >> 8, ValueKind::Delete), &[])
+        } else {
+            (trailer, value)
+        }
     }
     /// About the encoded bytes of items `refs`.
     pub fn bytes(&self, refs: &[(u32, u32)]) -> u64 {
@@ -356,6 +373,7 @@ pub fn merge_tables(
     };
     let mut rule = DropRule::new(ctx.smallest_snapshot);
     let mut refs = Vec::with_capacity(total);
+    let mut tombstoned = HashSet::new();
     // The previous item: (input, position, hash).
     let mut prev: Option<(usize, usize, u128)> = None;
     loop {
@@ -381,8 +399,27 @@ pub fn merge_tables(
         let at = *p;
         let same_key = prev.is_some_and(|(pi, pp, ph)| ph == h && key_at(pi, pp) == key_at(i, at));
         let trailer = scans.get(i).and_then(|s| s.trailer(at)).unwrap_or(0);
-        if !rule.next(trailer, same_key, tombstones(h)) {
-            refs.push((i as u32, at as u32));
+        let bottom = tombstones(h);
+        if !rule.next(trailer, same_key, bottom) {
+            // The compaction filter, asked only when there is one (it reads the key and
+            // value): nothing at the bottom, else a tombstone (`compaction_filter`).
+            let filtered = match (
+                &ctx.opts.compaction_filter,
+                scans.get(i).and_then(|s| s.get(at)),
+            ) {
+                (Some(_), Some((_, ukey, t, value))) => {
+                    decide(ctx, ukey, (t & 0xff) as u8, t >> 8, value, bottom)
+                }
+                _ => Filtered::Keep,
+            };
+            match filtered {
+                Filtered::Keep => refs.push((i as u32, at as u32)),
+                Filtered::Remove => {}
+                Filtered::Tombstone => {
+                    refs.push((i as u32, at as u32));
+                    tombstoned.insert((i as u32, at as u32));
+                }
+            }
         }
         prev = Some((i, at, h));
         *p += 1;
@@ -390,7 +427,11 @@ pub fn merge_tables(
             *slot = scans.get(i).and_then(|s| s.hash(*p));
         }
     }
-    Ok(Merged { scans, refs })
+    Ok(Merged {
+        scans,
+        refs,
+        tombstoned,
+    })
 }
 
 /// Writes items `refs` of `m` as one table of a container at `depth`.

@@ -1,0 +1,559 @@
+//! The server over real sockets on an ephemeral loopback port: pipelining, errors that keep
+//! or close the connection, AUTH, protected mode, the client cap, the idle timeout, expiry,
+//! and a shutdown whose data a reopened server reads back.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use scree_server::{start, Config, Fsync};
+
+/// A reply as the tests compare it.
+#[derive(Debug, Clone, PartialEq)]
+enum R {
+    S(String),
+    E(String),
+    I(i64),
+    B(Option<Vec<u8>>),
+    A(Option<Vec<R>>),
+    Map(Vec<(R, R)>),
+    D(String),
+    Null,
+}
+
+fn b(s: &str) -> R {
+    R::B(Some(s.as_bytes().to_vec()))
+}
+
+struct Client {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+}
+
+impl Client {
+    fn connect(addr: std::net::SocketAddr) -> Client {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        Client {
+            r: BufReader::new(s.try_clone().unwrap()),
+            w: s,
+        }
+    }
+
+    fn send(&mut self, args: &[&[u8]]) {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        self.w.write_all(&out).unwrap();
+    }
+
+    fn cmd(&mut self, args: &[&str]) -> R {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        self.send(&a);
+        self.read()
+    }
+
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.r.read_line(&mut l).unwrap();
+        assert!(l.ends_with("\r\n"), "line {l:?}");
+        l.truncate(l.len() - 2);
+        l
+    }
+
+    fn read(&mut self) -> R {
+        let l = self.line();
+        let (t, rest) = l.split_at(1);
+        match t {
+            "+" => R::S(rest.into()),
+            "-" => R::E(rest.into()),
+            ":" => R::I(rest.parse().unwrap()),
+            "," => R::D(rest.into()),
+            "_" => R::Null,
+            "$" | "=" => {
+                let n: i64 = rest.parse().unwrap();
+                if n < 0 {
+                    return R::B(None);
+                }
+                let mut v = vec![0; n as usize + 2];
+                self.r.read_exact(&mut v).unwrap();
+                v.truncate(n as usize);
+                R::B(Some(v))
+            }
+            "*" => {
+                let n: i64 = rest.parse().unwrap();
+                if n < 0 {
+                    return R::A(None);
+                }
+                R::A(Some((0..n).map(|_| self.read()).collect()))
+            }
+            "%" => {
+                let n: usize = rest.parse().unwrap();
+                R::Map((0..n).map(|_| (self.read(), self.read())).collect())
+            }
+            _ => panic!("unexpected reply line {l:?}"),
+        }
+    }
+
+    /// Whether the server closed the connection (EOF on the next read).
+    fn closed(&mut self) -> bool {
+        let mut one = [0u8; 1];
+        matches!(self.r.read(&mut one), Ok(0))
+    }
+}
+
+fn config(dir: &std::path::Path) -> Config {
+    let mut c = Config::new(dir);
+    c.bind = "127.0.0.1:0".parse().unwrap();
+    c.write_buffer_bytes = 1 << 20;
+    c
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn strings_pipelines_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = rt();
+    let srv = rt.block_on(start(config(dir.path()))).unwrap();
+    let mut c = Client::connect(srv.addr());
+    assert_eq!(c.cmd(&["PING"]), R::S("PONG".into()));
+    assert_eq!(c.cmd(&["ping", "hi"]), b("hi"));
+    assert_eq!(c.cmd(&["SET", "k", "v"]), R::S("OK".into()));
+    assert_eq!(c.cmd(&["GET", "k"]), b("v"));
+    assert_eq!(c.cmd(&["SET", "k", "w", "NX"]), R::B(None));
+    assert_eq!(c.cmd(&["SET", "k", "w", "XX", "GET"]), b("v"));
+    assert_eq!(c.cmd(&["SET", "n", "w", "XX"]), R::B(None));
+    assert_eq!(
+        c.cmd(&["SET", "k", "x", "NX", "XX"]),
+        R::E("ERR syntax error".into())
+    );
+    assert_eq!(
+        c.cmd(&["SET", "k", "x", "EX", "-1"]),
+        R::E("ERR invalid expire time in 'set' command".into())
+    );
+    assert_eq!(
+        c.cmd(&["SET", "k", "x", "EX", "z"]),
+        R::E("ERR value is not an integer or out of range".into())
+    );
+    assert_eq!(
+        c.cmd(&["GET"]),
+        R::E("ERR wrong number of arguments for 'get' command".into())
+    );
+    assert_eq!(
+        c.cmd(&["NOPE", "a", "b"]),
+        R::E("ERR unknown command 'NOPE', with args beginning with: 'a' 'b' ".into())
+    );
+    // The connection stays usable after errors.
+    assert_eq!(c.cmd(&["INCR", "ctr"]), R::I(1));
+    assert_eq!(c.cmd(&["INCRBY", "ctr", "41"]), R::I(42));
+    assert_eq!(c.cmd(&["DECRBY", "ctr", "2"]), R::I(40));
+    assert_eq!(
+        c.cmd(&["INCR", "k"]),
+        R::E("ERR value is not an integer or out of range".into())
+    );
+    assert_eq!(
+        c.cmd(&["SET", "big", "9223372036854775807"]),
+        R::S("OK".into())
+    );
+    assert_eq!(
+        c.cmd(&["INCR", "big"]),
+        R::E("ERR increment or decrement would overflow".into())
+    );
+    assert_eq!(c.cmd(&["APPEND", "k", "yz"]), R::I(3));
+    assert_eq!(c.cmd(&["STRLEN", "k"]), R::I(3));
+    assert_eq!(c.cmd(&["MSET", "a", "1", "b", "2"]), R::S("OK".into()));
+    assert_eq!(
+        c.cmd(&["MGET", "a", "b", "zz"]),
+        R::A(Some(vec![b("1"), b("2"), R::B(None)]))
+    );
+    assert_eq!(c.cmd(&["EXISTS", "a", "a", "zz"]), R::I(2));
+    assert_eq!(c.cmd(&["DEL", "a", "b", "zz"]), R::I(2));
+    assert_eq!(c.cmd(&["GETDEL", "k"]), b("wyz"));
+    assert_eq!(c.cmd(&["GET", "k"]), R::B(None));
+    assert_eq!(c.cmd(&["SETNX", "k", "1"]), R::I(1));
+    assert_eq!(c.cmd(&["SETNX", "k", "2"]), R::I(0));
+    assert_eq!(c.cmd(&["SELECT", "0"]), R::S("OK".into()));
+    assert_eq!(
+        c.cmd(&["SELECT", "1"]),
+        R::E("ERR DB index is out of range".into())
+    );
+
+    // A pipeline of 1,000 commands in one write: 1,000 replies in order.
+    let mut buf = Vec::new();
+    for i in 0..1000 {
+        let (k, v) = (format!("p{i}"), format!("v{i}"));
+        buf.extend_from_slice(
+            format!(
+                "*3\r\n$3\r\nSET\r\n${}\r\n{k}\r\n${}\r\n{v}\r\n",
+                k.len(),
+                v.len()
+            )
+            .as_bytes(),
+        );
+        buf.extend_from_slice(format!("*2\r\n$3\r\nGET\r\n${}\r\n{k}\r\n", k.len()).as_bytes());
+    }
+    c.w.write_all(&buf).unwrap();
+    for i in 0..1000 {
+        assert_eq!(c.read(), R::S("OK".into()));
+        assert_eq!(c.read(), b(&format!("v{i}")));
+    }
+    // Inline commands, as telnet sends them.
+    c.w.write_all(b"SET inline \"a b\"\r\nGET inline\r\n")
+        .unwrap();
+    assert_eq!(c.read(), R::S("OK".into()));
+    assert_eq!(c.read(), b("a b"));
+
+    // A malformed request: the requests before it ran, then the error, then the close.
+    c.w.write_all(b"*1\r\n$4\r\nPING\r\n*1\r\n$-5\r\n").unwrap();
+    assert_eq!(c.read(), R::S("PONG".into()));
+    assert_eq!(
+        c.read(),
+        R::E("ERR Protocol error: invalid bulk length".into())
+    );
+    assert!(c.closed());
+    rt.block_on(srv.shutdown()).unwrap();
+}
+
+#[test]
+fn resp3_hashes_sorted_sets_scan_and_types() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = rt();
+    let srv = rt.block_on(start(config(dir.path()))).unwrap();
+    let mut c = Client::connect(srv.addr());
+    assert_eq!(c.cmd(&["HSET", "h", "f1", "1", "f2", "2"]), R::I(2));
+    assert_eq!(
+        c.cmd(&["HSET", "h", "f1", "x", "f3", "3", "f3", "4"]),
+        R::I(1)
+    );
+    assert_eq!(c.cmd(&["HGET", "h", "f3"]), b("4"));
+    assert_eq!(c.cmd(&["HLEN", "h"]), R::I(3));
+    assert_eq!(
+        c.cmd(&["HMGET", "h", "f1", "no"]),
+        R::A(Some(vec![b("x"), R::B(None)]))
+    );
+    assert_eq!(c.cmd(&["HEXISTS", "h", "f2"]), R::I(1));
+    assert_eq!(c.cmd(&["HINCRBY", "h", "f2", "5"]), R::I(7));
+    assert_eq!(
+        c.cmd(&["HINCRBY", "h", "f1", "1"]),
+        R::E("ERR hash value is not an integer".into())
+    );
+    assert_eq!(c.cmd(&["HDEL", "h", "f1", "f1", "no"]), R::I(1));
+    assert_eq!(c.cmd(&["TYPE", "h"]), R::S("hash".into()));
+    assert_eq!(
+        c.cmd(&["GET", "h"]),
+        R::E("WRONGTYPE Operation against a key holding the wrong kind of value".into())
+    );
+    assert_eq!(c.cmd(&["ZADD", "z", "1", "a", "2", "b", "3", "c"]), R::I(3));
+    assert_eq!(c.cmd(&["ZADD", "z", "CH", "5", "a", "-1.5", "d"]), R::I(2));
+    assert_eq!(c.cmd(&["ZCARD", "z"]), R::I(4));
+    assert_eq!(
+        c.cmd(&["ZRANGE", "z", "0", "-1"]),
+        R::A(Some(vec![b("d"), b("b"), b("c"), b("a")]))
+    );
+    assert_eq!(
+        c.cmd(&["ZRANGEBYSCORE", "z", "(-1.5", "+inf", "LIMIT", "1", "2"]),
+        R::A(Some(vec![b("c"), b("a")]))
+    );
+    assert_eq!(c.cmd(&["ZSCORE", "z", "d"]), b("-1.5"));
+    assert_eq!(c.cmd(&["ZREM", "z", "d", "zz"]), R::I(1));
+    assert_eq!(
+        c.cmd(&["ZADD", "z", "x", "m"]),
+        R::E("ERR value is not a valid float".into())
+    );
+    assert_eq!(
+        c.cmd(&["ZRANGEBYSCORE", "z", "x", "1"]),
+        R::E("ERR min or max is not a float".into())
+    );
+    assert_eq!(c.cmd(&["TYPE", "z"]), R::S("zset".into()));
+    assert_eq!(c.cmd(&["TYPE", "none"]), R::S("none".into()));
+
+    // RESP3: HELLO 3, maps and doubles.
+    let R::Map(hello) = c.cmd(&["HELLO", "3"]) else {
+        panic!("HELLO 3 is a map")
+    };
+    assert!(hello.contains(&(b("proto"), R::I(3))));
+    assert_eq!(
+        c.cmd(&["HGETALL", "h"]),
+        R::Map(vec![(b("f2"), b("7")), (b("f3"), b("4"))])
+    );
+    assert_eq!(c.cmd(&["ZSCORE", "z", "b"]), R::D("2".into()));
+    assert_eq!(c.cmd(&["GET", "nothing"]), R::Null);
+    assert_eq!(
+        c.cmd(&["ZRANGE", "z", "0", "0", "WITHSCORES"]),
+        R::A(Some(vec![R::A(Some(vec![b("b"), R::D("2".into())]))]))
+    );
+    assert_eq!(
+        c.cmd(&["HELLO", "4"]),
+        R::E("NOPROTO unsupported protocol version".into())
+    );
+    assert_eq!(c.cmd(&["RESET"]), R::S("RESET".into()));
+    assert_eq!(c.cmd(&["GET", "nothing"]), R::B(None));
+
+    // SCAN walks every key once, with MATCH and TYPE filters.
+    for i in 0..250 {
+        c.cmd(&["SET", &format!("user:{i}"), "x"]);
+    }
+    let mut cursor = "0".to_string();
+    let mut seen = std::collections::BTreeSet::new();
+    loop {
+        let R::A(Some(v)) = c.cmd(&["SCAN", &cursor, "MATCH", "user:*", "COUNT", "7"]) else {
+            panic!()
+        };
+        let R::B(Some(next)) = &v[0] else { panic!() };
+        let R::A(Some(keys)) = &v[1] else { panic!() };
+        for k in keys {
+            let R::B(Some(k)) = k else { panic!() };
+            assert!(seen.insert(k.clone()), "key returned twice");
+        }
+        cursor = String::from_utf8(next.clone()).unwrap();
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), 250);
+    let R::A(Some(v)) = c.cmd(&["SCAN", "0", "TYPE", "zset", "COUNT", "1000"]) else {
+        panic!()
+    };
+    assert_eq!(v[1], R::A(Some(vec![b("z")])));
+    assert_eq!(c.cmd(&["SCAN", "12345"]), R::E("ERR invalid cursor".into()));
+    assert_eq!(c.cmd(&["DBSIZE"]), R::I(252));
+    assert_eq!(c.cmd(&["FLUSHDB"]), R::S("OK".into()));
+    assert_eq!(c.cmd(&["DBSIZE"]), R::I(0));
+    assert_eq!(c.cmd(&["HGETALL", "h"]), R::A(Some(vec![])));
+    // A new hash at a flushed key does not see the old fields (a new generation).
+    assert_eq!(c.cmd(&["HSET", "h", "new", "1"]), R::I(1));
+    assert_eq!(c.cmd(&["HLEN", "h"]), R::I(1));
+    assert_eq!(c.cmd(&["HGET", "h", "f2"]), R::B(None));
+    rt.block_on(srv.shutdown()).unwrap();
+}
+
+#[test]
+fn expiry_is_checked_on_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = rt();
+    let srv = rt.block_on(start(config(dir.path()))).unwrap();
+    let mut c = Client::connect(srv.addr());
+    assert_eq!(c.cmd(&["SET", "k", "v", "PX", "150"]), R::S("OK".into()));
+    assert_eq!(c.cmd(&["HSET", "h", "f", "v"]), R::I(1));
+    assert_eq!(c.cmd(&["PEXPIRE", "h", "150"]), R::I(1));
+    assert_eq!(c.cmd(&["SET", "p", "v", "EX", "100"]), R::S("OK".into()));
+    let R::I(t) = c.cmd(&["TTL", "p"]) else {
+        panic!()
+    };
+    assert!((99..=100).contains(&t), "ttl {t}");
+    assert_eq!(c.cmd(&["PERSIST", "p"]), R::I(1));
+    assert_eq!(c.cmd(&["TTL", "p"]), R::I(-1));
+    assert_eq!(c.cmd(&["TTL", "none"]), R::I(-2));
+    assert_eq!(c.cmd(&["EXPIRE", "p", "100", "XX"]), R::I(0));
+    assert_eq!(c.cmd(&["EXPIRE", "p", "100", "NX"]), R::I(1));
+    assert_eq!(c.cmd(&["EXPIRE", "p", "50", "GT"]), R::I(0));
+    assert_eq!(
+        c.cmd(&["EXPIRE", "p", "50", "GT", "LT"]),
+        R::E("ERR GT and LT options at the same time are not compatible".into())
+    );
+    assert_eq!(c.cmd(&["SET", "p", "w", "KEEPTTL"]), R::S("OK".into()));
+    let R::I(t) = c.cmd(&["PTTL", "p"]) else {
+        panic!()
+    };
+    assert!(t > 90_000, "KEEPTTL kept the expiry: {t}");
+    assert_eq!(c.cmd(&["GET", "k"]), b("v"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(c.cmd(&["GET", "k"]), R::B(None));
+    assert_eq!(c.cmd(&["EXISTS", "k", "h"]), R::I(0));
+    assert_eq!(c.cmd(&["HGET", "h", "f"]), R::B(None));
+    assert_eq!(c.cmd(&["TYPE", "h"]), R::S("none".into()));
+    // A hash made again at the expired key starts empty.
+    assert_eq!(c.cmd(&["HSET", "h", "g", "1"]), R::I(1));
+    assert_eq!(c.cmd(&["HGETALL", "h"]), R::A(Some(vec![b("g"), b("1")])));
+    // A past time deletes.
+    assert_eq!(c.cmd(&["EXPIRE", "p", "-1"]), R::I(1));
+    assert_eq!(c.cmd(&["GET", "p"]), R::B(None));
+    rt.block_on(srv.shutdown()).unwrap();
+}
+
+#[test]
+fn auth_protected_mode_client_cap_and_idle_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = rt();
+    // Protected mode: no password, no public address.
+    let mut open = config(dir.path());
+    open.bind = "0.0.0.0:0".parse().unwrap();
+    let e = rt.block_on(start(open)).err().expect("refused");
+    assert!(e.to_string().contains("protected mode"), "{e}");
+
+    let mut cfg = config(dir.path());
+    cfg.requirepass = Some("s3cret".into());
+    cfg.maxclients = 2;
+    cfg.timeout_secs = 1;
+    let srv = rt.block_on(start(cfg)).unwrap();
+    let mut c = Client::connect(srv.addr());
+    assert_eq!(
+        c.cmd(&["GET", "k"]),
+        R::E("NOAUTH Authentication required.".into())
+    );
+    assert_eq!(
+        c.cmd(&["AUTH", "wrong"]),
+        R::E("WRONGPASS invalid username-password pair or user is disabled.".into())
+    );
+    assert_eq!(
+        c.cmd(&["AUTH", "bob", "s3cret"]),
+        R::E("WRONGPASS invalid username-password pair or user is disabled.".into())
+    );
+    assert_eq!(c.cmd(&["AUTH", "default", "s3cret"]), R::S("OK".into()));
+    assert_eq!(c.cmd(&["SET", "k", "v"]), R::S("OK".into()));
+    // HELLO can authenticate too.
+    let mut d = Client::connect(srv.addr());
+    let R::Map(_) = d.cmd(&["HELLO", "3", "AUTH", "default", "s3cret", "SETNAME", "me"]) else {
+        panic!()
+    };
+    assert_eq!(d.cmd(&["CLIENT", "GETNAME"]), b("me"));
+    // The third client is refused.
+    let mut e = Client::connect(srv.addr());
+    assert_eq!(e.read(), R::E("ERR max number of clients reached".into()));
+    assert!(e.closed());
+    // Idle clients are disconnected after the timeout.
+    std::thread::sleep(Duration::from_millis(1600));
+    assert!(c.closed());
+    assert!(d.closed());
+    rt.block_on(srv.shutdown()).unwrap();
+}
+
+#[test]
+fn shutdown_keeps_every_acknowledged_write_for_each_fsync_policy() {
+    for (i, fsync) in [Fsync::Always, Fsync::EverySec, Fsync::No]
+        .into_iter()
+        .enumerate()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = rt();
+        let mut cfg = config(dir.path());
+        cfg.appendfsync = fsync;
+        let layout = scree::Layout::implemented()[i % 3];
+        cfg.layout = layout;
+        let srv = rt.block_on(start(cfg.clone())).unwrap();
+        let mut c = Client::connect(srv.addr());
+        for k in 0..3000 {
+            assert_eq!(
+                c.cmd(&["SET", &format!("k{k}"), &format!("v{k}")]),
+                R::S("OK".into())
+            );
+        }
+        c.cmd(&["HSET", "h", "f", "v"]);
+        c.cmd(&["ZADD", "z", "1", "m"]);
+        rt.block_on(srv.shutdown()).unwrap();
+        let srv = rt.block_on(start(cfg)).unwrap();
+        let mut c = Client::connect(srv.addr());
+        for k in 0..3000 {
+            assert_eq!(
+                c.cmd(&["GET", &format!("k{k}")]),
+                b(&format!("v{k}")),
+                "{fsync:?} {layout}"
+            );
+        }
+        assert_eq!(c.cmd(&["HGET", "h", "f"]), b("v"));
+        assert_eq!(c.cmd(&["ZSCORE", "z", "m"]), b("1"));
+        rt.block_on(srv.shutdown()).unwrap();
+    }
+}
+
+#[test]
+fn request_bounds_close_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = rt();
+    let mut cfg = config(dir.path());
+    cfg.limits.max_bulk = 1024;
+    cfg.limits.max_elements = 8;
+    let srv = rt.block_on(start(cfg)).unwrap();
+    let cases: [(&[u8], &str); 4] = [
+        (
+            b"*1\r\n$1025\r\n",
+            "ERR Protocol error: invalid bulk length",
+        ),
+        (b"*9\r\n", "ERR Protocol error: invalid multibulk length"),
+        (
+            b"*1\r\n+PING\r\n",
+            "ERR Protocol error: expected '$', got '+'",
+        ),
+        (
+            &[b'x'; 70_000],
+            "ERR Protocol error: too big inline request",
+        ),
+    ];
+    for (req, want) in cases {
+        let mut c = Client::connect(srv.addr());
+        c.w.write_all(req).unwrap();
+        assert_eq!(c.read(), R::E(want.into()));
+        assert!(c.closed());
+    }
+    // Nothing of a refused request was applied.
+    let mut c = Client::connect(srv.addr());
+    c.w.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2000\r\n")
+        .unwrap();
+    assert_eq!(
+        c.read(),
+        R::E("ERR Protocol error: invalid bulk length".into())
+    );
+    let mut c = Client::connect(srv.addr());
+    assert_eq!(c.cmd(&["EXISTS", "k"]), R::I(0));
+    rt.block_on(srv.shutdown()).unwrap();
+}
+
+/// Expired keys leave the `redis` keyspace when compactions merge them (the expiry filter),
+/// and a deleted hash leaves no field behind.
+#[test]
+fn compactions_drop_expired_keys_and_deletes_drop_fields() {
+    for layout in scree::Layout::implemented() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = rt();
+        let mut cfg = config(dir.path());
+        cfg.layout = layout;
+        let srv = rt.block_on(start(cfg)).unwrap();
+        let mut c = Client::connect(srv.addr());
+        for i in 0..200 {
+            let k = format!("key:{i}");
+            if i % 2 == 0 {
+                assert_eq!(c.cmd(&["SET", &k, "v", "PX", "100"]), R::S("OK".into()));
+            } else {
+                assert_eq!(c.cmd(&["SET", &k, "v"]), R::S("OK".into()));
+            }
+        }
+        assert_eq!(c.cmd(&["HSET", "h", "a", "1", "b", "2", "c", "3"]), R::I(3));
+        assert_eq!(c.cmd(&["DEL", "h"]), R::I(1));
+        let store = &srv.shared().store;
+        store.db().flush().unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        // The live keys again, in a second table over the same key range: the compaction
+        // merges the two (a table moved down whole is not rewritten, so not filtered).
+        for i in (1..200).step_by(2) {
+            assert_eq!(c.cmd(&["SET", &format!("key:{i}"), "v"]), R::S("OK".into()));
+        }
+        store.db().compact().unwrap();
+        let main = store.main_keyspace();
+        for i in 0..200 {
+            let k = format!("key:{i}");
+            // Read straight from the engine: no expiry check on this path.
+            let mut stored = k.clone().into_bytes();
+            if let scree::Order::PrefixGroups(n) = layout.order() {
+                let h = xxhash_rust::xxh3::xxh3_128(k.as_bytes()).to_be_bytes();
+                stored = [&h[..n], k.as_bytes()].concat();
+            }
+            let raw = main.get(&stored).unwrap();
+            assert_eq!(raw.is_some(), i % 2 == 1, "{layout}: {k} after compaction");
+        }
+        if store.hash_keyspace().layout().order().serves_range() {
+            let left = store.hash_keyspace().range::<Vec<u8>, _>(..).count();
+            assert_eq!(left, 0, "{layout}: fields of a deleted hash");
+        }
+        rt.block_on(srv.shutdown()).unwrap();
+    }
+}
