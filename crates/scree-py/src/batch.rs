@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use scree::{WriteBatch, WriteOptions};
 
 use crate::errors::{detached, to_py, Fail, Result};
-use crate::keyspace::{check_same_db, PyKeyspace};
+use crate::keyspace::{same_db, PyKeyspace};
 use crate::shared::{ks_at, Shared};
 
 /// Puts and deletes, in one or several keyspaces of one database, applied all or nothing when
@@ -39,11 +39,11 @@ impl PyWriteBatch {
         ks: &PyKeyspace,
         f: impl FnOnce(&mut WriteBatch, &scree::Keyspace),
     ) -> PyResult<()> {
-        let idx = check_same_db(py, &self.shared, ks)?;
         // In memory only: no disk, so the GIL is kept (no lock taken here waits on a thread
         // that needs it).
         self.shared
             .with(|open| {
+                let idx = same_db(&self.shared, ks)?;
                 let mut g = self.batch.lock();
                 let b = g.as_mut().ok_or_else(spent)?;
                 f(b, ks_at(open, idx)?);

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use scree::{Layout, WriteOptions};
 
-use crate::errors::{detached, key_error, to_py, Fail};
+use crate::errors::{detached, key_error, Fail};
 use crate::iter::{scan, Bounds, Mode, PyIter};
 use crate::shared::Shared;
 
@@ -230,20 +230,18 @@ pub(crate) fn same_db(shared: &Arc<Shared>, ks: &PyKeyspace) -> Result<usize, Fa
     if Arc::ptr_eq(shared, &ks.shared) {
         Ok(ks.idx)
     } else {
+        let other = if ks.shared.path == shared.path {
+            format!(
+                "another open of the database at {}",
+                ks.shared.path.display()
+            )
+        } else {
+            format!("the database at {}", ks.shared.path.display())
+        };
         Err(Fail::Invalid(format!(
-            "keyspace {:?} belongs to the database at {}, not to this one at {}",
+            "keyspace {:?} belongs to {other}, not to this one at {}",
             ks.name,
-            ks.shared.path.display(),
             shared.path.display()
         )))
     }
-}
-
-/// `same_db` as a Python exception.
-pub(crate) fn check_same_db(
-    py: Python<'_>,
-    shared: &Arc<Shared>,
-    ks: &PyKeyspace,
-) -> PyResult<usize> {
-    same_db(shared, ks).map_err(|e| to_py(py, e))
 }

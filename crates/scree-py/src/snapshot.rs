@@ -12,6 +12,10 @@ use crate::iter::{scan, Bounds, Mode, PyIter};
 use crate::keyspace::{bounds, same_db, PyKeyspace};
 use crate::shared::{ks_at, Closable, Shared};
 
+fn released() -> Fail {
+    Fail::Closed("the snapshot was released".into())
+}
+
 /// The slot `close()` (or `release()`) empties.
 pub(crate) struct SnapSlot(RwLock<Option<Snapshot>>);
 
@@ -42,7 +46,16 @@ impl PySnapshot {
         }
     }
 
-    /// Runs `f` on the snapshot and the engine keyspace `idx`.
+    /// `ClosedError` if the snapshot was released or its database closed.
+    fn check_open(&self) -> Result<()> {
+        self.shared.with(|_| match self.slot.0.read().as_ref() {
+            Some(_) => Ok(()),
+            None => Err(released()),
+        })
+    }
+
+    /// Runs `f` on the snapshot and the engine keyspace `idx` (`ClosedError` first if the
+    /// snapshot or its database is closed, whichever database `ks` belongs to).
     fn with<T>(
         &self,
         idx: usize,
@@ -50,16 +63,17 @@ impl PySnapshot {
     ) -> Result<T> {
         self.shared.with(|open| {
             let g = self.slot.0.read();
-            let snap = g
-                .as_ref()
-                .ok_or_else(|| Fail::Closed("the snapshot was released".into()))?;
+            let snap = g.as_ref().ok_or_else(released)?;
             f(snap, ks_at(open, idx)?)
         })
     }
 
     fn iterate(&self, py: Python<'_>, ks: &PyKeyspace, mode: Mode, b: Bounds) -> PyResult<PyIter> {
-        let idx = crate::keyspace::check_same_db(py, &self.shared, ks)?;
-        let it = detached(py, || self.with(idx, |snap, ks| scan(ks, Some(snap), &b)))?;
+        let it = detached(py, || {
+            self.check_open()?;
+            let idx = same_db(&self.shared, ks)?;
+            self.with(idx, |snap, ks| scan(ks, Some(snap), &b))
+        })?;
         Ok(PyIter::new(&self.shared, it, mode, b.reverse))
     }
 }
@@ -77,6 +91,7 @@ impl PySnapshot {
     ) -> PyResult<Py<PyAny>> {
         let ks = ks.get();
         let v = detached(py, || {
+            self.check_open()?;
             let idx = same_db(&self.shared, ks)?;
             self.with(idx, |snap, ks| Ok(snap.get(ks, key)?))
         })?;
@@ -152,7 +167,7 @@ impl PySnapshot {
                 .read()
                 .as_ref()
                 .map(Snapshot::sequence)
-                .ok_or_else(|| Fail::Closed("the snapshot was released".into()))
+                .ok_or_else(released)
         })
     }
 
