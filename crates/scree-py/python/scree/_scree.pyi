@@ -3,22 +3,36 @@
 import os
 import pathlib
 from types import TracebackType
-from typing import Any, Dict, Iterator as _Iterator, List, Optional, Tuple, Type, TypeVar, Union, overload
+from typing import Any, Dict, Iterator as _Iterator, List, Optional, Tuple, Type, TypeVar, Union, final, overload
 
 _T = TypeVar("_T")
 _Path = Union[str, "os.PathLike[str]"]
+
+__all__ = [
+    "DB",
+    "Iterator",
+    "Keyspace",
+    "Snapshot",
+    "WriteBatch",
+    "LAYOUTS",
+    "MAX_KEY_BYTES",
+    "MAX_VALUE_BYTES",
+    "__version__",
+]
 
 MAX_KEY_BYTES: int
 MAX_VALUE_BYTES: int
 LAYOUTS: List[str]
 __version__: str
 
+@final
 class Iterator(_Iterator[Any]):
     """A lazy iterator over a keyspace (items, keys or values); closed with its database."""
 
     def __iter__(self) -> "Iterator": ...
     def __next__(self) -> Any: ...
 
+@final
 class Keyspace:
     """A named keyspace: a mapping of ``bytes`` to ``bytes``. No ``len()`` (see the class
     docstring: the engine keeps no count of live keys)."""
@@ -27,10 +41,10 @@ class Keyspace:
     def name(self) -> str: ...
     @property
     def layout(self) -> str: ...
-    def __getitem__(self, key: bytes) -> bytes: ...
-    def __setitem__(self, key: bytes, value: bytes) -> None: ...
-    def __delitem__(self, key: bytes) -> None: ...
-    def __contains__(self, key: bytes) -> bool: ...
+    def __getitem__(self, key: bytes, /) -> bytes: ...
+    def __setitem__(self, key: bytes, value: bytes, /) -> None: ...
+    def __delitem__(self, key: bytes, /) -> None: ...
+    def __contains__(self, key: bytes, /) -> bool: ...
     def __iter__(self) -> _Iterator[bytes]: ...
     @overload
     def get(self, key: bytes) -> Optional[bytes]: ...
@@ -61,6 +75,7 @@ class Keyspace:
         reverse: bool = False,
     ) -> _Iterator[bytes]: ...
 
+@final
 class WriteBatch:
     """Puts and deletes applied atomically at the end of a ``with`` block; nothing is written
     if the block raises."""
@@ -77,6 +92,7 @@ class WriteBatch:
         tb: Optional[TracebackType] = None,
     ) -> bool: ...
 
+@final
 class Snapshot:
     """Reads of every keyspace at one moment."""
 
@@ -114,10 +130,11 @@ class Snapshot:
     def __enter__(self) -> "Snapshot": ...
     def __exit__(self, *exc: Any) -> bool: ...
 
+@final
 class DB:
     """An open Scree database."""
 
-    def __init__(self, path: _Path, **options: Any) -> None: ...
+    def __new__(cls, path: _Path, **options: Any) -> "DB": ...
     def keyspace(self, name: str, layout: str = "trie", **options: Any) -> Keyspace: ...
     def existing_keyspace(self, name: str) -> Keyspace: ...
     def keyspace_names(self) -> List[str]: ...
