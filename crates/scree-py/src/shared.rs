@@ -1,0 +1,115 @@
+//! The state every Python handle of one database shares ([`Shared`]): the engine's handles
+//! while the database is open, and the live iterators and snapshots, which `DB.close()` ends.
+//!
+//! The engine keeps a database open while any `Db`, `Keyspace`, `Snapshot` or `RangeIter`
+//! lives. Python objects can outlive `close()` (an iterator kept in a variable), so no Python
+//! object owns an engine handle directly: `Shared` owns the `Db` and the `Keyspace`s, and the
+//! iterators and snapshots sit in slots that `close()` empties. After it, every handle raises
+//! `ClosedError` and the directory lock is free for the next open.
+//!
+//! Lock order: `state` (read by every call, written by `close`), then an iterator's or
+//! snapshot's slot, or `live`; `live` and a slot are never held together. No lock is held
+//! while the GIL is taken: every call takes its locks inside `Python::detach`, or (an
+//! iterator's buffered items) holds only its slot for a few instructions.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Weak};
+
+use parking_lot::{Mutex, RwLock};
+use scree::{Db, Keyspace};
+
+use crate::errors::{Fail, Result};
+
+/// The engine's handles of an open database.
+pub(crate) struct Open {
+    pub(crate) db: Db,
+    /// The keyspaces opened through this database, by the index a Python `Keyspace` keeps.
+    pub(crate) keyspaces: Vec<Keyspace>,
+}
+
+/// Something `close()` must end: an iterator or a snapshot slot.
+pub(crate) trait Closable: Send + Sync {
+    /// Drops the engine handle it holds; later calls raise `ClosedError`.
+    fn close(&self);
+}
+
+/// Shared by a `DB` and every keyspace, iterator, snapshot and batch made from it.
+pub(crate) struct Shared {
+    /// The directory, for messages and `repr`.
+    pub(crate) path: PathBuf,
+    pub(crate) state: RwLock<Option<Open>>,
+    /// Iterators and snapshots not yet dropped (dead entries are pruned as new ones come).
+    live: Mutex<Vec<Weak<dyn Closable>>>,
+}
+
+impl Shared {
+    pub(crate) fn new(path: PathBuf, db: Db) -> Arc<Shared> {
+        Arc::new(Shared {
+            path,
+            state: RwLock::new(Some(Open {
+                db,
+                keyspaces: Vec::new(),
+            })),
+            live: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The `ClosedError` of a call on this database after `close()`.
+    pub(crate) fn closed(&self) -> Fail {
+        Fail::Closed(format!("database at {} is closed", self.path.display()))
+    }
+
+    /// Runs `f` on the open database; `ClosedError` after `close()`. Holds the state's read
+    /// lock for the call, so `close()` waits for calls in flight.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&Open) -> Result<T>) -> Result<T> {
+        let g = self.state.read();
+        match g.as_ref() {
+            Some(open) => f(open),
+            None => Err(self.closed()),
+        }
+    }
+
+    /// Runs `f` on keyspace `idx`.
+    pub(crate) fn with_ks<T>(
+        &self,
+        idx: usize,
+        f: impl FnOnce(&Keyspace) -> Result<T>,
+    ) -> Result<T> {
+        self.with(|open| f(ks_at(open, idx)?))
+    }
+
+    /// Registers an iterator or snapshot for `close()` to end.
+    pub(crate) fn register(&self, c: Weak<dyn Closable>) {
+        let mut live = self.live.lock();
+        // Prune when the list doubles: dropping an iterator costs nothing, and the list stays
+        // within twice the live handles.
+        if live.len() >= 16 && live.len().is_power_of_two() {
+            live.retain(|w| w.strong_count() > 0);
+        }
+        live.push(c);
+    }
+
+    /// Closes the database: waits for calls in flight, ends every iterator and snapshot,
+    /// drops the engine's handles (the engine then stops its background work and syncs the
+    /// WAL). Closing twice is harmless.
+    pub(crate) fn close(&self) {
+        let mut state = self.state.write();
+        let open = state.take();
+        let live = std::mem::take(&mut *self.live.lock());
+        for c in live.iter().filter_map(Weak::upgrade) {
+            c.close();
+        }
+        drop(open);
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.state.read().is_none()
+    }
+}
+
+/// Keyspace `idx` of `open` (an index this package handed out).
+pub(crate) fn ks_at(open: &Open, idx: usize) -> Result<&Keyspace> {
+    open.keyspaces
+        .get(idx)
+        .ok_or_else(|| Fail::Invalid(format!("no keyspace of index {idx} in this database")))
+}
