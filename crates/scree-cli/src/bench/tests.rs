@@ -256,6 +256,23 @@ fn default_arguments() {
     assert!(parse_args(["bench", "--workloads", "fillrandom,bogus"]).is_err());
 }
 
+/// An engine configuration of `write_buffer_bytes` buffers (and a prefix extractor of
+/// `key_prefix_len` bytes for peers that have one), 10 Bloom bits per key, the rest default.
+fn small_cfg(
+    write_buffer_bytes: usize,
+    key_prefix_len: Option<usize>,
+) -> super::engine::EngineConfig {
+    super::engine::EngineConfig {
+        write_buffer_bytes,
+        bloom_bits: 10,
+        sync: false,
+        direct_reads: false,
+        block_cache_bytes: None,
+        key_prefix_len,
+        scree: Default::default(),
+    }
+}
+
 /// Runs a small mixed workload list on a real engine and checks it verified and measured.
 fn smoke(engine: &dyn BenchEngine, dir: &std::path::Path, names: &[&str]) -> Vec<WorkloadResult> {
     let c = cfg(20_000, 5_000, 2);
@@ -287,15 +304,7 @@ const SMOKE: [&str; 7] = [
 
 #[test]
 fn every_scree_layout_passes_verification() {
-    let cfg = super::engine::EngineConfig {
-        write_buffer_bytes: 1 << 20,
-        bloom_bits: 10,
-        sync: false,
-        direct_reads: false,
-        block_cache_bytes: None,
-        key_prefix_len: None,
-        scree: Default::default(),
-    };
+    let cfg = small_cfg(1 << 20, None);
     for layout in scree::Layout::implemented() {
         let dir = tempfile::tempdir().expect("tempdir");
         let engine =
@@ -314,15 +323,7 @@ fn every_scree_layout_passes_verification() {
 
 #[test]
 fn the_verdict_ranks_what_was_measured_against_leveled() {
-    let cfg = super::engine::EngineConfig {
-        write_buffer_bytes: 1 << 20,
-        bloom_bits: 10,
-        sync: false,
-        direct_reads: false,
-        block_cache_bytes: None,
-        key_prefix_len: None,
-        scree: Default::default(),
-    };
+    let cfg = small_cfg(1 << 20, None);
     let mut runs = Vec::new();
     for layout in [scree::Layout::Leveled, scree::Layout::Trie] {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -440,15 +441,7 @@ fn built_peers() -> Vec<crate::peers::Peer> {
 #[test]
 fn peers_pass_verification_and_report_counters() {
     use crate::peers::{self, Peer};
-    let cfg = super::engine::EngineConfig {
-        write_buffer_bytes: 1 << 20,
-        bloom_bits: 10,
-        sync: false,
-        direct_reads: false,
-        block_cache_bytes: None,
-        key_prefix_len: None,
-        scree: Default::default(),
-    };
+    let cfg = small_cfg(1 << 20, None);
     for peer in built_peers() {
         let dir = tempfile::tempdir().expect("tempdir");
         let engine = peers::open(peer, dir.path(), &cfg).expect("open peer");
@@ -644,15 +637,7 @@ fn unsupported_group_scans_are_not_failures() {
 
 #[test]
 fn scree_layouts_run_the_semi_sorted_workloads() {
-    let cfg = super::engine::EngineConfig {
-        write_buffer_bytes: 256 << 10,
-        bloom_bits: 10,
-        sync: false,
-        direct_reads: false,
-        block_cache_bytes: None,
-        key_prefix_len: Some(8),
-        scree: Default::default(),
-    };
+    let cfg = small_cfg(256 << 10, Some(8));
     let codec = KeyCodec::with_groups(16, 100, 1, 32).expect("codec");
     let layouts =
         super::scree_engine::resolve_layouts("leveled,trie,semisorted", 8).expect("layouts");
@@ -750,15 +735,7 @@ fn peers_run_the_semi_sorted_workloads() {
     // Small buffers so that the groups end up in several tables: RocksDB's prefix Bloom
     // filters and total-order seeks are exercised, not only the memtable (and redb commits
     // several batches).
-    let cfg = super::engine::EngineConfig {
-        write_buffer_bytes: 256 << 10,
-        bloom_bits: 10,
-        sync: false,
-        direct_reads: false,
-        block_cache_bytes: None,
-        key_prefix_len: Some(8),
-        scree: Default::default(),
-    };
+    let cfg = small_cfg(256 << 10, Some(8));
     let codec = KeyCodec::with_groups(16, 100, 1, 32).expect("codec");
     for peer in built_peers() {
         let dir = tempfile::tempdir().expect("tempdir");
