@@ -272,3 +272,22 @@ def test_kill_9_under_load_loses_nothing_acknowledged(make_server):
         assert not missing, f"{len(missing)} acknowledged writes lost, e.g. {missing[:3]}"
     for k, n in acked_incr.items():
         assert int(r.get(k)) >= n, (k, n)
+
+
+def test_thousands_of_connections(server):
+    """2,000 clients connected at once, each served (the default cap is 10,000)."""
+    import socket
+    socks = []
+    try:
+        for _ in range(2000):
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+            socks.append(s)
+        for s in socks:
+            s.sendall(b"PING\r\n")
+        for s in socks:
+            assert s.recv(16) == b"+PONG\r\n"
+        info = server.client().info("clients")
+        assert info["connected_clients"] >= 2000
+    finally:
+        for s in socks:
+            s.close()
