@@ -134,8 +134,10 @@ impl Closable for IterSlot {
 /// the database.
 #[pyclass(frozen, name = "Iterator", module = "scree")]
 pub(crate) struct PyIter {
-    shared: Arc<Shared>,
+    // Before `shared`: fields drop in order, and the engine iterator must go before the last
+    // `Shared` (whose drop closes the database without the GIL).
     slot: Arc<IterSlot>,
+    shared: Arc<Shared>,
     mode: Mode,
 }
 
@@ -153,8 +155,8 @@ impl PyIter {
         let weak: std::sync::Weak<dyn Closable> = Arc::downgrade(&slot) as _;
         shared.register(weak);
         PyIter {
-            shared: shared.clone(),
             slot,
+            shared: shared.clone(),
             mode,
         }
     }

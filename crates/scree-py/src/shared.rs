@@ -107,6 +107,19 @@ impl Shared {
     }
 }
 
+impl Drop for Shared {
+    /// The last Python object of a database that was not closed is gone: the engine closes
+    /// now (stopping background work, syncing the WAL), without the GIL when the interpreter
+    /// is still there to release it.
+    fn drop(&mut self) {
+        let mut open = self.state.get_mut().take();
+        if open.is_some() {
+            pyo3::Python::try_attach(|py| py.detach(|| drop(open.take())));
+        }
+        drop(open);
+    }
+}
+
 /// Keyspace `idx` of `open` (an index this package handed out).
 pub(crate) fn ks_at(open: &Open, idx: usize) -> Result<&Keyspace> {
     open.keyspaces
