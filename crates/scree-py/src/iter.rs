@@ -215,12 +215,17 @@ impl PyIter {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        // The slot's lock is held only for the pop: never while Python code may run.
         let buffered = {
             let mut s = self.slot.0.lock();
             if s.closed {
-                return Err(to_py(py, self.shared.closed()));
+                None
+            } else {
+                Some(s.buf.pop_front())
             }
-            s.buf.pop_front()
+        };
+        let Some(buffered) = buffered else {
+            return Err(to_py(py, self.shared.closed()));
         };
         let item = match buffered {
             Some(item) => Some(item),
