@@ -62,13 +62,17 @@ pub(crate) fn scan(ks: &Keyspace, snap: Option<&Snapshot>, b: &Bounds) -> Result
     };
     let lo = b.start.clone().map_or(Bound::Unbounded, Bound::Included);
     let hi = b.stop.clone().map_or(Bound::Unbounded, Bound::Excluded);
-    let (mut it, served) = match &b.prefix {
-        None => (range(lo, hi), order.serves_range()),
+    let prefix_alone = |p: &[u8]| match snap {
+        Some(s) => s.prefix(ks, p),
+        None => ks.prefix(p),
+    };
+    let (make, served): (Box<dyn Fn() -> RangeIter>, bool) = match &b.prefix {
+        None => (
+            Box::new(move || range(lo.clone(), hi.clone())),
+            order.serves_range(),
+        ),
         Some(p) if b.start.is_none() && b.stop.is_none() => (
-            match snap {
-                Some(s) => s.prefix(ks, p),
-                None => ks.prefix(p),
-            },
+            Box::new(move || prefix_alone(p)),
             order.serves_prefix(p.len()),
         ),
         Some(p) => {
@@ -91,16 +95,18 @@ pub(crate) fn scan(ks: &Keyspace, snap: Option<&Snapshot>, b: &Bounds) -> Result
                 (None, Some(e)) => Bound::Excluded(e),
                 (None, None) => Bound::Unbounded,
             };
-            (range(lo, hi), true)
+            (Box::new(move || range(lo.clone(), hi.clone())), true)
         }
     };
     if !served {
-        // The engine's iterator yields one error saying why.
-        if let Some(Err(e)) = it.next() {
+        // The engine's iterator of a scan its layout does not serve yields one error saying
+        // why: raise it now. (Had it yielded an item, a fresh iterator is returned below, so
+        // that none is lost.)
+        if let Some(Err(e)) = make().next() {
             return Err(Fail::Engine(e));
         }
     }
-    Ok(it)
+    Ok(make())
 }
 
 struct IterState {
