@@ -77,10 +77,10 @@ impl PyWriteBatch {
 
     /// Removes every operation added so far.
     fn clear(&self, py: Python<'_>) -> PyResult<()> {
-        let mut g = self.batch.lock();
-        let b = g.as_mut().ok_or_else(|| to_py(py, spent()))?;
-        b.clear();
-        Ok(())
+        // The lock is released before any Python object is made (making one may run Python
+        // code, which may let a thread that waits for this lock take the GIL).
+        let cleared = self.batch.lock().as_mut().map(WriteBatch::clear);
+        cleared.ok_or_else(|| to_py(py, spent()))
     }
 
     /// Number of operations added.

@@ -62,13 +62,17 @@ pub(crate) fn scan(ks: &Keyspace, snap: Option<&Snapshot>, b: &Bounds) -> Result
     };
     let lo = b.start.clone().map_or(Bound::Unbounded, Bound::Included);
     let hi = b.stop.clone().map_or(Bound::Unbounded, Bound::Excluded);
-    let (mut it, served) = match &b.prefix {
-        None => (range(lo, hi), order.serves_range()),
+    let prefix_alone = |p: &[u8]| match snap {
+        Some(s) => s.prefix(ks, p),
+        None => ks.prefix(p),
+    };
+    let (make, served): (Box<dyn Fn() -> RangeIter>, bool) = match &b.prefix {
+        None => (
+            Box::new(move || range(lo.clone(), hi.clone())),
+            order.serves_range(),
+        ),
         Some(p) if b.start.is_none() && b.stop.is_none() => (
-            match snap {
-                Some(s) => s.prefix(ks, p),
-                None => ks.prefix(p),
-            },
+            Box::new(move || prefix_alone(p)),
             order.serves_prefix(p.len()),
         ),
         Some(p) => {
@@ -91,16 +95,18 @@ pub(crate) fn scan(ks: &Keyspace, snap: Option<&Snapshot>, b: &Bounds) -> Result
                 (None, Some(e)) => Bound::Excluded(e),
                 (None, None) => Bound::Unbounded,
             };
-            (range(lo, hi), true)
+            (Box::new(move || range(lo.clone(), hi.clone())), true)
         }
     };
     if !served {
-        // The engine's iterator yields one error saying why.
-        if let Some(Err(e)) = it.next() {
+        // The engine's iterator of a scan its layout does not serve yields one error saying
+        // why: raise it now. (Had it yielded an item, a fresh iterator is returned below, so
+        // that none is lost.)
+        if let Some(Err(e)) = make().next() {
             return Err(Fail::Engine(e));
         }
     }
-    Ok(it)
+    Ok(make())
 }
 
 struct IterState {
@@ -134,8 +140,10 @@ impl Closable for IterSlot {
 /// the database.
 #[pyclass(frozen, name = "Iterator", module = "scree")]
 pub(crate) struct PyIter {
-    shared: Arc<Shared>,
+    // Before `shared`: fields drop in order, and the engine iterator must go before the last
+    // `Shared` (whose drop closes the database without the GIL).
     slot: Arc<IterSlot>,
+    shared: Arc<Shared>,
     mode: Mode,
 }
 
@@ -153,8 +161,8 @@ impl PyIter {
         let weak: std::sync::Weak<dyn Closable> = Arc::downgrade(&slot) as _;
         shared.register(weak);
         PyIter {
-            shared: shared.clone(),
             slot,
+            shared: shared.clone(),
             mode,
         }
     }
@@ -213,12 +221,17 @@ impl PyIter {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        // The slot's lock is held only for the pop: never while Python code may run.
         let buffered = {
             let mut s = self.slot.0.lock();
             if s.closed {
-                return Err(to_py(py, self.shared.closed()));
+                None
+            } else {
+                Some(s.buf.pop_front())
             }
-            s.buf.pop_front()
+        };
+        let Some(buffered) = buffered else {
+            return Err(to_py(py, self.shared.closed()));
         };
         let item = match buffered {
             Some(item) => Some(item),

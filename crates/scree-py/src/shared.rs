@@ -8,9 +8,11 @@
 //! `ClosedError` and the directory lock is free for the next open.
 //!
 //! Lock order: `state` (read by every call, written by `close`), then an iterator's or
-//! snapshot's slot, or `live`; `live` and a slot are never held together. No lock is held
-//! while the GIL is taken: every call takes its locks inside `Python::detach`, or (an
-//! iterator's buffered items) holds only its slot for a few instructions.
+//! snapshot's slot, a batch's lock, or `live`; `live` and a slot are never held together.
+//! No thread holding one of these locks waits for the GIL or runs Python code (which could
+//! hand the GIL to a thread waiting for the lock): disk calls take their locks inside
+//! `Python::detach`; the in-memory ones (a buffered iterator item, adding to a batch) hold
+//! them for a few instructions and make their Python results after releasing them.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Weak};
@@ -104,6 +106,19 @@ impl Shared {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.state.read().is_none()
+    }
+}
+
+impl Drop for Shared {
+    /// The last Python object of a database that was not closed is gone: the engine closes
+    /// now (stopping background work, syncing the WAL), without the GIL when the interpreter
+    /// is still there to release it.
+    fn drop(&mut self) {
+        let mut open = self.state.get_mut().take();
+        if open.is_some() {
+            pyo3::Python::try_attach(|py| py.detach(|| drop(open.take())));
+        }
+        drop(open);
     }
 }
 

@@ -31,8 +31,9 @@ impl Closable for SnapSlot {
 /// versions it sees are kept from compaction.
 #[pyclass(frozen, name = "Snapshot", module = "scree")]
 pub(crate) struct PySnapshot {
-    shared: Arc<Shared>,
+    // Before `shared`, as in `PyIter`.
     slot: Arc<SnapSlot>,
+    shared: Arc<Shared>,
 }
 
 impl PySnapshot {
@@ -41,8 +42,8 @@ impl PySnapshot {
         let weak: std::sync::Weak<dyn Closable> = Arc::downgrade(&slot) as _;
         shared.register(weak);
         PySnapshot {
-            shared: shared.clone(),
             slot,
+            shared: shared.clone(),
         }
     }
 

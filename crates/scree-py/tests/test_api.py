@@ -411,3 +411,25 @@ def test_io_error_carries_path_and_errno(tmp_path):
         scree.open(f / "db", **small())
     assert e.value.errno is not None and e.value.path is not None
     assert str(f) in e.value.path
+
+
+def test_an_iterator_keeps_an_unclosed_database_open(tmp_path):
+    import gc
+
+    db = scree.open(tmp_path / "i", **small())
+    ks = db.keyspace("k", layout="leveled")
+    for i in range(300):
+        ks[b"%03d" % i] = b"v%d" % i
+    it = ks.items(start=b"100")
+    snap = db.snapshot()
+    del db, ks
+    gc.collect()
+    # The iterator (and the snapshot) still hold the database: it is open, and locked.
+    with pytest.raises(scree.LockedError):
+        scree.open(tmp_path / "i", **small())
+    assert next(it) == (b"100", b"v100")
+    assert len(list(it)) == 199
+    del it, snap
+    gc.collect()
+    with scree.open(tmp_path / "i", **small()) as db:
+        assert db.existing_keyspace("k")[b"299"] == b"v299"

@@ -158,3 +158,27 @@ def test_corrupted_wal_record_at_open(tmp_path):
     with scree.open(path, wal_recovery="point_in_time", **small()) as db:
         ks = db.existing_keyspace("k")
         assert ks[b"00000"] == b"w" * 100
+
+
+def test_failed_background_compaction_raises_background_error(tmp_path):
+    path = tmp_path / "bg"
+    # pread, not a memory map: a truncated mapped file would be SIGBUS, not an error.
+    db = scree.open(path, mmap_reads=False, block_cache_bytes=0, background_threads=1)
+    ks = db.keyspace("k", layout="leveled", write_buffer_bytes=64 * 1024)
+    for i in range(2000):
+        ks[b"%05d" % i] = b"x" * 60
+    db.flush()
+    db.wait_for_compactions()
+    # Damage the tables under the open database: the next compaction that reads them fails.
+    for table in glob.glob(str(path / "*.sst")):
+        os.truncate(table, 100)
+    with pytest.raises(scree.BackgroundError, match="compaction of keyspace \"k\": corruption in"):
+        for _ in range(50):
+            for i in range(0, 2000, 2):
+                ks[b"%05d" % i] = b"y" * 60
+            db.flush()
+            db.wait_for_compactions()
+    # From then on the database takes no writes, with the same error, until reopened.
+    with pytest.raises(scree.BackgroundError, match="read-only after a background error"):
+        ks[b"more"] = b"v"
+    db.close()
