@@ -1309,3 +1309,57 @@ impl Store {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// The score index's byte order is the scores' numeric order (and decodes back).
+        #[test]
+        fn score_keys_sort_as_the_scores(a in proptest::num::f64::ANY, b in proptest::num::f64::ANY) {
+            proptest::prop_assume!(!a.is_nan() && !b.is_nan());
+            let (ka, kb) = (score_key(a), score_key(b));
+            proptest::prop_assert_eq!(ka.cmp(&kb), a.partial_cmp(&b).unwrap());
+            proptest::prop_assert_eq!(score_from_key(ka), if a == 0.0 { 0.0 } else { a });
+        }
+
+        /// Headers decode to what was encoded, with and without an expiry.
+        #[test]
+        fn headers_round_trip(kind in 1u8..=3, exp in proptest::option::of(proptest::num::u64::ANY),
+                              body in proptest::collection::vec(proptest::num::u8::ANY, 0..40)) {
+            let kind = Kind::from_byte(kind).unwrap();
+            let body = if kind == Kind::Str { body } else { vec![7; 16] };
+            let e = Entry { kind, expire_at: exp, body };
+            let d = Entry::decode(&e.encode()).unwrap();
+            proptest::prop_assert_eq!(d, e);
+        }
+    }
+
+    #[test]
+    fn bad_headers_are_errors_not_guesses() {
+        for bad in [
+            &b""[..],
+            &[0u8][..],
+            &[4u8, 1][..],
+            &[0x81u8, 1, 2][..],
+            &[2u8, 0][..],
+        ] {
+            assert!(Entry::decode(bad).is_err(), "{bad:?}");
+        }
+        assert!(!header_expired(&[0x81, 1, 2], u64::MAX));
+    }
+
+    #[test]
+    fn semisorted_prefix_lengths_past_16_are_refused() {
+        assert!(layouts_for(Layout::SemiSorted { prefix_len: 17 }).is_err());
+        let [m, h, z] = layouts_for(Layout::SemiSorted { prefix_len: 4 }).unwrap();
+        assert_eq!(m, Layout::SemiSorted { prefix_len: 4 });
+        assert_eq!(h, Layout::SemiSorted { prefix_len: 8 });
+        assert_eq!(z, Layout::Leveled);
+        assert_eq!(
+            layouts_for(Layout::Trie).unwrap(),
+            [Layout::Trie, Layout::Leveled, Layout::Leveled]
+        );
+    }
+}
