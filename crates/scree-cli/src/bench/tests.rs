@@ -430,7 +430,8 @@ fn scree_tuning_flags_reach_the_keyspace() {
     );
 }
 
-/// Every peer in this build (none without a peer feature).
+/// Every peer in this build (the tests below are compiled only when there is one).
+#[cfg(any(feature = "peers", feature = "peers-rust", feature = "rocksdb-current"))]
 fn built_peers() -> Vec<crate::peers::Peer> {
     crate::peers::ALL
         .into_iter()
@@ -438,6 +439,7 @@ fn built_peers() -> Vec<crate::peers::Peer> {
         .collect()
 }
 
+#[cfg(any(feature = "peers", feature = "peers-rust", feature = "rocksdb-current"))]
 #[test]
 fn peers_pass_verification_and_report_counters() {
     use crate::peers::{self, Peer};
@@ -729,6 +731,7 @@ fn semisorted_prefix_longer_than_the_key_is_refused() {
     assert!(e.to_string().contains("--key-size"), "{e}");
 }
 
+#[cfg(any(feature = "peers", feature = "peers-rust", feature = "rocksdb-current"))]
 #[test]
 fn peers_run_the_semi_sorted_workloads() {
     use crate::peers::{self, Peer};
