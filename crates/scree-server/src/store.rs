@@ -1004,6 +1004,36 @@ impl Store {
         }
     }
 
+    /// Writes batch `b`, which removes `n` of the `count` sub-entries of collection `key`
+    /// (header `e`, of `kind`), with the header's new count — or the key's deletion with its
+    /// last sub-entry; returns `n`.
+    fn finish_removal(
+        &self,
+        mut b: WriteBatch,
+        key: &[u8],
+        e: &Entry,
+        kind: Kind,
+        count: u64,
+        n: u64,
+    ) -> Res<i64> {
+        if n == 0 {
+            return Ok(0);
+        }
+        let left = count.saturating_sub(n);
+        if left == 0 {
+            b.delete(&self.main, self.mkey(key));
+        } else {
+            let (gen, _) = e.gen_count();
+            b.put(
+                &self.main,
+                self.mkey(key),
+                Entry::collection(kind, gen, left, e.expire_at).encode(),
+            );
+        }
+        self.write(b)?;
+        Ok(n as i64)
+    }
+
     /// `HDEL`: fields removed; the key goes with its last field.
     pub fn hdel(&self, key: &[u8], fields: &[&[u8]]) -> Res<i64> {
         let _g = self.lock(&[key]);
@@ -1019,23 +1049,7 @@ impl Store {
                 b.delete(&self.hash, sk);
             }
         }
-        let n = gone.len() as u64;
-        if n == 0 {
-            return Ok(0);
-        }
-        let left = count.saturating_sub(n);
-        if left == 0 {
-            b.delete(&self.main, self.mkey(key));
-        } else {
-            let (gen, _) = e.gen_count();
-            b.put(
-                &self.main,
-                self.mkey(key),
-                Entry::collection(Kind::Hash, gen, left, e.expire_at).encode(),
-            );
-        }
-        self.write(b)?;
-        Ok(n as i64)
+        self.finish_removal(b, key, &e, Kind::Hash, count, gone.len() as u64)
     }
 
     /// `HLEN`.
@@ -1207,23 +1221,7 @@ impl Store {
                 );
             }
         }
-        let n = gone.len() as u64;
-        if n == 0 {
-            return Ok(0);
-        }
-        let left = count.saturating_sub(n);
-        if left == 0 {
-            b.delete(&self.main, self.mkey(key));
-        } else {
-            let (gen, _) = e.gen_count();
-            b.put(
-                &self.main,
-                self.mkey(key),
-                Entry::collection(Kind::Zset, gen, left, e.expire_at).encode(),
-            );
-        }
-        self.write(b)?;
-        Ok(n as i64)
+        self.finish_removal(b, key, &e, Kind::Zset, count, gone.len() as u64)
     }
 
     /// `ZSCORE`.
