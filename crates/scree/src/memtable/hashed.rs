@@ -164,33 +164,32 @@ impl HashIndex {
         }
     }
 
-    /// The shard of a key of hash `hash`: chosen by the hash of its group prefix when there
-    /// are groups (a group lives in one shard), by `hash` otherwise.
-    fn shard_of(&self, key: &[u8], hash: u64) -> Option<&RwLock<Shard>> {
-        let h = match self.group_prefix {
-            Some(n) => self.hasher.hash_one(prefix_of(key, n)),
-            None => hash,
-        };
+    /// The hash of `key`'s group prefix, when the index keeps groups.
+    fn group_hash(&self, key: &[u8]) -> Option<u64> {
+        self.group_prefix
+            .map(|n| self.hasher.hash_one(prefix_of(key, n)))
+    }
+
+    /// The shard of a key of hash `hash` and group hash `group_hash`: chosen by the group's
+    /// hash when there are groups (a group lives in one shard), by `hash` otherwise.
+    fn shard(&self, hash: u64, group_hash: Option<u64>) -> Option<&RwLock<Shard>> {
+        let h = group_hash.unwrap_or(hash);
         self.shards.get((h >> 60) as usize % SHARDS)
     }
 
-    /// Appends the record of a new key: with groups, linked to its group's newest key and
-    /// made the group's newest.
-    fn append_key(&self, s: &mut Shard, key: &[u8]) -> Loc {
-        let Some(n) = self.group_prefix else {
+    /// Appends the record of a new key: with groups (`group_hash` set), linked to its group's
+    /// newest key and made the group's newest.
+    fn append_key(&self, s: &mut Shard, key: &[u8], group_hash: Option<u64>) -> Loc {
+        let (Some(n), Some(gh)) = (self.group_prefix, group_hash) else {
             return s.arena.append(&[key]);
         };
         let prefix = prefix_of(key, n);
-        let gh = self.hasher.hash_one(prefix);
         let arena = &s.arena;
-        let same_group = |g: &Group| {
+        let group = s.groups.find_mut(gh, |g| {
             g.hash == gh
                 && grouped_key(arena, g.newest_key).is_some_and(|(_, k)| prefix_of(k, n) == prefix)
-        };
-        let prev = s
-            .groups
-            .find(gh, same_group)
-            .map_or(Loc::NONE, |g| g.newest_key);
+        });
+        let prev = group.as_ref().map_or(Loc::NONE, |g| g.newest_key);
         let (c, o, l) = (
             prev.chunk.to_le_bytes(),
             prev.off.to_le_bytes(),
@@ -200,12 +199,7 @@ impl HashIndex {
             c[0], c[1], c[2], c[3], o[0], o[1], o[2], o[3], l[0], l[1], l[2], l[3],
         ];
         let at = s.arena.append(&[&link, key]);
-        let arena = &s.arena;
-        let same_group = |g: &Group| {
-            g.hash == gh
-                && grouped_key(arena, g.newest_key).is_some_and(|(_, k)| prefix_of(k, n) == prefix)
-        };
-        match s.groups.find_mut(gh, same_group) {
+        match group {
             Some(g) => g.newest_key = at,
             None => {
                 s.groups.insert_unique(
@@ -227,7 +221,8 @@ impl HashIndex {
     /// Adds a version (`trailer` = sequence number and kind) of `key`.
     pub(super) fn insert(&self, key: &[u8], trailer: u64, value: &[u8]) {
         let hash = self.hasher.hash_one(key);
-        let Some(shard) = self.shard_of(key, hash) else {
+        let group_hash = self.group_hash(key);
+        let Some(shard) = self.shard(hash, group_hash) else {
             return;
         };
         let mut g = shard.write();
@@ -243,7 +238,7 @@ impl HashIndex {
             })
             .copied();
         let Some(slot) = found else {
-            let key_at = self.append_key(s, key);
+            let key_at = self.append_key(s, key, group_hash);
             let newest = s.append_version(trailer, Loc::NONE, value);
             s.table.insert_unique(
                 hash,
@@ -281,7 +276,7 @@ impl HashIndex {
     /// The newest version of `key` with sequence number ≤ `seq`: `(trailer, value)`.
     pub(super) fn get(&self, key: &[u8], seq: u64) -> Option<(u64, Vec<u8>)> {
         let hash = self.hasher.hash_one(key);
-        let g = self.shard_of(key, hash)?.read();
+        let g = self.shard(hash, self.group_hash(key))?.read();
         let slot = g.table.find(hash, |e| {
             e.hash == hash
                 && e.key_len as usize == key.len()
@@ -305,7 +300,7 @@ impl HashIndex {
             return None;
         }
         let gh = self.hasher.hash_one(prefix);
-        let g = self.shard_of(prefix, gh)?.read();
+        let g = self.shard(gh, Some(gh))?.read();
         let mut out = Vec::new();
         let Some(group) = g.groups.find(gh, |e| {
             e.hash == gh
