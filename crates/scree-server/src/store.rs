@@ -949,17 +949,23 @@ impl Store {
         }))
     }
 
+    /// The generation, field count and expiry of hash `key`, or a new generation with no
+    /// fields and no expiry when the key is absent (`WRONGTYPE` for a key of another type).
+    fn hash_or_new(&self, key: &[u8], now: u64) -> Res<(u64, u64, Option<u64>)> {
+        match self.entry_of(key, Kind::Hash, now)? {
+            Some(e) => {
+                let (g, c) = e.gen_count();
+                Ok((g, c, e.expire_at))
+            }
+            None => Ok((self.new_gen()?, 0, None)),
+        }
+    }
+
     /// `HSET`: fields added.
     pub fn hset(&self, key: &[u8], pairs: &[(&[u8], &[u8])]) -> Res<i64> {
         let _g = self.lock(&[key]);
         let now = now_ms();
-        let (gen, count, exp) = match self.entry_of(key, Kind::Hash, now)? {
-            Some(e) => {
-                let (g, c) = e.gen_count();
-                (g, c, e.expire_at)
-            }
-            None => (self.new_gen()?, 0, None),
-        };
+        let (gen, count, exp) = self.hash_or_new(key, now)?;
         let prefix = Self::sub_prefix(key, gen);
         let mut b = WriteBatch::new();
         let mut added = 0u64;
@@ -1063,13 +1069,7 @@ impl Store {
     pub fn hincrby(&self, key: &[u8], field: &[u8], delta: i64) -> Res<i64> {
         let _g = self.lock(&[key]);
         let now = now_ms();
-        let (gen, count, exp) = match self.entry_of(key, Kind::Hash, now)? {
-            Some(e) => {
-                let (g, c) = e.gen_count();
-                (g, c, e.expire_at)
-            }
-            None => (self.new_gen()?, 0, None),
-        };
+        let (gen, count, exp) = self.hash_or_new(key, now)?;
         let sk = Self::sub_key(&Self::sub_prefix(key, gen), None, field);
         let old = self.hash.get(&sk)?;
         let cur = match &old {
