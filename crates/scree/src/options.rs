@@ -28,6 +28,17 @@ pub enum WalRecovery {
 }
 
 /// Database-wide options.
+///
+/// # Delayed writes
+///
+/// When a keyspace's background work falls behind — its layout's backlog (level-0 tables,
+/// sub-levels) reaches the slowdown trigger, or all `max_immutable_memtables` memtables wait
+/// for a flush while the current one is past half full — writers are not stopped but held to
+/// a rate, as RocksDB's delayed write rate does: 4/5 of the rate they reached just before,
+/// lowered by 4/5 for each further step of backlog (each table, sub-level or eighth of the
+/// memtable) and raised by 5/4 for each step it shrinks. Only the stop trigger, or a full
+/// memtable with every immutable one still waiting, stops them. The time spent delayed is
+/// `Stats::slowdown_seconds`, the time stopped the rest of `Stats::stall_seconds`.
 #[derive(Clone)]
 pub struct Options {
     /// Byte budget of the block cache (0 disables it). Default 32 MiB.
@@ -80,7 +91,8 @@ pub struct Options {
     /// `manifest::MAX_EDITS_PER_LARGE_MANIFEST` edits after it (so recovery replays a bounded
     /// number of edits). Default 4 MiB.
     pub max_manifest_bytes: u64,
-    /// Immutable memtables per keyspace waiting for flush before writers stall. Default 2.
+    /// Immutable memtables per keyspace waiting for flush before writers stall (they are
+    /// delayed before that: "Delayed writes" above). Default 2.
     pub max_immutable_memtables: usize,
     /// WAL recovery mode.
     pub wal_recovery: WalRecovery,
@@ -459,9 +471,11 @@ impl FromStr for Layout {
 pub struct LeveledOptions {
     /// L0 tables that trigger an L0→L1 compaction. Default 4.
     pub l0_compaction_trigger: usize,
-    /// L0 tables at which each write is delayed 1 ms. Default 8.
+    /// L0 tables at which writes are delayed (`Options` docs, "Delayed writes"); each table
+    /// past it lowers the delayed rate. Default 8.
     pub l0_slowdown_trigger: usize,
-    /// L0 tables at which writes stop until compaction catches up. Default 12.
+    /// L0 tables at which writes stop until compaction catches up. Default 20 (RocksDB's
+    /// margin of slowing before stopping; LevelDB's 12 left too few steps to slow down in).
     pub l0_stop_trigger: usize,
     /// Target bytes of L1. Default 10 MiB.
     pub level_base_bytes: u64,
@@ -478,7 +492,7 @@ impl Default for LeveledOptions {
         LeveledOptions {
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 8,
-            l0_stop_trigger: 12,
+            l0_stop_trigger: 20,
             level_base_bytes: 10 << 20,
             level_size_ratio: 10,
             target_table_bytes: 2 << 20,
@@ -496,9 +510,11 @@ pub struct FragmentedOptions {
     pub max_sstables_per_guard: usize,
     /// L0 tables that trigger the compaction of L0 into the level-1 guards. Default 4.
     pub l0_compaction_trigger: usize,
-    /// L0 tables at which each write is delayed 1 ms. Default 8.
+    /// L0 tables at which writes are delayed (`Options` docs, "Delayed writes"); each table
+    /// past it lowers the delayed rate. Default 8.
     pub l0_slowdown_trigger: usize,
-    /// L0 tables at which writes stop until compaction catches up. Default 12.
+    /// L0 tables at which writes stop until compaction catches up. Default 20 (RocksDB's
+    /// margin of slowing before stopping; LevelDB's 12 left too few steps to slow down in).
     pub l0_stop_trigger: usize,
     /// Number of levels including L0; the deepest is the last level, which rewrites. Default 7.
     pub max_levels: usize,
@@ -542,7 +558,7 @@ impl Default for FragmentedOptions {
             max_sstables_per_guard: 3,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 8,
-            l0_stop_trigger: 12,
+            l0_stop_trigger: 20,
             max_levels: 7,
             top_level_bits: 0,
             bit_decrement: 2,
@@ -566,9 +582,10 @@ impl Default for FragmentedOptions {
 pub struct LightweightOptions {
     /// L0 DTables that trigger the light-weight compaction of L0 into level 1. Default 4.
     pub l0_compaction_trigger: usize,
-    /// L0 DTables at which each write is delayed 1 ms. Default 8.
+    /// L0 DTables at which writes are delayed (`Options` docs, "Delayed writes"); each table
+    /// past it lowers the delayed rate. Default 8.
     pub l0_slowdown_trigger: usize,
-    /// L0 DTables at which writes stop until compaction catches up. Default 12.
+    /// L0 DTables at which writes stop until compaction catches up. Default 20.
     pub l0_stop_trigger: usize,
     /// Target bytes of level 1; level i holds `level_size_ratio`^(i-1) times more (the paper's
     /// amplification factor AF). Default 10 MiB.
@@ -593,7 +610,7 @@ impl Default for LightweightOptions {
         LightweightOptions {
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 8,
-            l0_stop_trigger: 12,
+            l0_stop_trigger: 20,
             level_base_bytes: 10 << 20,
             level_size_ratio: 10,
             max_levels: 7,
@@ -721,9 +738,10 @@ pub struct SemiSortedOptions {
     /// Size at which a merge's output table is closed (at the next prefix group). Default
     /// 32 MiB (the paper's).
     pub target_table_bytes: u64,
-    /// Sub-levels of a level at which writes are slowed. Default 12.
+    /// Sub-levels of a level at which writes are delayed; each sub-level past it lowers the
+    /// delayed rate. Default 12.
     pub slowdown_sublevels: usize,
-    /// Sub-levels of a level at which writes wait. Default 16. A level's filter has ids for
+    /// Sub-levels of a level at which writes wait. Default 24. A level's filter has ids for
     /// `stop_sublevels + 2` sub-levels.
     pub stop_sublevels: usize,
     /// Bytes the secondary table (full keys whose fingerprints conflict) of one level's filter
@@ -816,7 +834,7 @@ impl Default for SemiSortedOptions {
             max_levels: 6,
             target_table_bytes: 32 << 20,
             slowdown_sublevels: 12,
-            stop_sublevels: 16,
+            stop_sublevels: 24,
             secondary_bits_per_key: 1.0,
             plan: Vec::new(),
         }
@@ -960,7 +978,8 @@ pub struct TrieOptions {
     /// it), holding about an eighth as much: twice the reads, bounded memory. 0 always takes
     /// two passes. Default 64 MiB.
     pub gc_single_pass_bytes: u64,
-    /// Sub-levels in one upper-level container at which each write is delayed 1 ms.
+    /// Sub-levels in one upper-level container at which writes are delayed; each sub-level
+    /// past it lowers the delayed rate.
     /// Default 16.
     pub slowdown_sublevels: usize,
     /// Sub-levels in one upper-level container at which writes stop until compaction catches

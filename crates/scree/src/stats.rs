@@ -459,7 +459,8 @@ pub struct Stats {
     /// Bytes of `bytes_written` copied into memory-mapped files (the WAL, `fs/mmap_log.rs`)
     /// instead of passed to `write(2)`: the process's `wchar` does not see them.
     pub bytes_mapped: u64,
-    /// Seconds writers were slowed down (L0 slowdown trigger).
+    /// Seconds writers were delayed (a layout's slowdown trigger, or immutable memtables
+    /// waiting for a flush; `Options` docs, "Delayed writes").
     pub slowdown_seconds: f64,
     /// Compactions run.
     pub compactions: u64,

@@ -497,3 +497,43 @@ fn cached_index_and_filter_blocks_without_a_cache_is_refused() {
         Ok(_) => panic!("opened without a cache"),
     }
 }
+
+/// With the slowdown trigger at the compaction trigger and no stop, a backlog forms at every
+/// compaction: writers are delayed (the delayed write rate) and never stopped, and every
+/// write is there afterwards.
+#[test]
+fn a_backlog_delays_writers_without_stopping_them() {
+    for layout in Layout::implemented() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), common::small_db()).unwrap();
+        let mut o = common::small_ks(layout);
+        o.leveled.l0_compaction_trigger = 2;
+        o.leveled.l0_slowdown_trigger = 2;
+        o.leveled.l0_stop_trigger = 1000;
+        o.fragmented.l0_slowdown_trigger = 2;
+        o.fragmented.l0_stop_trigger = 1000;
+        o.trie.slowdown_sublevels = o.trie.pile_size;
+        o.trie.stop_sublevels = 1000;
+        o.semisorted.slowdown_sublevels = o.semisorted.sub_levels;
+        o.semisorted.stop_sublevels = 200;
+        o.lightweight.l0_slowdown_trigger = 2;
+        o.lightweight.l0_stop_trigger = 1000;
+        let ks = db.keyspace("k", o).unwrap();
+        let mut model = std::collections::BTreeMap::new();
+        for i in 0..30_000u64 {
+            let k = format!("key{:08}", (i * 7919) % 30_000).into_bytes();
+            ks.put(&k, value(i)).unwrap();
+            model.insert(k, value(i));
+        }
+        let s = db.stats();
+        assert!(s.slowdown_seconds > 0.0, "{layout}: never delayed: {s:?}");
+        let stopped = s.stall_seconds - s.memtable_stall_seconds;
+        assert!(
+            stopped < 1e-9,
+            "{layout}: stopped {stopped} s without a stop trigger"
+        );
+        for (k, v) in &model {
+            assert_eq!(ks.get(k).unwrap().as_deref(), Some(&v[..]), "{layout}");
+        }
+    }
+}

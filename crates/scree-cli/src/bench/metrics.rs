@@ -337,6 +337,42 @@ pub fn rates(samples: &[(f64, u64)]) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The rate over each `window` seconds that ends at a sample (ops/s, from cumulative (t, ops)
+/// samples), for every sample at least `window` after the start: the moving rate that shows
+/// a dip a single short interval hides or exaggerates. Empty for a phase shorter than
+/// `window`.
+pub fn moving_rates(samples: &[(f64, u64)], window: f64) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for &(t, n) in samples {
+        if t < window {
+            continue;
+        }
+        // The latest sample at or before t - window: the window's start.
+        while samples
+            .get(start + 1)
+            .is_some_and(|&(t1, _)| t1 <= t - window + 1e-9)
+        {
+            start += 1;
+        }
+        let Some(&(t0, n0)) = samples.get(start) else {
+            break;
+        };
+        if t - t0 > 1e-6 {
+            out.push((t, n.saturating_sub(n0) as f64 / (t - t0)));
+        }
+    }
+    out
+}
+
+/// The lowest [`moving_rates`] over one second, if the phase lasted that long.
+pub fn slowest_second(samples: &[(f64, u64)]) -> Option<f64> {
+    moving_rates(samples, 1.0)
+        .into_iter()
+        .map(|(_, r)| r)
+        .reduce(f64::min)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -487,6 +523,27 @@ RssAnon:\t   300 kB\nRssFile:\t    90 kB\nRssShmem:\t 10 kB\n";
             after.get(&tid).map(|(role, _)| role.as_str()),
             Some("cpu-test-spin")
         );
+    }
+
+    #[test]
+    fn moving_rates_over_a_second() {
+        // 1000 ops per 0.1 s, except none in [1.0, 1.2].
+        let mut s = vec![(0.0, 0u64)];
+        let mut n = 0;
+        for i in 1..=30 {
+            let t = f64::from(i) / 10.0;
+            if !(11..=12).contains(&i) {
+                n += 1000;
+            }
+            s.push((t, n));
+        }
+        let m = moving_rates(&s, 1.0);
+        assert_eq!(m.len(), 21, "one per sample from t = 1.0 on");
+        assert!((m[0].1 - 10_000.0).abs() < 1e-6);
+        // Windows holding the 0.2 s gap ran at 8,000/s.
+        let slowest = slowest_second(&s).expect("3 s of samples");
+        assert!((slowest - 8_000.0).abs() < 1e-6, "{slowest}");
+        assert!(slowest_second(&s[..5]).is_none());
     }
 
     #[test]

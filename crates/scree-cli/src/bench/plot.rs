@@ -10,7 +10,7 @@ use anyhow::{anyhow, Context};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::metrics::rates;
+use super::metrics::{moving_rates, rates};
 use super::RunResult;
 
 const FAMILY: &str = "sans-serif";
@@ -107,11 +107,15 @@ fn lines(
     x_desc: &str,
     y_desc: &str,
     series: &[(String, Vec<(f64, f64)>)],
+    faint: &[Vec<(f64, f64)>],
     log_x: bool,
 ) -> DrawResult {
     root.fill(&WHITE)?;
     let text = font_available();
-    let pts = series.iter().flat_map(|(_, s)| s.iter());
+    let pts = series
+        .iter()
+        .flat_map(|(_, s)| s.iter())
+        .chain(faint.iter().flatten());
     let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0f64);
     for &(x, y) in pts {
         x0 = x0.min(x);
@@ -153,6 +157,13 @@ fn lines(
                     .x_labels(0)
                     .y_labels(0)
                     .draw()?;
+            }
+            // Unlabelled, thin and pale, in the colour of the series they go with.
+            for (i, s) in faint.iter().enumerate() {
+                chart.draw_series(LineSeries::new(
+                    s.iter().map(|&(x, y)| (x.max(x0), y)),
+                    color(i).mix(0.3).stroke_width(1),
+                ))?;
             }
             for (i, (name, s)) in series.iter().enumerate() {
                 let c = color(i);
@@ -334,9 +345,18 @@ pub fn write_all(dir: &Path, runs: &[RunResult]) -> anyhow::Result<Vec<PathBuf>>
         if results.is_empty() {
             continue;
         }
+        // The 1-second moving rate, labelled, over each sampling interval's rate, pale: the
+        // raw samples of several engines cross too often to read alone. A phase shorter than
+        // a second keeps its raw samples as the line.
+        let raw: Vec<Vec<(f64, f64)>> = results.iter().map(|(_, w)| rates(&w.samples)).collect();
         let tput: Vec<(String, Vec<(f64, f64)>)> = results
             .iter()
-            .map(|(l, w)| (l.to_string(), rates(&w.samples)))
+            .zip(&raw)
+            .map(|((l, w), r)| {
+                let m = moving_rates(&w.samples, 1.0);
+                let line = if m.is_empty() { r.clone() } else { m };
+                (format!("{l} (1 s)"), line)
+            })
             .collect();
         let path = dir.join(file_name("throughput", name));
         draw_to(&path, |a| {
@@ -346,6 +366,7 @@ pub fn write_all(dir: &Path, runs: &[RunResult]) -> anyhow::Result<Vec<PathBuf>>
                 "seconds",
                 "ops/s",
                 &tput,
+                &raw,
                 false,
             )
         })?;
@@ -363,6 +384,7 @@ pub fn write_all(dir: &Path, runs: &[RunResult]) -> anyhow::Result<Vec<PathBuf>>
                 "latency (µs, log)",
                 "fraction of ops",
                 &cdf,
+                &[],
                 true,
             )
         })?;

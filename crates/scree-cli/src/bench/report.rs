@@ -67,6 +67,8 @@ pub struct WorkloadJson {
     pub error: Option<String>,
     /// `[seconds since start, ops/s over the previous interval]`.
     pub throughput_samples: Vec<(f64, f64)>,
+    /// The lowest rate over any one second of the phase (ops/s; `null` if shorter).
+    pub slowest_second_ops_per_sec: Option<f64>,
     /// The process's largest resident set during the phase (`VmHWM`, reset as the phase
     /// begins), or since the process started where the reset is not permitted.
     pub peak_rss_bytes: Option<u64>,
@@ -182,6 +184,7 @@ pub fn workload_json(w: &WorkloadResult) -> WorkloadJson {
             .into_iter()
             .map(|(t, r)| (round(t, 3), round(r, 1)))
             .collect(),
+        slowest_second_ops_per_sec: super::metrics::slowest_second(&w.samples).map(|x| round(x, 1)),
         peak_rss_bytes: w.memory.map(|m| m.peak),
         peak_rss_scope: w
             .memory
@@ -352,6 +355,11 @@ pub fn table(runs: &[RunResult], args: &BenchArgs) -> String {
             format!("{:.1}", w.latency.quantile_us(0.999))
         });
         row("max µs", &|w| human(w.latency.max_us()));
+        row("slowest 1 s ÷ mean", &|w| {
+            opt(super::metrics::slowest_second(&w.samples), |s| {
+                format!("{:.2}", s / w.ops_per_sec().max(1e-9))
+            })
+        });
         if reads {
             row("found", &|w| match (w.found, w.lookups) {
                 (Some(f), Some(l)) => format!("{f}/{l}"),

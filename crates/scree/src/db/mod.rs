@@ -25,6 +25,7 @@
 //!    `wal_dir_sync`), `live_logs`, `snapshots`, `bg_error`.
 
 mod background;
+mod delay;
 mod handle;
 mod install;
 mod ks_core;
@@ -89,6 +90,8 @@ struct Queue {
 struct WalState {
     log: LogWriter,
     number: u64,
+    /// Delayed writes: held with the log, as every write group passes here.
+    delay: delay::WriteDelay,
 }
 
 #[derive(Default)]

@@ -180,8 +180,21 @@ impl DbInner {
                 .ok_or_else(|| Error::InvalidArgument(format!("no keyspace with id {id}")))?;
             cores.push(ks);
         }
+        let mut grade = None;
         for ks in &cores {
-            self.make_room(&mut wal, ks)?;
+            if let Some(g) = self.make_room(&mut wal, ks)? {
+                grade = Some(grade.map_or(g, |was: u32| was.max(g)));
+            }
+        }
+        let bytes: u64 = group.iter().map(|p| p.rep.len() as u64).sum();
+        let wait = wal.delay.delay(Instant::now(), bytes, grade);
+        if !wait.is_zero() {
+            // Slept holding the WAL lock: the writers queued behind this group are delayed
+            // with it, which is the point (the rate is the database's).
+            std::thread::sleep(wait);
+            self.stats
+                .slowdown_micros
+                .fetch_add(wait.as_micros() as u64, Ordering::Relaxed);
         }
         let mut seq = self.last_seq.load(Ordering::Acquire);
         // Refused before anything is logged: a record past the largest sequence number would
@@ -254,39 +267,42 @@ impl DbInner {
         self.last_seq.store(first_seq - 1 + last, Ordering::Release);
     }
 
-    /// Makes sure `ks` can take a write: applies back-pressure and freezes a full memtable.
-    pub(super) fn make_room(&self, wal: &mut WalState, ks: &Arc<KsCore>) -> Result<()> {
-        let mut slowed = false;
+    /// Makes sure `ks` can take a write: waits at the layout's stop trigger, freezes a full
+    /// memtable. Returns the grade of slowdown the write group is under (`db/delay.rs`), if
+    /// any: the layout's, or the memtable's when the immutable memtables are all waiting for a
+    /// flush and the current one is past half full (its grade grows with each further eighth,
+    /// so writers slow down before they would have to wait for the flush).
+    pub(super) fn make_room(&self, wal: &mut WalState, ks: &Arc<KsCore>) -> Result<Option<u32>> {
         loop {
             self.check_bg_error()?;
             let sv = ks.sv();
             let opts = ks.opts();
-            match ks.layout.pressure(&sv.version, &opts) {
+            let layout = match ks.layout.pressure(&sv.version, &opts) {
                 Pressure::Stop => {
                     self.stall(false);
                     continue;
                 }
-                Pressure::Slowdown if !slowed => {
-                    slowed = true;
-                    let t = Instant::now();
-                    std::thread::sleep(Duration::from_millis(1));
-                    self.stats
-                        .slowdown_micros
-                        .fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
-                    continue;
-                }
-                _ => {}
+                Pressure::Slowdown(g) => Some(g),
+                Pressure::None => None,
+            };
+            let used = sv.mem.approximate_bytes();
+            let full = opts.write_buffer_bytes.max(1);
+            let waiting = sv.imms.len() >= self.opts.max_immutable_memtables;
+            if used < full {
+                let memtable = (waiting && used >= full / 2)
+                    .then(|| u32::try_from((used - full / 2) * 8 / full).unwrap_or(u32::MAX));
+                return Ok(match (layout, memtable) {
+                    (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                    (a, b) => a.or(b),
+                });
             }
-            if sv.mem.approximate_bytes() < opts.write_buffer_bytes {
-                return Ok(());
-            }
-            if sv.imms.len() >= self.opts.max_immutable_memtables {
+            if waiting {
                 self.stall(true);
                 continue;
             }
             self.rotate(wal, std::slice::from_ref(ks))?;
             self.bg_cv.notify_all();
-            return Ok(());
+            return Ok(layout);
         }
     }
 

@@ -115,10 +115,25 @@ impl JobCtx<'_> {
 pub enum Pressure {
     /// Write freely.
     None,
-    /// Delay each write group by 1 ms.
-    Slowdown,
+    /// Delay writes (`db/delay.rs`); the grade is how many steps (tables, sub-levels) the
+    /// backlog is past the point where slowing starts: the delayed rate falls as it grows.
+    Slowdown(u32),
     /// Wait until compaction catches up.
     Stop,
+}
+
+impl Pressure {
+    /// The pressure of a backlog of `n` (tables, sub-levels) against its triggers: slowing
+    /// from `slowdown` on, stopping from `stop` on.
+    pub fn of_backlog(n: usize, slowdown: usize, stop: usize) -> Pressure {
+        if n >= stop {
+            Pressure::Stop
+        } else if n >= slowdown {
+            Pressure::Slowdown(u32::try_from(n - slowdown).unwrap_or(u32::MAX))
+        } else {
+            Pressure::None
+        }
+    }
 }
 
 /// Where a live file sits in a version: see [`LayoutVersion::table_places`].

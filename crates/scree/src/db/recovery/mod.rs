@@ -106,6 +106,7 @@ pub(in crate::db) fn recover(
         wal: Mutex::new(WalState {
             log: wal,
             number: wal_no,
+            delay: super::delay::WriteDelay::new(std::time::Instant::now()),
         }),
         wal_number: AtomicU64::new(wal_no),
         old_logs: Mutex::new(Vec::new()),

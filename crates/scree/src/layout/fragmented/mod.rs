@@ -914,12 +914,6 @@ impl Layout for Fragmented {
     fn pressure(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> Pressure {
         let n = self.v(version).map_or(0, |v| v.l0.len());
         let o = &opts.fragmented;
-        if n >= o.l0_stop_trigger {
-            Pressure::Stop
-        } else if n >= o.l0_slowdown_trigger {
-            Pressure::Slowdown
-        } else {
-            Pressure::None
-        }
+        Pressure::of_backlog(n, o.l0_slowdown_trigger, o.l0_stop_trigger)
     }
 }

@@ -508,13 +508,11 @@ impl Layout for Leveled {
 
     fn pressure(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> Pressure {
         let n = self.v(version).map_or(0, |v| v.level(0).len());
-        if n >= opts.leveled.l0_stop_trigger {
-            Pressure::Stop
-        } else if n >= opts.leveled.l0_slowdown_trigger {
-            Pressure::Slowdown
-        } else {
-            Pressure::None
-        }
+        Pressure::of_backlog(
+            n,
+            opts.leveled.l0_slowdown_trigger,
+            opts.leveled.l0_stop_trigger,
+        )
     }
 }
 

@@ -456,12 +456,6 @@ impl Layout for SemiSorted {
         };
         let o = &opts.semisorted;
         let most = v.levels.iter().map(|l| l.subs.len()).max().unwrap_or(0);
-        if most >= o.stop_sublevels {
-            Pressure::Stop
-        } else if most >= o.slowdown_sublevels {
-            Pressure::Slowdown
-        } else {
-            Pressure::None
-        }
+        Pressure::of_backlog(most, o.slowdown_sublevels, o.stop_sublevels)
     }
 }

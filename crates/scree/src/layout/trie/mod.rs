@@ -343,13 +343,7 @@ impl Layout for Trie {
 
     fn pressure(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> Pressure {
         let n = self.v(version).map_or(0, |v| v.max_upper_pile);
-        if n >= opts.trie.stop_sublevels {
-            Pressure::Stop
-        } else if n >= opts.trie.slowdown_sublevels {
-            Pressure::Slowdown
-        } else {
-            Pressure::None
-        }
+        Pressure::of_backlog(n, opts.trie.slowdown_sublevels, opts.trie.stop_sublevels)
     }
 }
 
