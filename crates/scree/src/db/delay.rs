@@ -4,7 +4,8 @@
 //! together go no faster than a rate, instead of sleeping a fixed time per write or stopping.
 //!
 //! The rate starts at 4/5 of the rate writers reached just before (measured here, over windows
-//! of at least [`WINDOW`]; [`FIRST_RATE`] before any), falls by 4/5 at each step the pressure grows and rises by 5/4 at
+//! of at least [`WINDOW`]; [`FIRST_RATE`] before any; at most 5/4 of the rate the last
+//! slowdown ended at, if that was less than [`REMEMBER`] ago), falls by 4/5 at each step the pressure grows and rises by 5/4 at
 //! each step it eases, never above where it started; it is forgotten when the pressure is
 //! gone. A write's delay is its bytes at that rate, added to a schedule, so small writes are
 //! delayed together in sleeps of at least [`MIN_SLEEP`] (the writer's timer would round a
@@ -22,6 +23,8 @@ pub(super) const MIN_SLEEP: Duration = Duration::from_millis(1);
 /// Lowest delayed rate, bytes per second (RocksDB's floor is 16 KB/s; a write of 1 KiB then
 /// waits about 1 ms at worst).
 const MIN_RATE: f64 = 1024.0 * 1024.0;
+/// How long the rate a slowdown ended at is remembered for the next one.
+const REMEMBER: Duration = Duration::from_secs(2);
 /// Rate used when nothing has been measured yet (a slowdown at the first writes after open).
 const FIRST_RATE: f64 = 16.0 * 1024.0 * 1024.0;
 
@@ -40,6 +43,8 @@ pub(super) struct WriteDelay {
     window: (Instant, u64),
     /// The writers' rate in the last complete window, bytes per second (0: none yet).
     recent_rate: f64,
+    /// When the last slowdown ended and the rate it had then.
+    ended: Option<(Instant, f64)>,
 }
 
 impl WriteDelay {
@@ -51,6 +56,7 @@ impl WriteDelay {
             paid_until: now,
             window: (now, 0),
             recent_rate: 0.0,
+            ended: None,
         }
     }
 
@@ -60,15 +66,26 @@ impl WriteDelay {
     pub(super) fn delay(&mut self, now: Instant, bytes: u64, grade: Option<u32>) -> Duration {
         self.measure(now, bytes);
         let Some(g) = grade else {
+            if self.rate > 0.0 {
+                self.ended = Some((now, self.rate));
+            }
             self.rate = 0.0;
             self.grade = 0;
             return Duration::ZERO;
         };
         if self.rate == 0.0 {
-            self.start_rate = if self.recent_rate > 0.0 {
+            let measured = if self.recent_rate > 0.0 {
                 (self.recent_rate * 0.8).max(MIN_RATE)
             } else {
                 FIRST_RATE
+            };
+            // A slowdown soon after the last one resumes near the rate that one ended at: the
+            // burst between them says little about what the background can take.
+            self.start_rate = match self.ended {
+                Some((at, rate)) if now.saturating_duration_since(at) < REMEMBER => {
+                    measured.min(rate * 1.25)
+                }
+                _ => measured,
             };
             self.rate = self.start_rate;
             self.grade = 0;
@@ -183,6 +200,26 @@ mod tests {
         assert!((d.rate() - start).abs() < 1.0);
         let _ = d.delay(t, 1, None);
         assert_eq!(d.rate(), 0.0);
+    }
+
+    #[test]
+    fn a_slowdown_soon_after_another_resumes_near_its_rate() {
+        let t = Instant::now();
+        let mut d = WriteDelay::new(t);
+        let (t, _) = drive(&mut d, t, 1000, 100_000, None);
+        let (t, _) = drive(&mut d, t, 10, 100_000, Some(0));
+        let (t, _) = drive(&mut d, t, 10, 100_000, Some(4));
+        let low = d.rate();
+        assert!((low - 80e6 * 0.8f64.powi(4)).abs() < 1e3, "{low}");
+        // A burst at full speed, then pressure again within REMEMBER: 5/4 of where it was.
+        let (t, _) = drive(&mut d, t, 500, 100_000, None);
+        let (t, _) = drive(&mut d, t, 1, 100_000, Some(0));
+        assert!((d.rate() - low * 1.25).abs() < 1e3, "{}", d.rate());
+        // Long after: from the measured rate again.
+        let (t, _) = drive(&mut d, t, 1, 100_000, None);
+        let (t, _) = drive(&mut d, t, 3000, 100_000, None);
+        let _ = drive(&mut d, t, 1, 100_000, Some(0));
+        assert!((d.rate() - 80e6).abs() < 1e6, "{}", d.rate());
     }
 
     #[test]
