@@ -33,7 +33,7 @@ pub enum WalRecovery {
 ///
 /// When a keyspace's background work falls behind — its layout's backlog (level-0 tables,
 /// sub-levels) reaches the slowdown trigger, or all `max_immutable_memtables` memtables wait
-/// for a flush while the current one is past half full — writers are not stopped but held to
+/// for a flush — writers are not stopped but held to
 /// a rate, as RocksDB's delayed write rate does: 4/5 of the rate they reached just before,
 /// lowered by 4/5 for each further step of backlog (each table, sub-level or eighth of the
 /// memtable) and raised by 5/4 for each step it shrinks. Only the stop trigger, or a full

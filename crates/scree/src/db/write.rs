@@ -269,9 +269,9 @@ impl DbInner {
 
     /// Makes sure `ks` can take a write: waits at the layout's stop trigger, freezes a full
     /// memtable. Returns the grade of slowdown the write group is under (`db/delay.rs`), if
-    /// any: the layout's, or the memtable's when the immutable memtables are all waiting for a
-    /// flush and the current one is past half full (its grade grows with each further eighth,
-    /// so writers slow down before they would have to wait for the flush).
+    /// any: the layout's, plus the memtable's while the immutable memtables are all waiting
+    /// for a flush (its grade grows with each eighth of the current one filled, so writers
+    /// slow down before they would have to wait for the flush).
     pub(super) fn make_room(&self, wal: &mut WalState, ks: &Arc<KsCore>) -> Result<Option<u32>> {
         loop {
             self.check_bg_error()?;
@@ -289,8 +289,7 @@ impl DbInner {
             let full = opts.write_buffer_bytes.max(1);
             let waiting = sv.imms.len() >= self.opts.max_immutable_memtables;
             if used < full {
-                let memtable = (waiting && used >= full / 2)
-                    .then(|| u32::try_from((used - full / 2) * 8 / full).unwrap_or(u32::MAX));
+                let memtable = waiting.then(|| u32::try_from(used * 8 / full).unwrap_or(u32::MAX));
                 return Ok(match (layout, memtable) {
                     (Some(a), Some(b)) => Some(a.saturating_add(b)),
                     (a, b) => a.or(b),
