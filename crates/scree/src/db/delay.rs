@@ -20,6 +20,10 @@ use std::time::{Duration, Instant};
 const WINDOW: Duration = Duration::from_millis(100);
 /// Shortest sleep: delays below it accumulate in the schedule.
 pub(super) const MIN_SLEEP: Duration = Duration::from_millis(1);
+/// Longest sleep of one write group: a large batch at a low rate owes seconds, and the sleep
+/// holds the WAL lock that `Db::flush` and a close take too. What is left over stays owed,
+/// so the write groups after it wait for it.
+pub(super) const MAX_SLEEP: Duration = Duration::from_millis(50);
 /// Lowest delayed rate, bytes per second (RocksDB's floor is 16 KB/s; a write of 1 KiB then
 /// waits about 1 ms at worst).
 const MIN_RATE: f64 = 1024.0 * 1024.0;
@@ -62,7 +66,7 @@ impl WriteDelay {
 
     /// Accounts a write group of `bytes` at `now` under pressure `grade` (`None`: no pressure;
     /// `Some(g)`: `g` steps past the point where slowing starts) and returns how long the
-    /// group must wait before it is written (zero, or at least [`MIN_SLEEP`]).
+    /// group must wait before it is written (zero, or [`MIN_SLEEP`] to [`MAX_SLEEP`]).
     pub(super) fn delay(&mut self, now: Instant, bytes: u64, grade: Option<u32>) -> Duration {
         self.measure(now, bytes);
         let Some(g) = grade else {
@@ -104,7 +108,7 @@ impl WriteDelay {
             self.paid_until.max(credit) + Duration::from_secs_f64(bytes as f64 / self.rate);
         let wait = self.paid_until.saturating_duration_since(now);
         if wait >= MIN_SLEEP {
-            wait
+            wait.min(MAX_SLEEP)
         } else {
             Duration::ZERO
         }
@@ -243,5 +247,22 @@ mod tests {
         // Deepest pressure: the rate stops at the floor.
         let _ = d.delay(now, 100, Some(200));
         assert_eq!(d.rate(), MIN_RATE);
+        // A 1 MiB batch there owes a second: it waits MAX_SLEEP, and so does the next write,
+        // until the second is paid.
+        let now = now + Duration::from_secs(10);
+        assert_eq!(d.delay(now, 1 << 20, Some(200)), MAX_SLEEP);
+        let mut t = now + MAX_SLEEP;
+        let mut waits = 0;
+        loop {
+            let w = d.delay(t, 1, Some(200));
+            if w.is_zero() {
+                break;
+            }
+            assert!(w <= MAX_SLEEP);
+            t += w;
+            waits += 1;
+        }
+        let paid = t.duration_since(now).as_secs_f64();
+        assert!((0.99..=1.01).contains(&paid), "{paid} s, {waits} waits");
     }
 }
