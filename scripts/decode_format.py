@@ -8,7 +8,9 @@ the test-only format of "Appendable tables") and checks:
   * every checksum (masked CRC-32C; region checksums of HTables and BloomClusters);
   * magic numbers, format versions, sizes, counts, offsets that must tile a file;
   * key order (internal-key order in blocks and across them, restart points, index keys equal
-    to each block's last key), varint limits, sequence and file number limits;
+    to each block's last key in version-1 tables; in version 2 each separator at least the
+    block's last key and below the next block's first, the last one the table's last user key),
+    varint limits, sequence and file number limits;
   * manifest: edit grammar, snapshot first, table adds/removes, feature bits against the
     record/block types the files use, table metadata (size, entries, smallest/largest,
     min/max seq) against the table's contents, the trie's layout records (containers,
@@ -609,7 +611,7 @@ class Checker:
                 pos = pos2
             elif tag == 6:
                 v, pos = varint(p, pos, n)
-                if v & ~0b111111:
+                if v & ~0b1111111:
                     raise Bad(pos, f"unknown feature bits {v:#x}")
                 st["features"] = v
             elif tag == 7:
@@ -1130,7 +1132,8 @@ class Checker:
     # Sorted tables
 
     def parse_block(self, data, off, size, is_index, name):
-        """Returns (type, [(internal key, value, entry offset)])."""
+        """Returns (type, [(internal key, value, entry offset)]); in a type-2 (separator index)
+        block the keys are the stored user keys."""
         if size < 5 + 4 or off + size > len(data):
             raise Bad(off, f"block size {size} invalid")
         b = data[off:off + size]
@@ -1138,7 +1141,7 @@ class Checker:
         if masked_crc(b[:size - 4]) != crc:
             raise Bad(off, "block checksum mismatch")
         btype = b[size - 5]
-        if btype not in (0, 1):
+        if btype not in ((0, 1, 2) if is_index else (0, 1)):
             raise Bad(off, f"block type {btype}")
         nr = struct.unpack_from("<I", b, size - 9)[0]
         if nr < 1 or 4 * nr + 9 > size:
@@ -1164,6 +1167,11 @@ class Checker:
                 suffix, pos = take(b, pos, nsh, rstart, "key")
                 ukey = prev_u[:shared] + suffix
                 ik = make_ikey(ukey, tag >> 1, tag & 1)
+            elif btype == 2:
+                if shared > len(prev):
+                    raise Bad(off + at, "shared longer than the previous key")
+                suffix, pos = take(b, pos, nsh, rstart, "key")
+                ik = prev[:shared] + suffix
             else:
                 if shared > len(prev):
                     raise Bad(off + at, "shared longer than the previous key")
@@ -1211,7 +1219,7 @@ class Checker:
         if masked_crc(data[f:f + 36]) != crc:
             self.problem(name, f + 36, "footer checksum mismatch")
             return None
-        if ver != 1:
+        if ver not in (1, 2):
             self.problem(name, f + 32, f"format version {ver}")
             return None
         if fo + fsz != io or io + isz != f:
@@ -1224,14 +1232,37 @@ class Checker:
             return None
         if itype == 1:
             self.features_used.add(1)
+        if (itype == 2) != (ver == 2):
+            self.problem(name, io, f"index block of type {itype} in a version-{ver} table")
+            return None
+        if ver == 2:
+            self.features_used.add(6)
         pos = base
         keys = []
         btypes = {0: 0, 1: 0}
         prev_sk = None
+        seps = []  # version 2: (separator as an internal key, entry offset)
         for i, (ik, v, at) in enumerate(idx):
             try:
-                boff, q = varint(v, 0, len(v), "block offset")
-                bsz, q = varint(v, q, len(v), "block size")
+                if ver == 1:
+                    boff, q = varint(v, 0, len(v), "block offset")
+                    bsz, q = varint(v, q, len(v), "block size")
+                else:
+                    # first entry: offset of data block 0; then size << 1 | exact [, tag]
+                    q = 0
+                    if i == 0:
+                        boff, q = varint(v, q, len(v), "first block offset")
+                    else:
+                        boff = pos
+                    s2, q = varint(v, q, len(v), "block size")
+                    bsz = s2 >> 1
+                    trailer = 0
+                    if s2 & 1:
+                        tag, q = varint(v, q, len(v), "separator tag")
+                        if tag >> 1 > MAX_SEQ:
+                            raise Bad(0, f"separator tag seq {tag >> 1} beyond 2^56-1")
+                        trailer = (tag >> 1) << 8 | (tag & 1)
+                    seps.append((ik + struct.pack("<Q", trailer), at, bool(s2 & 1)))
                 if q != len(v):
                     raise Bad(0, "bytes after the block handle")
             except Bad as e:
@@ -1256,8 +1287,16 @@ class Checker:
                     self.problem(name, boff + eat, "keys not in strictly ascending internal-key order")
                 prev_sk = sk
                 keys.append((ek, ev))
-            if ents and ents[-1][0] != ik:
+            if ver == 1 and ents and ents[-1][0] != ik:
                 self.problem(name, io + at, f"index key of block {i} is not the block's last key")
+            if ver == 2 and ents:
+                sep, _, exact = seps[i]
+                if ikey_sort_key(sep) < ikey_sort_key(ents[-1][0]):
+                    self.problem(name, io + at, f"separator of block {i} below the block's last key")
+                if i > 0 and ikey_sort_key(seps[i - 1][0]) >= ikey_sort_key(ents[0][0]):
+                    self.problem(name, io + seps[i - 1][1], f"separator of block {i - 1} not below block {i}'s first key")
+                if i + 1 == len(idx) and (exact or sep[:-8] != ents[-1][0][:-8]):
+                    self.problem(name, io + at, "the last separator is not the table's last user key")
             pos = boff + bsz
         if pos != fo:
             self.problem(name, pos, f"data blocks end at {pos}, filter block at {fo}")

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Rewrites the sorted tables and WALs of a database IN PLACE (HTables are left as they are)
 into the older encodings that docs/format.md says every build still reads, encoded from the
-document alone: sorted tables with type-0 blocks (internal keys stored whole, index blocks
-too) and the standard Bloom filter (10 bits per key), WAL records of type 1 (fixed header).
+document alone: version-1 sorted tables with type-0 blocks (internal keys stored whole, index
+blocks too, each block's last key and handle) and the standard Bloom filter (10 bits per key), WAL records of type 1 (fixed header).
 The manifest is re-encoded with the tables' new sizes. The engine must read the result as
 before; checked with `scree check`, format_fixture's `dump` mode (the engine's reading)
 and decode_format.py:
@@ -80,14 +80,22 @@ def rewrite_table(chk, path):
     """Re-encodes a sorted table with type-0 blocks and a standard filter; returns its size."""
     name = os.path.basename(path)
     data = open(path, "rb").read()
-    io, isz, fo, fsz = struct.unpack_from("<QQQQ", data, len(data) - 48)
+    io, isz, fo, fsz, ver = struct.unpack_from("<QQQQI", data, len(data) - 48)
     _, idx = chk.parse_block(data, io, isz, True, name)
     out = bytearray()
     index = []
     ukeys = []
-    for _, handle, _ in idx:
-        boff, q = D.varint(handle, 0)
-        bsz, _ = D.varint(handle, q)
+    boff = 0
+    for i, (_, handle, _) in enumerate(idx):
+        if ver == 1:
+            boff, q = D.varint(handle, 0)
+            bsz, _ = D.varint(handle, q)
+        else:  # version 2: the first entry's offset, then each block's size << 1 | exact
+            q = 0
+            if i == 0:
+                boff, q = D.varint(handle, 0)
+            s2, _ = D.varint(handle, q)
+            bsz = s2 >> 1
         _, ents = chk.parse_block(data, boff, bsz, False, name)
         es = [(e[0], e[1]) for e in ents]
         for k, _ in es:
@@ -96,6 +104,7 @@ def rewrite_table(chk, path):
         b = type0_block(es, 16)
         index.append((es[-1][0], uv(len(out)) + uv(len(b))))
         out += b
+        boff += bsz
     filt_off = len(out)
     f = standard_filter(ukeys, 10) if fsz > 4 else b""  # keep "no filter" tables filterless
     out += f + struct.pack("<I", D.masked_crc(f))
@@ -152,7 +161,7 @@ def reencode_edit(p, sizes):
         tag = p[pos]
         pos += 1
         start = pos
-        if tag in (1, 2, 6):
+        if tag in (1, 2, 6, 7):
             _, pos = D.varint(p, pos)
         elif tag == 3:
             pos += 16
@@ -185,9 +194,12 @@ def main():
             fh.write(b"".join(record(1, reencode_edit(p, sizes)) for _, _, p in recs))
     nrec = 0
     for path in glob.glob(os.path.join(db, "*.log")):
-        recs, _, _ = chk.read_log("wal", open(path, "rb").read(), {1, 2, 3}, True)
+        recs, _, _ = chk.read_log("wal", open(path, "rb").read(), {1, 2, 3, 4}, True)
         out = bytearray()
         for _, ty, p in recs:
+            if ty == 4:  # a seal names the next WAL: kept as it is (no older encoding)
+                out += record(4, p)
+                continue
             pos = D.varint(p, 0)[1] if ty == 3 else 0
             seq, ents = chk.decode_batch(p, pos, ty)
             pl = bytearray(struct.pack("<QI", seq, len(ents)))

@@ -1,4 +1,4 @@
-//! Sorted-table blocks: the index block (`Block`) and data blocks (`DataBlock` walked by a
+//! Sorted-table blocks: the index block (`Block`, and the `TableIndex` made of it) and data blocks (`DataBlock` walked by a
 //! `BlockCursor`) decoded from arbitrary bytes; every access of a decoded block must be safe.
 #![no_main]
 
@@ -7,6 +7,7 @@ use std::sync::Arc;
 use libfuzzer_sys::fuzz_target;
 use scree::key::cmp_ikey;
 use scree::table::block::{Block, BlockCursor, DataBlock};
+use scree::table::sep_index::TableIndex;
 
 fuzz_target!(|data: &[u8]| {
     let (probe, raw) = data.split_at(data.len().min(12));
@@ -30,8 +31,17 @@ fn check(probe: &[u8], raw: &[u8]) {
             let _ = (b.key(i), b.value(i));
         }
         let _ = b.lower_bound(probe, |a, b| a.cmp(b));
-        // The prefix-assisted search answers as the plain one does on any decoded block.
-        assert_eq!(b.lower_bound_ikey(probe), b.lower_bound(probe, cmp_ikey));
+        // An index decoded from any block: its prefix-assisted search for an internal key
+        // answers as a plain search over its separators does.
+        if let Ok(ix) = TableIndex::from_block(&b) {
+            if probe.len() >= 8 {
+                let plain = (0..ix.len()).find(|&i| cmp_ikey(&ix.key(i), probe).is_ge());
+                assert_eq!(ix.lower_bound_ikey(probe), plain.unwrap_or(ix.len()));
+            }
+            for i in 0..ix.len() {
+                let _ = ix.handle(i);
+            }
+        }
     }
     if let Ok(b) = DataBlock::decode(raw.to_vec()) {
         let b = Arc::new(b);

@@ -8,14 +8,15 @@ use quick_cache::sync::{Cache, GuardResult};
 use quick_cache::Weighter;
 
 use crate::filter::bloom::LoadedFilter;
-use crate::table::block::{Block as IndexBlock, DataBlock};
+use crate::table::block::DataBlock;
+use crate::table::sep_index::TableIndex;
 
 /// One cached item. A file's index and filter sit at offsets no data block of the same file
 /// has, so one (file, offset) key space serves all three.
 #[derive(Clone)]
 pub(crate) enum Item {
     Data(Arc<DataBlock>),
-    Index(Arc<IndexBlock>),
+    Index(Arc<TableIndex>),
     Filter(Arc<LoadedFilter>),
 }
 
@@ -26,7 +27,7 @@ pub(crate) trait MetaItem: Sized {
     fn unwrap(item: Item) -> Option<Arc<Self>>;
 }
 
-impl MetaItem for IndexBlock {
+impl MetaItem for TableIndex {
     fn wrap(item: Arc<Self>) -> Item {
         Item::Index(item)
     }
@@ -212,7 +213,7 @@ mod tests {
         c.insert_meta(1, 100, Arc::new(LoadedFilter::new(vec![0xff; 65])));
         assert!(c.get(1, 0).is_some());
         assert!(
-            c.get_meta::<IndexBlock>(1, 0).is_none(),
+            c.get_meta::<TableIndex>(1, 0).is_none(),
             "a data block is not an index"
         );
         assert!(

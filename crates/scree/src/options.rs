@@ -45,8 +45,8 @@ pub struct Options {
     pub block_cache_bytes: usize,
     /// Table files kept open at once, over all keyspaces; 0 (the default, like RocksDB's −1)
     /// keeps every table open. Each open sorted table (`leveled`, `fragmented`) holds a file
-    /// descriptor, its decoded index and its Bloom filter (≈ 3.4 bytes per key at 10 bits per
-    /// key): a store of a billion keys holds ≈ 3.4 GB and thousands of descriptors open. An
+    /// descriptor, its index and its Bloom filter (≈ 1.65 bytes per key at 10 bits per
+    /// key): a store of a billion keys holds ≈ 1.65 GB and thousands of descriptors open. An
     /// open `trie` HTable or BloomCluster holds a descriptor and its migration records and
     /// bucket index (≈ 0.4 bytes per key); the trie's in-memory filters stay while their table
     /// lives, under `TrieOptions::filter_memory_bytes`. With a bound, the least recently used
@@ -56,7 +56,7 @@ pub struct Options {
     /// Keep sorted tables' (`leveled`, `fragmented`) index blocks and Bloom filters in the
     /// block cache, charged to `block_cache_bytes`, instead of pinning them while the table
     /// is open (RocksDB's `cache_index_and_filter_blocks`). Memory for them is then bounded
-    /// by the cache budget instead of growing with the store (≈ 3.4 bytes per key pinned);
+    /// by the cache budget instead of growing with the store (≈ 1.65 bytes per key pinned);
     /// a lookup pays two cache probes per table it tests, and an index or filter the cache
     /// evicted is read and checked again on its next use (counted in
     /// `Stats::index_filter_cache_misses`). They are loaded when a table is opened, so a

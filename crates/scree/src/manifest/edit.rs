@@ -132,13 +132,19 @@ pub const FEATURE_LOG_NUMBERS_EXIST: u64 = 16;
 /// edit adding one, and by every snapshot while one is live ([`Edit::features_needed`]), so
 /// databases without them stay readable by builds before it.
 pub const FEATURE_APPENDABLE_TABLES: u64 = 32;
+/// Feature bit: sorted tables of footer version 2, whose index block (type 2) holds a short
+/// separator and the size of each data block instead of its last internal key and handle
+/// (docs/format.md, "Index block"). Builds before it would refuse each such table at its
+/// first read; they refuse the database at open instead.
+pub const FEATURE_SEPARATOR_INDEX: u64 = 64;
 /// Every feature bit this build reads.
 pub const KNOWN_FEATURES: u64 = FEATURE_COMPACT_WAL
     | FEATURE_IKEY_BLOCKS
     | FEATURE_SYNCED_WAL
     | FEATURE_SEALED_WAL
     | FEATURE_LOG_NUMBERS_EXIST
-    | FEATURE_APPENDABLE_TABLES;
+    | FEATURE_APPENDABLE_TABLES
+    | FEATURE_SEPARATOR_INDEX;
 /// The feature bits every snapshot this build writes names, whatever the database holds.
 pub const ALWAYS_WRITTEN_FEATURES: u64 = KNOWN_FEATURES & !FEATURE_APPENDABLE_TABLES;
 

@@ -1,12 +1,13 @@
 //! Blocks of a sorted table: prefix-compressed entries with restart points, a type byte and a
 //! masked CRC32C trailer. A block is decoded once when it is read and kept decoded in the cache.
 //! A block of internal keys ([`TYPE_IKEY`]) stores each key's trailer as a varint tag after the
-//! entry header instead of 8 fixed bytes; readers rebuild the internal key.
+//! entry header instead of 8 fixed bytes; readers rebuild the internal key. A version-2
+//! table's index block ([`TYPE_SEPARATORS`]) is read as a [`Block`] and turned into a
+//! [`super::sep_index::TableIndex`].
 
 use std::cmp::Ordering;
 
 use crate::coding::{crc, get_u32, put_u32, put_varint, Reader};
-use crate::key;
 
 /// Bytes after a block's contents: type (1) + crc (4).
 pub const TRAILER: usize = 5;
@@ -16,14 +17,17 @@ pub const TYPE_PLAIN: u8 = 0;
 /// previous user key) plus a varint tag `(seq << 1) | kind` (every block current builds write;
 /// type 0 blocks of internal keys come from older builds).
 pub const TYPE_IKEY: u8 = 1;
+/// Block type byte of a version-2 table's index block: keys are separators (user keys) stored
+/// whole, values block sizes ([`super::sep_index`]; never a data block).
+pub const TYPE_SEPARATORS: u8 = 2;
 
 /// The tag of an internal-key trailer `(seq << 8) | kind` (kind 0 or 1).
-fn tag_of(trailer: u64) -> u64 {
+pub(crate) fn tag_of(trailer: u64) -> u64 {
     ((trailer >> 8) << 1) | (trailer & 1)
 }
 
 /// The trailer of a tag, or `None` when its sequence number is out of range.
-fn trailer_of(tag: u64) -> Option<u64> {
+pub(crate) fn trailer_of(tag: u64) -> Option<u64> {
     let seq = tag >> 1;
     (seq <= crate::key::MAX_SEQ).then_some((seq << 8) | (tag & 1))
 }
@@ -38,6 +42,8 @@ pub struct BlockBuilder {
     entries: usize,
     /// Keys are internal keys, written as [`TYPE_IKEY`].
     ikeys: bool,
+    /// The type byte written.
+    ty: u8,
 }
 
 impl BlockBuilder {
@@ -52,6 +58,7 @@ impl BlockBuilder {
             last_key: Vec::new(),
             entries: 0,
             ikeys: false,
+            ty: TYPE_PLAIN,
         }
     }
     /// A builder of a [`TYPE_IKEY`] block: every key added must be a well-formed internal
@@ -59,7 +66,16 @@ impl BlockBuilder {
     pub fn for_internal_keys(restart_interval: usize) -> Self {
         BlockBuilder {
             ikeys: true,
+            ty: TYPE_IKEY,
             ..Self::new(restart_interval)
+        }
+    }
+    /// A builder of a [`TYPE_SEPARATORS`] index block: keys stored whole, a restart point at
+    /// every entry (no prefix is shared, so decoding cannot grow past the block's bytes).
+    pub fn for_separators() -> Self {
+        BlockBuilder {
+            ty: TYPE_SEPARATORS,
+            ..Self::new(1)
         }
     }
     /// Appends an entry; keys must be added in increasing order.
@@ -119,7 +135,7 @@ impl BlockBuilder {
             put_u32(&mut out, *r);
         }
         put_u32(&mut out, self.restarts.len() as u32);
-        out.push(if self.ikeys { TYPE_IKEY } else { TYPE_PLAIN });
+        out.push(self.ty);
         let c = crc(&out);
         put_u32(&mut out, c);
         self.restarts = vec![0];
@@ -132,8 +148,8 @@ impl BlockBuilder {
 }
 
 /// Checks a block's crc, type byte and restart count; returns (end of the entries, number of
-/// restart points, whether its keys are internal keys with tags).
-fn verify_trailer(raw: &[u8]) -> Result<(usize, usize, bool), (usize, String)> {
+/// restart points, type byte).
+fn verify_trailer(raw: &[u8]) -> Result<(usize, usize, u8), (usize, String)> {
     let n = raw.len();
     if n < TRAILER + 4 {
         return Err((0, format!("block of {n} bytes is too short")));
@@ -144,7 +160,7 @@ fn verify_trailer(raw: &[u8]) -> Result<(usize, usize, bool), (usize, String)> {
         return Err((body_end, "block checksum mismatch".into()));
     }
     let ty = raw.get(body_end - 1).copied().unwrap_or(0xff);
-    if ty != TYPE_PLAIN && ty != TYPE_IKEY {
+    if ty != TYPE_PLAIN && ty != TYPE_IKEY && ty != TYPE_SEPARATORS {
         return Err((body_end - 1, format!("unknown block type {ty}")));
     }
     let contents_end = body_end - 1;
@@ -154,7 +170,7 @@ fn verify_trailer(raw: &[u8]) -> Result<(usize, usize, bool), (usize, String)> {
         .and_then(|b| b.checked_add(4))
         .filter(|&b| b <= contents_end && nr >= 1)
         .ok_or((contents_end - 4, format!("bad restart count {nr}")))?;
-    Ok((contents_end - restarts_bytes, nr, ty == TYPE_IKEY))
+    Ok((contents_end - restarts_bytes, nr, ty))
 }
 
 /// Reads an entry header at `r`: `(shared, non_shared, value length, trailer)`, the trailer
@@ -171,37 +187,21 @@ fn entry_header(r: &mut Reader<'_>, ikeys: bool) -> Option<(usize, usize, usize,
     Some((shared, non_shared, vlen, trailer))
 }
 
-/// An index block fully decoded: every key materialized, values referencing the raw contents.
+/// A block fully decoded: every key materialized, values referencing the raw contents (how an
+/// index block is read before it becomes a [`super::sep_index::TableIndex`]).
 #[derive(Debug)]
 pub struct Block {
     data: Vec<u8>,
     keys: Vec<u8>,
     ents: Vec<[u32; 4]>,
-    /// In a [`TYPE_IKEY`] block, [`key::user_prefix`] of each entry's user key, in entry order:
-    /// [`Block::lower_bound_ikey`] searches these 8-byte integers and touches a whole key only
-    /// where they are equal (empty in a plain block).
-    prefixes: Vec<u64>,
-}
-
-/// An index with no entries: what [`crate::table`] hands an iterator in a case that cannot
-/// arise (asking the reader for a pinned index it keeps in the cache), instead of a panic.
-pub static EMPTY_INDEX: Block = Block {
-    data: Vec::new(),
-    keys: Vec::new(),
-    ents: Vec::new(),
-    prefixes: Vec::new(),
-};
-
-impl AsRef<Block> for Block {
-    fn as_ref(&self) -> &Block {
-        self
-    }
+    ty: u8,
 }
 
 impl Block {
     /// Verifies the trailer and decodes all entries. Errors are `(offset within block, detail)`.
     pub fn decode(raw: Vec<u8>) -> Result<Block, (usize, String)> {
-        let (entries_end, _, ikeys) = verify_trailer(&raw)?;
+        let (entries_end, _, ty) = verify_trailer(&raw)?;
+        let ikeys = ty == TYPE_IKEY;
         let mut keys: Vec<u8> = Vec::with_capacity(entries_end);
         let mut ents = Vec::new();
         let mut r = Reader::new(raw.get(..entries_end).unwrap_or_default());
@@ -240,24 +240,21 @@ impl Block {
         }
         let mut data = raw;
         data.truncate(entries_end);
-        let prefixes = match ikeys {
-            true => ents
-                .iter()
-                .map(|e| {
-                    let k = keys
-                        .get(e[0] as usize..(e[0] + e[1]).saturating_sub(8) as usize)
-                        .unwrap_or_default();
-                    key::user_prefix(k)
-                })
-                .collect(),
-            false => Vec::new(),
-        };
         Ok(Block {
             data,
             keys,
             ents,
-            prefixes,
+            ty,
         })
+    }
+
+    /// The block's type byte ([`TYPE_PLAIN`], [`TYPE_IKEY`] or [`TYPE_SEPARATORS`]).
+    pub fn block_type(&self) -> u8 {
+        self.ty
+    }
+    /// Offset in the block of entry `i`'s value (0 if out of range), to name a bad entry.
+    pub fn value_offset(&self, i: usize) -> usize {
+        self.ents.get(i).map_or(0, |e| e[2] as usize)
     }
 
     /// Number of entries.
@@ -294,36 +291,6 @@ impl Block {
             }
         }
         lo
-    }
-    /// [`Block::lower_bound`] under [`key::cmp_ikey`] for an internal-key `target`. In a
-    /// [`TYPE_IKEY`] block the search compares the entries' user-key prefixes first (one 8-byte
-    /// load from a dense array per step instead of two scattered reads) and whole keys only
-    /// where a prefix equals the target's; the answer is the same.
-    pub fn lower_bound_ikey(&self, target: &[u8]) -> usize {
-        if self.prefixes.len() != self.ents.len() || target.len() < 8 {
-            return self.lower_bound(target, key::cmp_ikey);
-        }
-        let tp = key::user_prefix(target.get(..target.len() - 8).unwrap_or_default());
-        let (mut lo, mut hi) = (0usize, self.ents.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let p = self.prefixes.get(mid).copied().unwrap_or(u64::MAX);
-            let less = match p.cmp(&tp) {
-                Ordering::Less => true,
-                Ordering::Greater => false,
-                Ordering::Equal => key::cmp_ikey(self.key(mid), target) == Ordering::Less,
-            };
-            if less {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
-    }
-    /// Memory held, for the cache's weigher.
-    pub fn weight(&self) -> usize {
-        self.data.len() + self.keys.len() + self.ents.len() * 16 + self.prefixes.len() * 8 + 64
     }
 }
 
@@ -417,7 +384,14 @@ impl DataBlock {
     /// Verifies the trailer and the restart array: (end of the entries, restarts, block type
     /// is [`TYPE_IKEY`]).
     fn check(raw: &[u8]) -> Result<(usize, Vec<u32>, bool), (usize, String)> {
-        let (entries_end, nr, ikeys) = verify_trailer(raw)?;
+        let (entries_end, nr, ty) = verify_trailer(raw)?;
+        if ty == TYPE_SEPARATORS {
+            return Err((
+                raw.len() - TRAILER,
+                "an index block where a data block belongs".into(),
+            ));
+        }
+        let ikeys = ty == TYPE_IKEY;
         let mut restarts = Vec::with_capacity(nr);
         for i in 0..nr {
             let r = get_u32(raw, entries_end + 4 * i).unwrap_or(u32::MAX);
@@ -643,7 +617,7 @@ mod amplification_tests {
         put_u32(&mut raw, c);
         match Block::decode(raw) {
             Err((_, d)) => assert!(d.contains("too large"), "{d}"),
-            Ok(b) => panic!("decoded into {} bytes", b.weight()),
+            Ok(b) => panic!("decoded {} entries", b.len()),
         }
     }
 }
@@ -692,7 +666,6 @@ mod cursor_tests {
 mod ikey_tests {
     use super::*;
     use crate::key::{cmp_ikey, make_ikey, ValueKind, MAX_SEQ};
-    use proptest::prelude::Just;
     use std::sync::Arc;
 
     /// Internal keys in order: several versions of some keys (puts and deletes), sequence
@@ -741,7 +714,6 @@ mod ikey_tests {
                     assert_eq!(blk.key(i), &k[..]);
                     assert_eq!(blk.value(i), format!("value{i}").as_bytes());
                     assert_eq!(blk.lower_bound(k, cmp_ikey), i);
-                    assert_eq!(blk.lower_bound_ikey(k), i);
                 }
                 let data = Arc::new(DataBlock::decode(raw.clone()).expect("decodes"));
                 let mut cur = BlockCursor::new(data);
@@ -770,40 +742,6 @@ mod ikey_tests {
                     "flip at {i} undetected"
                 );
                 assert!(DataBlock::decode(bad).is_err(), "flip at {i} undetected");
-            }
-        }
-    }
-
-    proptest::proptest! {
-        /// The prefix-assisted index search answers as the plain binary search does: user keys
-        /// shorter than, equal to and longer than the 8-byte prefix, with zero bytes (which
-        /// pad like a missing byte), shared prefixes and several versions per key; targets
-        /// present, absent, and at other sequence numbers.
-        #[test]
-        fn prefix_search_agrees_with_the_plain_search(
-            users in proptest::collection::vec(
-                proptest::collection::vec(proptest::prop_oneof![Just(0u8), Just(1u8), Just(b'a'), Just(0xff)], 0..12),
-                1..60),
-            seqs in proptest::collection::vec(0u64..1000, 1..4),
-            targets in proptest::collection::vec(
-                (proptest::collection::vec(proptest::prop_oneof![Just(0u8), Just(1u8), Just(b'a'), Just(0xff)], 0..12), 0u64..1100),
-                1..40),
-        ) {
-            let mut keys: Vec<Vec<u8>> = users
-                .iter()
-                .flat_map(|u| seqs.iter().map(move |&s| make_ikey(u, s, ValueKind::Put)))
-                .collect();
-            keys.sort_by(|a, b| cmp_ikey(a, b));
-            keys.dedup();
-            let mut b = BlockBuilder::for_internal_keys(1);
-            for k in &keys {
-                b.add(k, b"v");
-            }
-            let blk = Block::decode(b.finish()).expect("decodes");
-            let present = users.iter().map(|u| (u.clone(), 5u64));
-            for (u, s) in targets.iter().cloned().chain(present) {
-                let t = make_ikey(&u, s, ValueKind::Put);
-                proptest::prop_assert_eq!(blk.lower_bound_ikey(&t), blk.lower_bound(&t, cmp_ikey));
             }
         }
     }

@@ -1,11 +1,12 @@
-//! Writing a sorted table: data blocks, the index block, the Bloom filter and the footer.
+//! Writing a sorted table: data blocks, the index block (a separator per data block), the
+//! Bloom filter and the footer.
 
 use crate::coding::{crc, put_u32, put_u64, put_varint};
 use crate::error::{Error, Result};
 use crate::filter::bloom;
 use crate::fs::CountedWriter;
 use crate::key;
-use block::BlockBuilder;
+use block::{tag_of, BlockBuilder};
 
 use super::*;
 
@@ -25,6 +26,28 @@ pub struct TableBuilder {
     min_seq: u64,
     max_seq: u64,
     offset: u64,
+    /// Where the first data block starts (the index's first entry records it).
+    base: u64,
+    /// The last flushed block's last internal key and size, until the next key (or the end of
+    /// the table) gives its separator.
+    pending: Option<(Vec<u8>, u64)>,
+    /// Index entries written.
+    blocks: usize,
+}
+
+/// The value of index entry `i` of a version-2 index (docs/format.md, "Index block"): the
+/// first entry starts with `first` (the offset of data block 0), then `size << 1 | exact`,
+/// then the tag of the separator's trailer when it has one.
+pub(crate) fn index_value(i: usize, size: u64, first: u64, trailer: Option<u64>) -> Vec<u8> {
+    let mut v = Vec::with_capacity(16);
+    if i == 0 {
+        put_varint(&mut v, first);
+    }
+    put_varint(&mut v, (size << 1) | u64::from(trailer.is_some()));
+    if let Some(t) = trailer {
+        put_varint(&mut v, tag_of(t));
+    }
+    v
 }
 
 impl TableBuilder {
@@ -47,7 +70,7 @@ impl TableBuilder {
             w,
             file_no,
             block: BlockBuilder::for_internal_keys(16),
-            index: BlockBuilder::for_internal_keys(1),
+            index: BlockBuilder::for_separators(),
             block_size,
             bloom_bits,
             hashes: Vec::new(),
@@ -58,6 +81,9 @@ impl TableBuilder {
             min_seq: u64::MAX,
             max_seq: 0,
             offset: base,
+            base,
+            pending: None,
+            blocks: 0,
         }
     }
 
@@ -74,6 +100,10 @@ impl TableBuilder {
             return Err(Error::InvalidArgument(
                 "sorted table entry with a malformed internal key".into(),
             ));
+        }
+        if let Some((last, size)) = self.pending.take() {
+            let (sep, trailer) = sep_index::separator(&last, ikey);
+            self.add_index_entry(&sep, size, trailer);
         }
         let p = key::parse(ikey);
         if self.entries == 0 {
@@ -102,13 +132,18 @@ impl TableBuilder {
         }
         let last = self.block.last_key().to_vec();
         let raw = self.block.finish();
-        let mut handle = Vec::with_capacity(16);
-        put_varint(&mut handle, self.offset);
-        put_varint(&mut handle, raw.len() as u64);
-        self.index.add(&last, &handle);
         self.w.append(&raw)?;
         self.offset += raw.len() as u64;
+        self.pending = Some((last, raw.len() as u64));
         Ok(())
+    }
+
+    /// Adds the index entry of the next data block: separator user key `sep` (with its own
+    /// trailer, or after every version of `sep`), its size.
+    fn add_index_entry(&mut self, sep: &[u8], size: u64, trailer: Option<u64>) {
+        let v = index_value(self.blocks, size, self.base, trailer);
+        self.index.add(sep, &v);
+        self.blocks += 1;
     }
 
     /// Bytes written so far (approximate final size).
@@ -136,6 +171,10 @@ impl TableBuilder {
     /// that appends more after the table before one sync.
     pub fn finish_unsynced(mut self) -> Result<(TableMeta, CountedWriter)> {
         self.flush_block()?;
+        if let Some((last, size)) = self.pending.take() {
+            // The last block's separator: its last user key, after every version of it.
+            self.add_index_entry(key::user_key(&last), size, None);
+        }
         let mut filter = if self.bloom_bits > 0 {
             bloom::encode_local(&self.hashes, self.bloom_bits)
         } else {

@@ -1,9 +1,11 @@
 //! The sorted table (SST): ≈4 KiB data blocks with prefix compression and restart points, an
-//! index block, a whole-table Bloom filter over user keys, and a fixed footer. Byte layout in
-//! docs/format.md. Also the shared handle ([`TableFile`]) that owns a table file's lifetime.
+//! index block of separators, a whole-table Bloom filter over user keys, and a fixed footer.
+//! Byte layout in docs/format.md. Also the shared handle ([`TableFile`]) that owns a table
+//! file's lifetime.
 
 pub mod block;
 pub mod purge;
+pub mod sep_index;
 mod verify;
 
 use std::cmp::Ordering;
@@ -25,8 +27,12 @@ use crate::table_format::TableFormat;
 pub const FOOTER: usize = 48;
 /// Magic number at the end of every sorted table.
 pub const MAGIC: u64 = 0x5343_5245_4553_5354; // "SCREESST"
-/// Format version written in the footer.
-pub const VERSION: u32 = 1;
+/// Format version written in the footer: 2, an index of separators (block type
+/// [`block::TYPE_SEPARATORS`]). Version 1 (each block's last internal key, offset and size) is
+/// still read.
+pub const VERSION: u32 = 2;
+/// The oldest footer version read.
+pub const MIN_VERSION: u32 = 1;
 
 /// [`AddedTable::format`](crate::manifest::edit::AddedTable::format) code of a sorted table.
 pub const FORMAT_SORTED: u8 = 0;
@@ -139,8 +145,8 @@ pub struct TableCtx {
 
 /// The bound on open table files (`Options::max_open_files`; 0: none): sorted-table readers,
 /// and the `trie` layout's HTables and BloomClusters through [`TableAux`]. An open sorted
-/// table holds a file descriptor, the decoded index and the Bloom filter (≈ 3.4 bytes per
-/// key), an open HTable a descriptor and its migration records and bucket index: without a
+/// table holds a file descriptor, the decoded index and the Bloom filter (≈ 1.6 bytes per
+/// key at 10 filter bits per key and ≈ 120-byte entries), an open HTable a descriptor and its migration records and bucket index: without a
 /// bound they grow with the store. Past the bound the file opened longest ago and not used
 /// since its last chance is closed (CLOCK: a use sets a bit, the sweep clears it once before
 /// closing); the next use opens the file again and reads its metadata again. A closed

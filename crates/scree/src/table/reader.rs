@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering as AtOrd;
 use std::sync::Arc;
 
 use crate::cache::{BlockCache, MetaItem};
-use crate::coding::{crc, get_u32, get_u64, Reader};
+use crate::coding::{crc, get_u32, get_u64};
 use crate::error::{Error, Result};
 use crate::filter::bloom;
 use crate::fs::{CountedReader, Env};
@@ -16,6 +16,7 @@ use crate::key::{self, cmp_ikey, ValueKind};
 use crate::memtable::Lookup;
 use crate::stats::ReadKind;
 use block::{Block, BlockCursor, DataBlock};
+use sep_index::TableIndex;
 
 use super::*;
 
@@ -41,12 +42,12 @@ pub(crate) trait MetaBlock: MetaItem {
     fn weight(&self) -> usize;
 }
 
-impl MetaBlock for Block {
+impl MetaBlock for TableIndex {
     fn load(file: &CountedReader, at: (u64, usize)) -> Result<Self> {
         load_index(file, at)
     }
     fn weight(&self) -> usize {
-        Block::weight(self)
+        TableIndex::weight(self)
     }
 }
 
@@ -122,6 +123,8 @@ pub(crate) struct Footer {
     pub(crate) index: (u64, usize),
     /// Offset and size of the filter (its checksum included).
     pub(crate) filter: (u64, usize),
+    /// Format version ([`MIN_VERSION`]..=[`VERSION`]).
+    pub(crate) version: u32,
 }
 
 impl Footer {
@@ -155,10 +158,12 @@ impl Footer {
             return Err(corrupt(foot_off, "footer checksum mismatch"));
         }
         let version = get_u32(&f, 32).unwrap_or(0);
-        if version != VERSION {
+        if !(MIN_VERSION..=VERSION).contains(&version) {
             return Err(corrupt(
                 foot_off + 32,
-                &format!("unsupported table version {version}"),
+                &format!(
+                    "unsupported table version {version} (this build reads {MIN_VERSION} to {VERSION})"
+                ),
             ));
         }
         let (io, is, fo, fs) = (
@@ -174,6 +179,7 @@ impl Footer {
         Ok(Footer {
             index: (io, is as usize),
             filter: (fo, fs as usize),
+            version,
         })
     }
 }
@@ -183,7 +189,7 @@ impl Footer {
 pub struct TableReader {
     file: CountedReader,
     file_no: u64,
-    index: Slot<Block>,
+    index: Slot<TableIndex>,
     filter: Slot<bloom::LoadedFilter>,
     cache: BlockCache,
     stats: Arc<crate::stats::IoStats>,
@@ -219,8 +225,8 @@ impl TableReader {
         end: u64,
         own_file: bool,
     ) -> Result<TableReader> {
-        let Footer { index, filter } = Footer::read_at(&file, end)?;
-        let (index, index_bytes) = Slot::open::<Block>(&file, file_no, &cache, index)?;
+        let Footer { index, filter, .. } = Footer::read_at(&file, end)?;
+        let (index, index_bytes) = Slot::open::<TableIndex>(&file, file_no, &cache, index)?;
         let (filter, filter_bytes) =
             Slot::open::<bloom::LoadedFilter>(&file, file_no, &cache, filter)?;
         let bytes = index_bytes + filter_bytes + std::mem::size_of::<TableReader>();
@@ -280,15 +286,15 @@ impl TableReader {
         Ok(t)
     }
 
-    /// The index block.
-    fn index(&self) -> Result<Held<'_, Block>> {
+    /// The index.
+    fn index(&self) -> Result<Held<'_, TableIndex>> {
         self.held(&self.index)
     }
 
     /// The index an iterator keeps: `None` when the reader pins it (the iterator holds the
     /// reader), else the cached index, held for the iterator's life; an evicted one is read
     /// again and cached only when `fill_cache` (not for compactions).
-    fn iter_index(&self, fill_cache: bool) -> Result<Option<Arc<Block>>> {
+    fn iter_index(&self, fill_cache: bool) -> Result<Option<Arc<TableIndex>>> {
         match &self.index {
             Slot::Pinned(_) => Ok(None),
             Slot::Cached(off, size) => self.cached_or_read(*off, *size, fill_cache).map(Some),
@@ -297,10 +303,12 @@ impl TableReader {
 
     /// The pinned index ([`TableReader::iter_index`] gave `None`); empty for a cached one,
     /// which an iterator never asks for here.
-    fn pinned_index(&self) -> &Block {
+    fn pinned_index(&self) -> &TableIndex {
+        /// What an iterator gets in the case that cannot arise, instead of a panic.
+        static EMPTY_INDEX: TableIndex = TableIndex::EMPTY;
         match &self.index {
             Slot::Pinned(b) => b,
-            Slot::Cached(..) => &block::EMPTY_INDEX,
+            Slot::Cached(..) => &EMPTY_INDEX,
         }
     }
 
@@ -310,16 +318,14 @@ impl TableReader {
     }
 
     /// The (offset, size) of data block `i` of `index`.
-    fn handle(&self, index: &Block, i: usize) -> Result<(u64, usize)> {
-        let mut r = Reader::new(index.value(i));
-        match (r.varint(), r.len()) {
-            (Some(o), Some(s)) if s <= 1 << 30 => Ok((o, s)),
-            _ => Err(Error::corruption(
+    fn handle(&self, index: &TableIndex, i: usize) -> Result<(u64, usize)> {
+        index.handle(i).ok_or_else(|| {
+            Error::corruption(
                 self.file.path(),
                 0,
-                "bad block handle in index",
-            )),
-        }
+                format!("no data block {i} in the index"),
+            )
+        })
     }
 
     /// Drops this table's blocks from the block cache when they were decoded from its memory
@@ -343,7 +349,7 @@ impl TableReader {
                 Slot::Cached(off, size) => {
                     loaded = self
                         .cache
-                        .get_meta::<Block>(self.file_no, *off)
+                        .get_meta::<TableIndex>(self.file_no, *off)
                         .or_else(|| load_index(&self.file, (*off, *size)).ok().map(Arc::new));
                     loaded.as_deref()
                 }
@@ -369,7 +375,7 @@ impl TableReader {
     }
 
     /// Reads data block `i` of `index`; `fill_cache` false for compaction reads.
-    fn block(&self, index: &Block, i: usize, fill_cache: bool) -> Result<Arc<DataBlock>> {
+    fn block(&self, index: &TableIndex, i: usize, fill_cache: bool) -> Result<Arc<DataBlock>> {
         let (off, size) = self.handle(index, i)?;
         if let Some(b) = self.cache.get(self.file_no, off) {
             // Counted like the miss below: only for lookups and scans (a compaction's reads are
@@ -404,7 +410,7 @@ impl TableReader {
     }
 
     /// A cursor over data block `i` of `index`, with errors naming this file.
-    fn cursor(&self, index: &Block, i: usize, fill_cache: bool) -> Result<(BlockCursor, u64)> {
+    fn cursor(&self, index: &TableIndex, i: usize, fill_cache: bool) -> Result<(BlockCursor, u64)> {
         let (off, _) = self.handle(index, i)?;
         Ok((BlockCursor::new(self.block(index, i, fill_cache)?), off))
     }
@@ -476,17 +482,13 @@ impl TableReader {
     }
 }
 
-/// Reads, checks and decodes the index block at `(offset, size)` of a table.
-pub(crate) fn load_index(file: &CountedReader, (off, size): (u64, usize)) -> Result<Block> {
-    let corrupt = |o: u64, d: &str| Error::corruption(file.path(), o, d.to_string());
+/// Reads, checks and decodes the index block at `(offset, size)` of a table (either
+/// version's, told apart by its block type).
+pub(crate) fn load_index(file: &CountedReader, (off, size): (u64, usize)) -> Result<TableIndex> {
+    let corrupt = |(o, d): (usize, String)| Error::corruption(file.path(), off + o as u64, d);
     let raw = file.read(off, size, ReadKind::Metadata)?;
-    let index = Block::decode(raw).map_err(|(o, d)| corrupt(off + o as u64, &d))?;
-    for i in 0..index.len() {
-        if !key::valid_ikey(index.key(i)) {
-            return Err(corrupt(off, "index key is not an internal key"));
-        }
-    }
-    Ok(index)
+    let block = Block::decode(raw).map_err(corrupt)?;
+    TableIndex::from_block(&block).map_err(corrupt)
 }
 
 /// Reads and checks the Bloom filter at `(offset, size)` of a table (size ≥ 4, its checksum
@@ -513,7 +515,7 @@ pub struct TableIter {
     t: Arc<TableReader>,
     /// The table's cached index, held for the iterator's life (the cache cannot evict it
     /// from under it); `None` when the reader pins it.
-    index: Option<Arc<Block>>,
+    index: Option<Arc<TableIndex>>,
     fill_cache: bool,
     bi: usize,
     cur: Option<(BlockCursor, u64)>,
@@ -531,7 +533,7 @@ impl TableIter {
         })
     }
     /// The table's index.
-    fn index(&self) -> &Block {
+    fn index(&self) -> &TableIndex {
         match &self.index {
             Some(b) => b,
             None => self.t.pinned_index(),

@@ -71,7 +71,7 @@ mod concat_tests {
 mod cached_meta_tests {
     use std::sync::Arc;
 
-    use super::block::Block;
+    use super::sep_index::TableIndex;
     use super::test_support::std_ctx_with as ctx_with;
     use super::{get_in_tables, table_path, TableBuilder, TableCtx, TableFile, FOOTER};
     use crate::cache::BlockCache;
@@ -90,8 +90,9 @@ mod cached_meta_tests {
         )
     }
 
+    /// Keys longer than 8 bytes, so that index separators are too (and weigh more).
     fn key(i: u32) -> String {
-        format!("key{i:05}")
+        format!("a-key-longer-than-8-bytes-{i:05}")
     }
 
     /// A table of 400 keys in 256-byte blocks; its (index, filter) offsets from the footer.
@@ -196,7 +197,7 @@ mod cached_meta_tests {
         let ctx = ctx(dir.path(), false);
         let (t, io, fo) = table(&ctx);
         reads(&t, 9, "get");
-        assert!(ctx.cache.get_meta::<Block>(1, io).is_none());
+        assert!(ctx.cache.get_meta::<TableIndex>(1, io).is_none());
         assert!(ctx.cache.get_meta::<LoadedFilter>(1, fo).is_none());
         let pinned = ctx.env.stats.snapshot().table_reader_bytes;
         assert!(pinned > 1000 + std::mem::size_of::<super::TableReader>() as u64);
@@ -223,13 +224,13 @@ mod cached_meta_tests {
         };
         assert_eq!(count(t.iter(false).expect("iter")), 400);
         assert!(
-            ctx.cache.get_meta::<Block>(1, io).is_none(),
+            ctx.cache.get_meta::<TableIndex>(1, io).is_none(),
             "compaction re-cached it"
         );
         assert_eq!(ctx.env.stats.snapshot().index_filter_cache_misses, 1);
         assert_eq!(count(t.iter(true).expect("iter")), 400);
         assert!(
-            ctx.cache.get_meta::<Block>(1, io).is_some(),
+            ctx.cache.get_meta::<TableIndex>(1, io).is_some(),
             "a reader caches it"
         );
         assert_eq!(ctx.env.stats.snapshot().index_filter_cache_misses, 2);
@@ -305,14 +306,14 @@ mod cached_meta_tests {
             BlockCache::new(16 << 10).holding_index_and_filter(true),
         );
         // 16 KiB: one shard on any machine (too few items for more), so ≈ 14.7 KB at most;
-        // this index weighs ≈ 40 KB, the filter ≈ 10 KB.
+        // this index (≈ 1,300 blocks, 31-byte separators) weighs ≈ 70 KB, the filter ≈ 10 KB.
         let (t, io, fo) = table_of(&ctx, 8000);
         for i in (0..8000).step_by(11) {
             let want = Lookup::Value(key(i).into_bytes());
             assert_eq!(get(&t, &key(i)).expect("get"), want);
         }
         assert!(
-            ctx.cache.get_meta::<Block>(1, io).is_none(),
+            ctx.cache.get_meta::<TableIndex>(1, io).is_none(),
             "too large to cache"
         );
         assert!(
@@ -340,7 +341,7 @@ mod cached_meta_tests {
         reads(&t, 3, "get");
         t.close();
         assert!(
-            ctx.cache.get_meta::<Block>(1, io).is_some(),
+            ctx.cache.get_meta::<TableIndex>(1, io).is_some(),
             "kept for a reopen"
         );
         reads(&t, 4, "reopened");
@@ -350,7 +351,7 @@ mod cached_meta_tests {
         t.mark_obsolete();
         drop(t);
         assert!(!path.exists(), "deleted");
-        assert!(ctx.cache.get_meta::<Block>(1, io).is_none());
+        assert!(ctx.cache.get_meta::<TableIndex>(1, io).is_none());
         assert!(ctx.cache.get_meta::<LoadedFilter>(1, fo).is_none());
     }
 }

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::reader::load_index;
-use super::{Footer, TableFile, TableMeta, VERSION};
+use super::{Footer, TableFile, TableMeta};
 use crate::error::{Error, Result};
 use crate::fs::Env;
 use crate::iter::InternalIter;
@@ -84,11 +84,12 @@ pub(super) fn describe(env: &Env, path: &Path) -> Result<Description> {
     let index = load_index(&file, footer.index)?;
     Ok(Description {
         format: super::SORTED.name,
-        version: VERSION,
+        version: footer.version,
         size: file.len(),
         facts: vec![
             ("data_blocks", index.len() as u64),
             ("index_bytes", footer.index.1 as u64),
+            ("index_memory_bytes", index.weight() as u64),
             ("filter_bytes", footer.filter.1 as u64),
         ],
     })
