@@ -66,6 +66,12 @@ fn oversized(o: &LightweightOptions, t: &TableFile) -> bool {
     t.meta.size > o.dtable_max_bytes && t.meta.dead_bytes() > 0
 }
 
+/// Whether table `t` is within a quarter of the size limit `limit`: a compaction into it
+/// would likely have to rewrite it rather than append.
+fn nearly_full(limit: u64, t: &TableFile) -> bool {
+    t.meta.size > limit - limit / 4
+}
+
 /// What is due, most urgent first.
 enum Due {
     Divide(usize, (usize, usize)),
@@ -195,11 +201,12 @@ impl Lightweight {
                             .get(g.0..g.1)
                             .unwrap_or_default()
                             .iter()
-                            .any(|t| oversized(o, t))
+                            .any(|t| oversized(o, t) || nearly_full(limit, t))
                     }) =>
                     {
-                        // The group holding the most data, when a table is past the limit:
-                        // compacting it down empties it.
+                        // The group holding the most data, when a table is past the limit or
+                        // near it: compacting it down empties it, where the next arrival would
+                        // have to rewrite it (the limit is never crossed).
                         *lv.groups.iter().max_by_key(|g| lv.live_bytes(**g))?
                     }
                     None => {
