@@ -362,7 +362,7 @@ fn a_lightweight_manual_compaction_ends_while_writes_go_on_between_its_jobs() {
     let db = Db::open("/db", opts(&fs)).expect("open");
     let ks = db.keyspace("l", ko.clone()).expect("keyspace");
     let model = std::cell::RefCell::new(BTreeMap::<Vec<u8>, Vec<u8>>::new());
-    let next = std::cell::Cell::new(0u32);
+    let next = std::cell::Cell::new(0u64);
     let round = || -> Result<()> {
         for _ in 0..1500 {
             let i = next.get();
@@ -387,8 +387,19 @@ fn a_lightweight_manual_compaction_ends_while_writes_go_on_between_its_jobs() {
         .cloned()
         .expect("core");
     db.flush().expect("flush");
+    // Writes after every job; a manual compaction still running after 40 jobs is chasing
+    // them (one that took a group per job did, for as long as the writes went on).
+    let between = std::cell::Cell::new(0u32);
     let jobs = db
-        .compact_keyspace(&core, &mut || round())
+        .compact_keyspace(&core, &mut || {
+            between.set(between.get() + 1);
+            if between.get() > 40 {
+                return Err(crate::Error::InvalidArgument(
+                    "the manual compaction is still running after 40 jobs".into(),
+                ));
+            }
+            round()
+        })
         .expect("compact");
     assert!(
         (1..=4).contains(&jobs),
