@@ -74,6 +74,9 @@ pub(crate) struct LwcCounters {
     pub(crate) aggregation_writes: AtomicU64,
     pub(crate) balance_shifts: AtomicU64,
     pub(crate) divisions: AtomicU64,
+    pub(crate) full_rewrites: AtomicU64,
+    pub(crate) spills: AtomicU64,
+    pub(crate) aggregation_skips: AtomicU64,
 }
 
 /// What the `lightweight` layout's jobs did (all keyspaces of the database).
@@ -99,6 +102,17 @@ pub struct LightweightStats {
     pub balance_shifts: u64,
     /// Equal divisions of oversized DTables.
     pub divisions: u64,
+    /// Next-level groups a compaction rewrote together with their arrival (a division
+    /// merged with it) because an append could have carried a table past its size limit.
+    #[serde(default)]
+    pub full_rewrites: u64,
+    /// Pieces whose target ran out of room while being appended (the plan's bound fell
+    /// short): the rest went to a new DTable.
+    #[serde(default)]
+    pub spills: u64,
+    /// Aggregation writes skipped because the absorbing DTable had no room for them.
+    #[serde(default)]
+    pub aggregation_skips: u64,
 }
 
 /// What one open table file pins outside the caches: counted in [`Stats::open_table_files`]
@@ -261,6 +275,9 @@ impl IoStats {
                 aggregation_writes: self.lwc.aggregation_writes.load(Relaxed),
                 balance_shifts: self.lwc.balance_shifts.load(Relaxed),
                 divisions: self.lwc.divisions.load(Relaxed),
+                full_rewrites: self.lwc.full_rewrites.load(Relaxed),
+                spills: self.lwc.spills.load(Relaxed),
+                aggregation_skips: self.lwc.aggregation_skips.load(Relaxed),
             },
             keyspaces: Vec::new(),
         }

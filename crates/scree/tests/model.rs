@@ -333,10 +333,12 @@ proptest! {
         }
     }
 
-    /// `leveled` on the host-managed emulator: one table per band (the small tests' tables fit
-    /// a 1 MiB band). The `lightweight` layout joins when it lands.
+    /// `leveled` and `lightweight` on the host-managed emulator: one table per band (the small
+    /// tests' tables fit a 1 MiB band; `lightweight` keeps its DTables under the band).
     #[test]
-    fn leveled_matches_a_btreemap_on_smr_host(ops in prop::collection::vec(op(), 1..400)) {
-        run_on(Layout::Leveled, ops, Some(BandMode::HostManaged))?;
+    fn leveled_and_lightweight_match_a_btreemap_on_smr_host(ops in prop::collection::vec(op(), 1..400)) {
+        for layout in [Layout::Leveled, Layout::Lightweight] {
+            run_on(layout, ops.clone(), Some(BandMode::HostManaged))?;
+        }
     }
 }

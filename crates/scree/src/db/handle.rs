@@ -245,6 +245,24 @@ impl Db {
         let inner = self.inner();
         let all: Vec<Arc<KsCore>> = inner.keyspaces.read().values().cloned().collect();
         for ks in all {
+            self.compact_keyspace(&ks, &mut || Ok(()))?;
+        }
+        inner.bg_cv.notify_all();
+        // The tables it made obsolete are deleted when it returns.
+        inner.tables.purge.wait_idle();
+        Ok(())
+    }
+
+    /// The manual compaction of one keyspace ([`Db::compact`]); `between` runs after each of
+    /// its jobs (tests put writes there). Returns the number of jobs it ran.
+    pub(super) fn compact_keyspace(
+        &self,
+        ks: &Arc<KsCore>,
+        between: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<u64> {
+        let inner = self.inner();
+        let mut jobs = 0;
+        {
             // Under the pick lock, no compaction installs between listing the tables and
             // registering the scope that later installs update.
             let token = {
@@ -253,7 +271,7 @@ impl Db {
                 let scope = ManualScope::new(files.iter().map(|f| f.meta.file_no));
                 ks.manual.lock().register(scope)
             };
-            let _token = ScopeToken { ks: &ks, token };
+            let _token = ScopeToken { ks, token };
             loop {
                 inner.check_bg_error()?;
                 let opts = ks.opts();
@@ -272,20 +290,19 @@ impl Db {
                     }
                     ManualStep::Run(job) => {
                         // As in the background: a failed compaction stops writes.
-                        if let Err(e) = guard_panic("compaction", || inner.run_compaction(&ks, job))
+                        if let Err(e) = guard_panic("compaction", || inner.run_compaction(ks, job))
                         {
                             inner
                                 .set_bg_error(&format!("compaction of keyspace {:?}", ks.name), &e);
                             return Err(e);
                         }
+                        jobs += 1;
+                        between()?;
                     }
                 }
             }
         }
-        inner.bg_cv.notify_all();
-        // The tables it made obsolete are deleted when it returns.
-        inner.tables.purge.wait_idle();
-        Ok(())
+        Ok(jobs)
     }
 
     /// Waits until no flush or compaction is running or due, and the tables they made

@@ -103,8 +103,31 @@ impl DbInner {
             }
         }
         ks.count_level_writes(edit, &old_files, &merged, flushed.is_some());
-        for (_, scope) in ks.manual.lock().running.iter_mut() {
-            scope.follow(edit.added.iter().map(|a| a.meta.file_no), &merged);
+        {
+            let mut manual = ks.manual.lock();
+            if !manual.running.is_empty() {
+                // The tables the edit wrote data into: new files, and appendable tables that
+                // gained entries. A table switched to a new tail only (a `lightweight`
+                // aggregation write) holds none of the merged data and keeps its place in or
+                // out of a manual compaction's scope.
+                let old: std::collections::HashMap<u64, &crate::table::TableMeta> = old_files
+                    .iter()
+                    .map(|f| (f.meta.file_no, &f.meta))
+                    .collect();
+                let gained: Vec<u64> = edit
+                    .added
+                    .iter()
+                    .filter(|a| {
+                        old.get(&a.meta.file_no).is_none_or(|o| {
+                            o.entries != a.meta.entries || o.max_seq != a.meta.max_seq
+                        })
+                    })
+                    .map(|a| a.meta.file_no)
+                    .collect();
+                for (_, scope) in manual.running.iter_mut() {
+                    scope.follow(gained.iter().copied(), &merged);
+                }
+            }
         }
         {
             let mut g = ks.sv.write();

@@ -98,6 +98,12 @@ fn local_block(h: u64, blocks: usize) -> usize {
 }
 
 /// Encodes a cache-local filter for `hashes` with about `bits_per_key` bits per key.
+/// Bytes [`encode_local`] writes for `keys` keys.
+pub fn encoded_local_len(keys: u64, bits_per_key: u32) -> u64 {
+    let bits = (keys * u64::from(bits_per_key)).max(u64::from(BLOCK_BITS));
+    bits.div_ceil(u64::from(BLOCK_BITS)) * 64 + 1
+}
+
 pub fn encode_local(hashes: &[u64], bits_per_key: u32) -> Vec<u8> {
     let k = ((f64::from(bits_per_key) * 0.69).round() as u32).clamp(1, 24) as u8;
     let bits = (hashes.len() as u64 * u64::from(bits_per_key)).max(u64::from(BLOCK_BITS));

@@ -124,6 +124,11 @@ pub trait FileSystem: Send + Sync + 'static {
     fn device_stats(&self) -> Option<band::DeviceStats> {
         None
     }
+    /// The most bytes a table file can hold here: a host-managed shingled band's size
+    /// ([`band::BandFs`], one table file per band); `None` (no limit) for other file layers.
+    fn max_table_file_bytes(&self) -> Option<u64> {
+        None
+    }
     /// Opens a file for reading; `direct` asks for O_DIRECT reads that bypass the page cache.
     fn open(&self, path: &Path, direct: bool) -> io::Result<Arc<dyn ReadableFile>>;
     /// Reads a whole (small) file.

@@ -150,6 +150,21 @@ impl TableBuilder {
     pub fn estimated_size(&self) -> u64 {
         self.offset + self.block.estimated_size() as u64
     }
+    /// An upper bound on the offset where the table would end if an entry of `ikey_len` +
+    /// `value_len` bytes were added now and the table finished: the data (the open block,
+    /// the entry with its varints and a restart), the filter with one more key, the index with
+    /// the entries still to come (the open block's and one the entry may start), the footer.
+    pub fn finished_bound_with(&self, ikey_len: usize, value_len: usize) -> u64 {
+        let entry = (ikey_len + value_len + 4 * 10 + 4) as u64;
+        let filter = if self.bloom_bits > 0 {
+            bloom::encoded_local_len(self.hashes.len() as u64 + 1, self.bloom_bits)
+        } else {
+            0
+        } + 4;
+        let max_key = ikey_len.max(self.block.last_key().len()) as u64;
+        let index = self.index.estimated_size() as u64 + 2 * (max_key + 4 * 10 + 2 * 10 + 4);
+        self.offset + self.block.estimated_size() as u64 + entry + filter + index + FOOTER as u64
+    }
     /// Entries added.
     pub fn entries(&self) -> u64 {
         self.entries

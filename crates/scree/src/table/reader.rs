@@ -480,6 +480,19 @@ impl TableReader {
     pub fn blocks(&self) -> Result<usize> {
         Ok(self.index()?.len())
     }
+
+    /// Every data block's size with the user key of its last entry, in order, from the index
+    /// alone (no data block read): how a `lightweight` compaction bounds the bytes a victim
+    /// sends to each target before writing any.
+    pub fn block_sizes(&self) -> Result<Vec<(Vec<u8>, u64)>> {
+        let index = self.index()?;
+        let mut out = Vec::with_capacity(index.len());
+        for i in 0..index.len() {
+            let (_, size) = self.handle(&index, i)?;
+            out.push((key::user_key(index.key(i)).to_vec(), size as u64));
+        }
+        Ok(out)
+    }
 }
 
 /// Reads, checks and decodes the index block at `(offset, size)` of a table (either

@@ -1181,4 +1181,7 @@ impl FileSystem for BandFs {
     fn device_stats(&self) -> Option<DeviceStats> {
         Some(self.stats())
     }
+    fn max_table_file_bytes(&self) -> Option<u64> {
+        (self.shared.cfg.mode == BandMode::HostManaged).then_some(self.shared.cfg.band_bytes)
+    }
 }

@@ -456,6 +456,8 @@ pub struct SegmentWriter {
     samples: Vec<Vec<u8>>,
     n: u64,
     last_user: Vec<u8>,
+    /// The longest internal key added (bounds the directory entry's keys).
+    max_ikey: usize,
 }
 
 impl SegmentWriter {
@@ -475,6 +477,7 @@ impl SegmentWriter {
             samples: Vec::new(),
             n: 0,
             last_user: Vec::new(),
+            max_ikey: 0,
         }
     }
 
@@ -489,6 +492,7 @@ impl SegmentWriter {
             self.last_user.extend_from_slice(u);
         }
         self.n += 1;
+        self.max_ikey = self.max_ikey.max(ikey.len());
         self.b.add(ikey, value)?;
         if let Some(s) = note_seq {
             self.b.note_seq(s);
@@ -504,6 +508,17 @@ impl SegmentWriter {
     /// Entries so far.
     pub fn entries(&self) -> u64 {
         self.b.entries()
+    }
+
+    /// An upper bound on the file's length once an entry of `ikey_len` + `value_len` bytes is
+    /// added and the segment finished, followed by a tail `old_tail` bytes long before this
+    /// segment's directory entry joins it (no aggregation block).
+    pub fn end_bound_with(&self, ikey_len: usize, value_len: usize, old_tail: u64) -> u64 {
+        let key = self.max_ikey.max(ikey_len) as u64;
+        // The entry: six varints (and the count growing a byte) and three keys (smallest,
+        // largest, middle), each with its length.
+        let entry = 7 * 10 + 3 * (key + 5);
+        self.b.finished_bound_with(ikey_len, value_len) + old_tail + entry
     }
 
     /// Writes the segment's filter, index and footer (not synced) and returns its entry and

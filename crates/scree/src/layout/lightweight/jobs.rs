@@ -48,12 +48,23 @@ pub(crate) struct NewTable {
 }
 
 impl NewTable {
-    pub(crate) fn create(ctx: &JobCtx<'_>, cause: WriteCause) -> Result<NewTable> {
+    /// A new DTable; its segment's sequence number is `seq`, or its file number.
+    pub(crate) fn create(
+        ctx: &JobCtx<'_>,
+        cause: WriteCause,
+        seq: Option<u64>,
+    ) -> Result<NewTable> {
         let no = ctx.new_file_no();
         let w = ctx.tables.env.create(&path_of(ctx, no), cause)?;
         Ok(NewTable {
             no,
-            seg: SegmentWriter::new(w, no, no, ctx.opts.block_size, ctx.opts.bloom_bits_per_key),
+            seg: SegmentWriter::new(
+                w,
+                no,
+                seq.unwrap_or(no),
+                ctx.opts.block_size,
+                ctx.opts.bloom_bits_per_key,
+            ),
         })
     }
     pub(crate) fn add(&mut self, ikey: &[u8], value: &[u8], note: Option<u64>) -> Result<()> {
@@ -130,12 +141,26 @@ pub(crate) struct CompactJob {
     /// range `[lo, hi)`: it receives the targets' new tails (metadata aggregation).
     pub(crate) absorber: Option<Absorber>,
     pub(crate) targets: Vec<(Vec<u8>, Arc<TableFile>)>,
+    /// The groups of `targets` (`(first, end)` index ranges, in key order).
+    pub(crate) target_groups: Vec<(usize, usize)>,
     /// Nothing lies below the output level.
     pub(crate) deeper_empty: bool,
     pub(crate) balance_factor: f64,
-    /// When the next level is empty, the new DTables there are cut at this size.
-    pub(crate) new_table_bytes: u64,
+    /// The most bytes a DTable file may reach ([`size_limit`]): no append crosses it.
+    pub(crate) limit: u64,
+    /// DTables a rewrite of a full target group makes (equal division).
+    pub(crate) division_count: usize,
     pub(crate) _busy: Busy,
+}
+
+/// The most bytes a DTable file may hold: `dtable_max_bytes`, or the band of a host-managed
+/// shingled device when smaller (one DTable per band; a write past it is refused).
+pub(crate) fn size_limit(ctx: &JobCtx<'_>, dtable_max_bytes: u64) -> u64 {
+    ctx.tables
+        .env
+        .fs
+        .max_table_file_bytes()
+        .map_or(dtable_max_bytes, |b| b.min(dtable_max_bytes))
 }
 
 /// What the compaction appended to one target.
@@ -144,6 +169,47 @@ struct Appended {
     meta: TableMeta,
     tail: Tail,
     raw: Vec<u8>,
+}
+
+/// Where the compaction is writing the keys of the current target's range.
+enum Out {
+    /// Appending a segment to target `idx` (its file was `start` bytes long, its tail
+    /// `old_tail` bytes).
+    Append {
+        idx: usize,
+        start: u64,
+        old_tail: u64,
+        seg: SegmentWriter,
+    },
+    /// A new DTable from routing bound `lo` taking the rest of target `idx`'s piece, which
+    /// the target had no room for (the plan's bound fell short).
+    Spill {
+        idx: usize,
+        lo: Vec<u8>,
+        t: NewTable,
+    },
+    /// Part of the rewrite of target group `gi` together with its arrival.
+    Rewrite { gi: usize, lo: Vec<u8>, t: NewTable },
+}
+
+/// Slack the plan adds to a target's estimated arrival (beyond a quarter of it) for the new
+/// tail, the segment's footer and block boundaries.
+const PLAN_SLACK: u64 = 8 * 1024;
+
+#[cfg(test)]
+thread_local! {
+    /// Test hook: the plan underestimates every arrival eightfold, so that overflows reach
+    /// the guard in the append.
+    pub(crate) static SHORT_PLAN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The estimate as the plan uses it (cut short by the test hook).
+fn planned(estimate: u64) -> u64 {
+    #[cfg(test)]
+    if SHORT_PLAN.with(std::cell::Cell::get) {
+        return estimate / 8;
+    }
+    estimate
 }
 
 impl CompactJob {
@@ -163,6 +229,49 @@ impl CompactJob {
                 (starts_before_hi && ends_after_lo).then_some((i, t))
             })
     }
+
+    /// The target whose routing range holds `user_key`.
+    fn owner(&self, user_key: &[u8]) -> usize {
+        self.targets
+            .partition_point(|(lo, _)| lo.as_slice() <= user_key)
+            .saturating_sub(1)
+    }
+
+    /// An upper estimate of the bytes the victims send to each target, from their block
+    /// indexes alone: every data block whose keys reach a target's range counts whole for
+    /// it, scaled by its segment's bytes per data byte (the filter and index a segment adds).
+    fn arrivals(&self, readers: &[Arc<dtable::DtReader>]) -> Result<Vec<u64>> {
+        let mut est = vec![0u64; self.targets.len()];
+        for r in readers {
+            for (s, seg) in r.tail.segments.iter().zip(&r.segs) {
+                let blocks = seg.block_sizes()?;
+                let data: u64 = blocks.iter().map(|b| b.1).sum();
+                let scale = s.bytes() as f64 / data.max(1) as f64;
+                let mut first = key::user_key(&s.smallest).to_vec();
+                for (last, size) in blocks {
+                    let add = (size as f64 * scale).ceil() as u64;
+                    for i in self.owner(&first)..=self.owner(&last) {
+                        if let Some(e) = est.get_mut(i) {
+                            *e += add;
+                        }
+                    }
+                    first = last;
+                }
+            }
+        }
+        Ok(est)
+    }
+
+    /// Whether target `t`, `len` bytes long, could pass the limit by appending an arrival
+    /// estimated at `arrival` bytes: then its group is rewritten with the arrival instead.
+    fn would_overflow(&self, t: &TableFile, len: u64, arrival: u64) -> bool {
+        let tail = t.meta.size - t.meta.append.map_or(t.meta.size, |a| a.meta_offset);
+        arrival > 0
+            && len
+                .saturating_add(arrival + arrival / 4)
+                .saturating_add(tail + PLAN_SLACK)
+                > self.limit
+    }
 }
 
 impl Job for CompactJob {
@@ -173,6 +282,7 @@ impl Job for CompactJob {
         // (1) Read the victims once: their segments and the aggregated copies they carry.
         let mut copies: HashMap<u64, AggCopy> = HashMap::new();
         let mut children = Vec::new();
+        let mut readers = Vec::new();
         for v in &self.victims {
             c.victim_bytes.fetch_add(v.meta.size, Ordering::Relaxed);
             let r = dtable::reader(v)?;
@@ -181,25 +291,23 @@ impl Job for CompactJob {
             }
             r.iters(false, &mut children)?;
             e.removed.push(v.meta.file_no);
+            readers.push(r);
         }
-        let mut input = MergingIter::new(children);
         let out_level = self.level + 1;
-        let rules = MergeRules {
-            // Appended segments sit above the targets' older segments, which a dropped
-            // tombstone would uncover: tombstones go only where nothing lies below.
-            bottommost: self.targets.is_empty() && self.deeper_empty,
-            // Sequence numbers stay: segments appended later must sort as newer.
-            zero_seqs: false,
-            zeroed_max: 0,
-        };
+        let new_table_bytes = (self.limit / 2).max(1);
         if self.targets.is_empty() {
+            let mut input = MergingIter::new(children);
+            let rules = MergeRules {
+                bottommost: self.deeper_empty,
+                zero_seqs: false,
+                zeroed_max: 0,
+            };
             // The next level is empty: new DTables of at most half the size limit take
             // everything, the first from the empty key, each next from its first key.
             let mut out: Option<(Vec<u8>, NewTable)> = None;
             let mut made: Vec<(Vec<u8>, TableMeta)> = Vec::new();
-            let cut = self.new_table_bytes.max(1);
             merge_visible(ctx, &mut input, rules, &mut |k| {
-                if k.first_of_key && out.as_ref().is_some_and(|o| o.1.bytes() >= cut) {
+                if k.first_of_key && out.as_ref().is_some_and(|o| o.1.bytes() >= new_table_bytes) {
                     if let Some((lo, o)) = out.take() {
                         made.push((lo, o.finish()?));
                     }
@@ -211,7 +319,7 @@ impl Job for CompactJob {
                     } else {
                         key::user_key(k.ikey).to_vec()
                     };
-                    out = Some((lo, NewTable::create(ctx, WriteCause::Compaction)?));
+                    out = Some((lo, NewTable::create(ctx, WriteCause::Compaction, None)?));
                 }
                 match out.as_mut() {
                     Some((_, o)) => o.add(k.ikey, k.value, k.note_seq),
@@ -226,40 +334,159 @@ impl Job for CompactJob {
                 e.added.push(added(out_level, meta));
             }
         } else {
-            // (2)-(5) Merge, cut by the targets' routing ranges, append each piece.
-            let mut appended: Vec<Appended> = Vec::new();
-            let mut cur: Option<(usize, u64, SegmentWriter)> = None;
-            let targets = &self.targets;
-            let finish_piece = |cur: Option<(usize, u64, SegmentWriter)>,
-                                appended: &mut Vec<Appended>|
-             -> Result<()> {
-                let Some((idx, start, seg)) = cur else {
-                    return Ok(());
+            self.append_to_targets(ctx, &mut e, children, &readers, copies)?;
+        }
+        if self.group_first {
+            if let Some(n) = &self.next_after {
+                e.records.push(range_record(n.meta.file_no, b""));
+            }
+        }
+        Ok(e)
+    }
+}
+
+impl CompactJob {
+    /// (2)-(6): plans which target groups an append could carry past the limit (those are
+    /// rewritten with their arrival: a division merged with it), merges, cuts the result by
+    /// the targets' routing ranges and appends each piece, then the aggregation write and
+    /// the workload balance.
+    fn append_to_targets(
+        &self,
+        ctx: &JobCtx<'_>,
+        e: &mut KsEdit,
+        mut children: Vec<Box<dyn crate::iter::InternalIter>>,
+        readers: &[Arc<dtable::DtReader>],
+        mut copies: HashMap<u64, AggCopy>,
+    ) -> Result<()> {
+        let c = &ctx.stats.lwc;
+        let out_level = self.level + 1;
+        let targets = &self.targets;
+        let new_table_bytes = (self.limit / 2).max(1);
+        // The plan, from the victims' block indexes and the targets' file lengths (which
+        // count bytes an unfinished append left past the end the version names).
+        let arrival = self.arrivals(readers)?;
+        let mut group_of = vec![0usize; targets.len()];
+        let mut rewrite = vec![false; self.target_groups.len()];
+        let mut part = vec![1u64; self.target_groups.len()];
+        for (gi, &(f, end)) in self.target_groups.iter().enumerate() {
+            let mut full = false;
+            for i in f..end {
+                if let Some(g) = group_of.get_mut(i) {
+                    *g = gi;
+                }
+                let (Some((_, t)), Some(&a)) = (targets.get(i), arrival.get(i)) else {
+                    continue;
                 };
-                let Some((_, t)) = targets.get(idx) else {
-                    return Ok(());
+                let len = ctx
+                    .tables
+                    .env
+                    .fs
+                    .file_size(&t.path())
+                    .unwrap_or(t.meta.size)
+                    .max(t.meta.size);
+                full |= self.would_overflow(t, len, planned(a));
+            }
+            if !full {
+                continue;
+            }
+            // Rewritten: the group's segments join the merge, and its span is written as
+            // `division_count` DTables of equal data (at most half the limit each).
+            let mut live = 0;
+            for (_, t) in targets.get(f..end).unwrap_or_default() {
+                let r = dtable::reader(t)?;
+                live += r.tail.live_bytes();
+                r.iters(false, &mut children)?;
+                e.removed.push(t.meta.file_no);
+            }
+            let arrived: u64 = arrival.get(f..end).unwrap_or_default().iter().sum();
+            if let (Some(r), Some(p)) = (rewrite.get_mut(gi), part.get_mut(gi)) {
+                *r = true;
+                *p = ((live + arrived) / self.division_count.max(1) as u64)
+                    .clamp(1, new_table_bytes);
+            }
+            c.full_rewrites.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut input = MergingIter::new(children);
+        let rules = MergeRules {
+            // Appended segments sit above the targets' older segments, which a dropped
+            // tombstone would uncover: tombstones go only where nothing lies below.
+            bottommost: false,
+            // Sequence numbers stay: segments appended later must sort as newer.
+            zero_seqs: false,
+            zeroed_max: 0,
+        };
+        let mut appended: Vec<Appended> = Vec::new();
+        let mut made: Vec<(Vec<u8>, TableMeta)> = Vec::new();
+        let mut spilled: Vec<usize> = Vec::new();
+        let mut cur: Option<Out> = None;
+        // Segment sequence numbers: spill tables sort after every older segment of their
+        // level and before the segments this compaction appends (a spill may hold older
+        // versions of the key where its target's segment stopped).
+        let spill_seq = ctx.new_file_no();
+        let seg_seq = ctx.new_file_no();
+        let finish_out = |cur: Option<Out>,
+                          appended: &mut Vec<Appended>,
+                          made: &mut Vec<(Vec<u8>, TableMeta)>|
+         -> Result<()> {
+            match cur {
+                None => Ok(()),
+                Some(Out::Spill { lo, t, .. } | Out::Rewrite { lo, t, .. }) => {
+                    made.push((lo, t.finish()?));
+                    Ok(())
+                }
+                Some(Out::Append {
+                    idx, start, seg, ..
+                }) => {
+                    let Some((_, t)) = targets.get(idx) else {
+                        return Ok(());
+                    };
+                    let (old, _) = target_tail(ctx, t, &copies)?;
+                    let (entry, w) = seg.finish()?;
+                    let (meta, tail) = switch(t, &old, start, w, Some(entry), None)?;
+                    let raw = tail.encode();
+                    c.appended_segments.fetch_add(1, Ordering::Relaxed);
+                    appended.push(Appended {
+                        idx,
+                        meta,
+                        tail,
+                        raw,
+                    });
+                    Ok(())
+                }
+            }
+        };
+        merge_visible(ctx, &mut input, rules, &mut |k| {
+            let u = key::user_key(k.ikey);
+            let owner = self.owner(u);
+            let gi = group_of.get(owner).copied().unwrap_or(0);
+            if rewrite.get(gi).copied().unwrap_or(false) {
+                let limit = part.get(gi).copied().unwrap_or(new_table_bytes);
+                let (open, cut) = match &cur {
+                    Some(Out::Rewrite { gi: g, t, .. }) if *g == gi => {
+                        (false, k.first_of_key && t.bytes() >= limit)
+                    }
+                    _ => (true, false),
                 };
-                let (old, _) = target_tail(ctx, t, &copies)?;
-                let (entry, w) = seg.finish()?;
-                let (meta, tail) = switch(t, &old, start, w, Some(entry), None)?;
-                let raw = tail.encode();
-                c.appended_segments.fetch_add(1, Ordering::Relaxed);
-                appended.push(Appended {
-                    idx,
-                    meta,
-                    tail,
-                    raw,
-                });
-                Ok(())
-            };
-            let seg_seq = ctx.new_file_no();
-            merge_visible(ctx, &mut input, rules, &mut |k| {
-                let u = key::user_key(k.ikey);
-                let owner = targets
-                    .partition_point(|(lo, _)| lo.as_slice() <= u)
-                    .saturating_sub(1);
-                if cur.as_ref().is_none_or(|c| c.0 != owner) {
-                    finish_piece(cur.take(), &mut appended)?;
+                if open || cut {
+                    finish_out(cur.take(), &mut appended, &mut made)?;
+                    ctx.flush_point()?;
+                    let lo = if open {
+                        let f = self.target_groups.get(gi).map_or(owner, |g| g.0);
+                        targets.get(f).map(|x| x.0.clone()).unwrap_or_default()
+                    } else {
+                        u.to_vec()
+                    };
+                    cur = Some(Out::Rewrite {
+                        gi,
+                        lo,
+                        t: NewTable::create(ctx, WriteCause::Gc, None)?,
+                    });
+                }
+            } else {
+                let same = matches!(&cur,
+                    Some(Out::Append { idx, .. } | Out::Spill { idx, .. }) if *idx == owner);
+                if !same {
+                    finish_out(cur.take(), &mut appended, &mut made)?;
                     ctx.flush_point()?;
                     let Some((_, t)) = targets.get(owner) else {
                         return Err(Error::InvalidArgument("no target".into()));
@@ -269,107 +496,194 @@ impl Job for CompactJob {
                         .env
                         .reopen_for_append(&t.path(), WriteCause::Compaction)?;
                     let start = w.len();
-                    cur = Some((
-                        owner,
+                    let old_tail =
+                        t.meta.size - t.meta.append.map_or(t.meta.size, |a| a.meta_offset);
+                    cur = Some(Out::Append {
+                        idx: owner,
                         start,
-                        SegmentWriter::new(
+                        old_tail,
+                        seg: SegmentWriter::new(
                             w,
                             t.meta.file_no,
                             seg_seq,
                             ctx.opts.block_size,
                             ctx.opts.bloom_bits_per_key,
                         ),
-                    ));
+                    });
                 }
-                match cur.as_mut() {
-                    Some((_, _, s)) => s.add(k.ikey, k.value, k.note_seq),
-                    None => Ok(()),
-                }
-            })?;
-            finish_piece(cur.take(), &mut appended)?;
-            // (6) Metadata aggregation: the neighbour that now covers the victims' range
-            // stores the new tails of the next-level tables its range overlaps.
-            if let Some((a, lo, hi)) = &self.absorber {
-                let ar = dtable::reader(a)?;
-                for copy in ar.agg()? {
-                    let fresher = copies
-                        .get(&copy.file_no)
-                        .is_some_and(|c| c.meta_offset >= copy.meta_offset);
-                    if !fresher {
-                        copies.insert(copy.file_no, copy);
-                    }
-                }
-                let mut agg = Vec::new();
-                for (i, t) in self.overlapping(lo, hi.as_deref()) {
-                    match appended.iter().find(|x| x.idx == i) {
-                        Some(x) => agg.push(AggCopy {
-                            file_no: t.meta.file_no,
-                            meta_offset: x.meta.append.map_or(0, |m| m.meta_offset),
-                            tail: x.raw.clone(),
-                        }),
-                        None => {
-                            let (_, raw) = target_tail(ctx, t, &copies)?;
-                            agg.push(AggCopy {
-                                file_no: t.meta.file_no,
-                                meta_offset: t.meta.append.map_or(0, |m| m.meta_offset),
-                                tail: raw,
-                            });
+                // The guard: an entry the target has no room for (segment, its metadata
+                // and the new tail) ends the target's segment; the rest of its piece goes
+                // to a new DTable from this key.
+                let full = matches!(&cur, Some(Out::Append { seg, old_tail, .. })
+                    if seg.end_bound_with(k.ikey.len(), k.value.len(), *old_tail) > self.limit);
+                let cut = matches!(&cur, Some(Out::Spill { t, .. })
+                    if k.first_of_key && t.bytes() >= new_table_bytes);
+                if full || cut {
+                    let lo = u.to_vec();
+                    if full {
+                        let first_entry = matches!(&cur,
+                            Some(Out::Append { seg, .. }) if seg.entries() == 0);
+                        let bound = targets.get(owner).map(|x| x.0.as_slice());
+                        if bound == Some(u) {
+                            // A new table cannot start at the target's own bound.
+                            return Err(Error::InvalidArgument(format!(
+                                "lightweight: DTable {:06} has no room under its {} byte \
+                                 limit for an entry at its routing bound ({} bytes); \
+                                 entries this large need a larger band or dtable_max_bytes",
+                                targets.get(owner).map_or(0, |x| x.1.meta.file_no),
+                                self.limit,
+                                k.ikey.len() + k.value.len()
+                            )));
                         }
+                        if first_entry {
+                            // Nothing written: the writer is dropped with no byte appended.
+                            cur = None;
+                        }
+                        c.spills.fetch_add(1, Ordering::Relaxed);
+                        spilled.push(owner);
+                    }
+                    finish_out(cur.take(), &mut appended, &mut made)?;
+                    ctx.flush_point()?;
+                    cur = Some(Out::Spill {
+                        idx: owner,
+                        lo,
+                        t: NewTable::create(ctx, WriteCause::Compaction, Some(spill_seq))?,
+                    });
+                }
+            }
+            match cur.as_mut() {
+                Some(Out::Append { seg, .. }) => seg.add(k.ikey, k.value, k.note_seq),
+                Some(Out::Spill { t, .. } | Out::Rewrite { t, .. }) => {
+                    t.add(k.ikey, k.value, k.note_seq)
+                }
+                None => Ok(()),
+            }
+        })?;
+        finish_out(cur.take(), &mut appended, &mut made)?;
+        let removed = |i: usize| {
+            group_of
+                .get(i)
+                .and_then(|g| rewrite.get(*g))
+                .copied()
+                .unwrap_or(false)
+        };
+        // (6) Metadata aggregation: the neighbour that now covers the victims' range
+        // stores the new tails of the next-level tables its range overlaps, when its file
+        // has room for them under the limit (else later compactions read those tails).
+        if let Some((a, lo, hi)) = &self.absorber {
+            let ar = dtable::reader(a)?;
+            for copy in ar.agg()? {
+                let fresher = copies
+                    .get(&copy.file_no)
+                    .is_some_and(|c| c.meta_offset >= copy.meta_offset);
+                if !fresher {
+                    copies.insert(copy.file_no, copy);
+                }
+            }
+            let mut agg = Vec::new();
+            for (i, t) in self.overlapping(lo, hi.as_deref()) {
+                if removed(i) {
+                    continue;
+                }
+                match appended.iter().find(|x| x.idx == i) {
+                    Some(x) => agg.push(AggCopy {
+                        file_no: t.meta.file_no,
+                        meta_offset: x.meta.append.map_or(0, |m| m.meta_offset),
+                        tail: x.raw.clone(),
+                    }),
+                    None => {
+                        let (_, raw) = target_tail(ctx, t, &copies)?;
+                        agg.push(AggCopy {
+                            file_no: t.meta.file_no,
+                            meta_offset: t.meta.append.map_or(0, |m| m.meta_offset),
+                            tail: raw,
+                        });
                     }
                 }
-                let w = ctx
-                    .tables
-                    .env
-                    .reopen_for_append(&a.path(), WriteCause::Compaction)?;
-                let start = w.len();
+            }
+            let w = ctx
+                .tables
+                .env
+                .reopen_for_append(&a.path(), WriteCause::Compaction)?;
+            let start = w.len();
+            let mut new_tail = ar.tail.clone();
+            new_tail.agg = Some((u64::MAX, u64::MAX));
+            let grows = dtable::encode_agg(&agg).len() + new_tail.encode().len();
+            if start.saturating_add(grows as u64) <= self.limit {
                 let (meta, _) = switch(a, &ar.tail, start, w, None, Some(&agg))?;
                 c.aggregation_writes.fetch_add(1, Ordering::Relaxed);
                 e.removed.push(a.meta.file_no);
                 e.added.push(added(self.level, meta));
+            } else {
+                c.aggregation_skips.fetch_add(1, Ordering::Relaxed);
             }
-            // Workload balance: a target left overly full hands the upper part of its range
-            // to its next neighbour; no data moves, later appends follow the new bounds.
-            if self.balance_factor > 0.0 && targets.len() > 1 {
-                let live = |i: usize| -> u64 {
-                    match appended.iter().find(|x| x.idx == i) {
-                        Some(x) => x.tail.live_bytes(),
-                        None => targets
-                            .get(i)
-                            .map_or(0, |(_, t)| t.meta.size - t.meta.dead_bytes()),
-                    }
+        }
+        // Workload balance: a target left overly full hands the upper part of its range
+        // to its next neighbour; no data moves, later appends follow the new bounds. Not
+        // across a target that spilled (a new table owns part of its range now) or into a
+        // rewritten neighbour (gone).
+        if self.balance_factor > 0.0 && targets.len() > 1 {
+            let live = |i: usize| -> u64 {
+                match appended.iter().find(|x| x.idx == i) {
+                    Some(x) => x.tail.live_bytes(),
+                    None => targets
+                        .get(i)
+                        .map_or(0, |(_, t)| t.meta.size - t.meta.dead_bytes()),
+                }
+            };
+            let total: u64 = (0..targets.len()).map(live).sum();
+            let mean = total as f64 / targets.len() as f64;
+            for x in &appended {
+                if spilled.contains(&x.idx) || removed(x.idx + 1) {
+                    continue;
+                }
+                let (Some((lo, _)), Some((next_lo, n))) =
+                    (targets.get(x.idx), targets.get(x.idx + 1))
+                else {
+                    continue;
                 };
-                let total: u64 = (0..targets.len()).map(live).sum();
-                let mean = total as f64 / targets.len() as f64;
-                for x in &appended {
-                    let (Some((lo, _)), Some((next_lo, n))) =
-                        (targets.get(x.idx), targets.get(x.idx + 1))
-                    else {
-                        continue;
-                    };
-                    if (live(x.idx) as f64) <= self.balance_factor * mean {
-                        continue;
+                if (live(x.idx) as f64) <= self.balance_factor * mean {
+                    continue;
+                }
+                if let Some(b) = split_point(&x.tail) {
+                    if b.as_slice() > lo.as_slice() && b.as_slice() < next_lo.as_slice() {
+                        e.records.push(range_record(n.meta.file_no, &b));
+                        c.balance_shifts.fetch_add(1, Ordering::Relaxed);
                     }
-                    if let Some(b) = split_point(&x.tail) {
-                        if b.as_slice() > lo.as_slice() && b.as_slice() < next_lo.as_slice() {
-                            e.records.push(range_record(n.meta.file_no, &b));
-                            c.balance_shifts.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        for x in appended {
+            if let Some((_, t)) = targets.get(x.idx) {
+                e.removed.push(t.meta.file_no);
+                e.added.push(added(out_level, x.meta));
+            }
+        }
+        // A rewritten group that kept nothing (every version dropped) leaves its range to
+        // the table before it, or, first in the level, to the first table after it.
+        for (gi, &(f, end)) in self.target_groups.iter().enumerate() {
+            let first_lo = targets.get(f).map(|x| x.0.as_slice());
+            let kept = made.iter().any(|m| Some(m.0.as_slice()) == first_lo);
+            if rewrite.get(gi).copied().unwrap_or(false) && !kept && f == 0 {
+                // The next table in key order: another rewrite's first part, or a target.
+                let next_lo = targets.get(end).map(|x| x.0.clone());
+                if let Some(nl) = next_lo {
+                    match made.iter_mut().find(|m| m.0 == nl) {
+                        Some(m) => m.0.clear(),
+                        None => {
+                            if let Some((_, t)) = targets.get(end) {
+                                e.records.push(range_record(t.meta.file_no, b""));
+                            }
                         }
                     }
                 }
             }
-            for x in appended {
-                if let Some((_, t)) = targets.get(x.idx) {
-                    e.removed.push(t.meta.file_no);
-                    e.added.push(added(out_level, x.meta));
-                }
-            }
         }
-        if self.group_first {
-            if let Some(n) = &self.next_after {
-                e.records.push(range_record(n.meta.file_no, b""));
-            }
+        for (lo, meta) in made {
+            e.records.push(range_record(meta.file_no, &lo));
+            e.added.push(added(out_level, meta));
         }
-        Ok(e)
+        Ok(())
     }
 }
 
@@ -404,6 +718,9 @@ pub(crate) struct DivideJob {
     pub(crate) next_after: Option<Arc<TableFile>>,
     pub(crate) bottommost: bool,
     pub(crate) n: usize,
+    /// No part grows past this (half the size limit): a group far past the limit makes
+    /// more than `n` parts.
+    pub(crate) cap: u64,
     pub(crate) _busy: Busy,
 }
 
@@ -429,10 +746,11 @@ impl Job for DivideJob {
         let mut parts: Vec<(Vec<u8>, TableMeta)> = Vec::new();
         let mut cur: Option<(Vec<u8>, NewTable)> = None;
         let n = self.n;
+        let cap = self.cap.max(1);
         merge_visible(ctx, &mut input, rules, &mut |k| {
-            if k.first_of_key && parts.len() + 1 < n {
+            if k.first_of_key {
                 if let Some((_, t)) = &cur {
-                    if t.bytes() >= part {
+                    if (parts.len() + 1 < n && t.bytes() >= part) || t.bytes() >= cap {
                         if let Some((lo, t)) = cur.take() {
                             parts.push((lo, t.finish()?));
                         }
@@ -446,7 +764,7 @@ impl Job for DivideJob {
                 } else {
                     key::user_key(k.ikey).to_vec()
                 };
-                cur = Some((lo, NewTable::create(ctx, WriteCause::Gc)?));
+                cur = Some((lo, NewTable::create(ctx, WriteCause::Gc, None)?));
             }
             match cur.as_mut() {
                 Some((_, t)) => t.add(k.ikey, k.value, k.note_seq),

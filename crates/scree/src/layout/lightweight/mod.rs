@@ -19,6 +19,7 @@ pub mod version;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -31,16 +32,23 @@ use crate::stats::WriteCause;
 use crate::table::{TableCtx, TableFile};
 
 use dtable::FORMAT_DTABLE;
-use jobs::{Busy, CompactJob, DivideJob, NewTable};
+use jobs::{size_limit, Busy, CompactJob, DivideJob, NewTable};
 use version::LwcVersion;
 
 /// The LWC-tree policy of one keyspace.
 #[derive(Default)]
 pub struct Lightweight {
     busy: Arc<AtomicBool>,
+    /// When a manual compaction last found the busy flag taken: background picks defer to
+    /// it for a moment, so that a stream of background jobs does not starve it.
+    manual_waiting: Mutex<Option<Instant>>,
     /// Round-robin victim pointer per level: the routing bound of the last victim group.
     pointers: Mutex<Vec<Vec<u8>>>,
 }
+
+/// How long background picks defer to a manual compaction that found the busy flag taken
+/// (it asks again within 20 ms while it waits).
+const MANUAL_DEFERRAL: Duration = Duration::from_millis(200);
 
 fn max_bytes(o: &LightweightOptions, level: usize) -> u64 {
     let mut b = o.level_base_bytes;
@@ -58,11 +66,19 @@ fn oversized(o: &LightweightOptions, t: &TableFile) -> bool {
     t.meta.size > o.dtable_max_bytes && t.meta.dead_bytes() > 0
 }
 
+/// Whether table `t` is within a quarter of the size limit `limit`: a compaction into it
+/// would likely have to rewrite it rather than append.
+fn nearly_full(limit: u64, t: &TableFile) -> bool {
+    t.meta.size > limit - limit / 4
+}
+
 /// What is due, most urgent first.
 enum Due {
     Divide(usize, (usize, usize)),
     L0,
     Level(usize),
+    /// Every table of a level at once (a manual compaction: the level is left empty).
+    WholeLevel(usize),
 }
 
 impl Lightweight {
@@ -115,11 +131,13 @@ impl Lightweight {
         (!self.busy.swap(true, Ordering::SeqCst)).then(|| Busy(self.busy.clone()))
     }
 
-    /// The job for `due`, with the busy flag `busy` taken.
+    /// The job for `due`, with the busy flag `busy` taken; `limit` is the DTable size limit
+    /// ([`size_limit`]).
     fn job(
         &self,
         v: &LwcVersion,
         o: &LightweightOptions,
+        limit: u64,
         due: &Due,
         pick_group: Option<(usize, usize)>,
         busy: Busy,
@@ -139,6 +157,7 @@ impl Lightweight {
                     next_after: lv.tables.get(g.1).cloned(),
                     bottommost,
                     n: o.division_count,
+                    cap: limit / 2,
                     _busy: busy,
                 }))
             }
@@ -149,11 +168,30 @@ impl Lightweight {
                 group_first: false,
                 absorber: None,
                 targets: targets(v, 1),
+                target_groups: groups(v, 1),
                 deeper_empty: v.deepest() <= 1,
                 balance_factor: o.balance_factor,
-                new_table_bytes: o.dtable_max_bytes / 2,
+                limit,
+                division_count: o.division_count,
                 _busy: busy,
             })),
+            Due::WholeLevel(level) => {
+                let lv = v.level(level)?;
+                Some(Box::new(CompactJob {
+                    level,
+                    victims: lv.tables.clone(),
+                    next_after: None,
+                    group_first: false,
+                    absorber: None,
+                    targets: targets(v, level + 1),
+                    target_groups: groups(v, level + 1),
+                    deeper_empty: v.deepest() <= level + 1,
+                    balance_factor: o.balance_factor,
+                    limit,
+                    division_count: o.division_count,
+                    _busy: busy,
+                }))
+            }
             Due::Level(level) => {
                 let lv = v.level(level)?;
                 let g = match pick_group {
@@ -163,11 +201,12 @@ impl Lightweight {
                             .get(g.0..g.1)
                             .unwrap_or_default()
                             .iter()
-                            .any(|t| oversized(o, t))
+                            .any(|t| oversized(o, t) || nearly_full(limit, t))
                     }) =>
                     {
-                        // The group holding the most data, when a table is past the limit:
-                        // compacting it down empties it.
+                        // The group holding the most data, when a table is past the limit or
+                        // near it: compacting it down empties it, where the next arrival would
+                        // have to rewrite it (the limit is never crossed).
                         *lv.groups.iter().max_by_key(|g| lv.live_bytes(**g))?
                     }
                     None => {
@@ -210,9 +249,11 @@ impl Lightweight {
                     group_first,
                     absorber,
                     targets: targets(v, level + 1),
+                    target_groups: groups(v, level + 1),
                     deeper_empty: v.deepest() <= level + 1,
                     balance_factor: o.balance_factor,
-                    new_table_bytes: o.dtable_max_bytes / 2,
+                    limit,
+                    division_count: o.division_count,
                     _busy: busy,
                 }))
             }
@@ -229,6 +270,11 @@ fn targets(v: &LwcVersion, l: usize) -> Vec<(Vec<u8>, Arc<TableFile>)> {
             .zip(lv.tables.iter().cloned())
             .collect()
     })
+}
+
+/// Level `l`'s groups.
+fn groups(v: &LwcVersion, l: usize) -> Vec<(usize, usize)> {
+    v.level(l).map_or_else(Vec::new, |lv| lv.groups.clone())
 }
 
 impl Layout for Lightweight {
@@ -254,7 +300,7 @@ impl Layout for Lightweight {
         if mem.is_empty() {
             return Ok(e);
         }
-        let mut t = NewTable::create(ctx, WriteCause::Flush)?;
+        let mut t = NewTable::create(ctx, WriteCause::Flush, None)?;
         mem.for_each_in_order(|k, v| t.add(k, v, None))?;
         e.added.push(AddedTable {
             level: 0,
@@ -270,8 +316,15 @@ impl Layout for Lightweight {
         let o = &ctx.opts.lightweight;
         let due = Self::due(v, o);
         let first = due.first()?;
+        if self
+            .manual_waiting
+            .lock()
+            .is_some_and(|t| t.elapsed() < MANUAL_DEFERRAL)
+        {
+            return None;
+        }
         let busy = self.take()?;
-        self.job(v, o, first, None, busy)
+        self.job(v, o, size_limit(ctx, o.dtable_max_bytes), first, None, busy)
     }
 
     fn needs_compaction(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> bool {
@@ -304,30 +357,31 @@ impl Layout for Lightweight {
                 })
                 .map(|g| (Due::Divide(i + 1, *g), None))
         });
+        // Then level by level from the top, each level holding a table in scope compacted
+        // whole into the next in one job, which leaves it empty. Tables made since the call
+        // join the scope only below a level that held scope tables (a job's outputs lie at
+        // or below its inputs), so once a level is emptied no table in scope appears at it
+        // or above it again, however long writes go on: at most one job per level (and the
+        // divisions). Compacting group by group instead could chase background divisions
+        // and rewrites that keep making tables in scope at the level being worked on.
         let step = if divide.is_some() {
             divide
         } else if v.l0.iter().any(in_scope) {
             Some((Due::L0, None))
         } else {
-            (1..deepest).find_map(|l| {
-                let lv = v.level(l)?;
-                let g = lv.groups.iter().find(|g| {
-                    lv.tables
-                        .get(g.0..g.1)
-                        .unwrap_or_default()
-                        .iter()
-                        .any(in_scope)
-                })?;
-                Some((Due::Level(l), Some(*g)))
-            })
+            (1..deepest)
+                .find(|&l| v.level(l).is_some_and(|lv| lv.tables.iter().any(in_scope)))
+                .map(|l| (Due::WholeLevel(l), None))
         };
         let Some((due, g)) = step else {
             return ManualStep::Done;
         };
         let Some(busy) = self.take() else {
+            *self.manual_waiting.lock() = Some(Instant::now());
             return ManualStep::Wait;
         };
-        match self.job(v, o, &due, g, busy) {
+        *self.manual_waiting.lock() = None;
+        match self.job(v, o, size_limit(ctx, o.dtable_max_bytes), &due, g, busy) {
             Some(j) => ManualStep::Run(j),
             None => ManualStep::Wait,
         }
