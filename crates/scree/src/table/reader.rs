@@ -481,15 +481,17 @@ impl TableReader {
         Ok(self.index()?.len())
     }
 
-    /// Every data block's size with the user key of its last entry, in order, from the index
-    /// alone (no data block read): how a `lightweight` compaction bounds the bytes a victim
-    /// sends to each target before writing any.
+    /// Every data block's size with the user key of its index separator (≥ its last entry's
+    /// user key, < the next block's first; the last block's is its last entry's), in order,
+    /// from the index alone (no data block read): how a `lightweight` compaction bounds the
+    /// bytes a victim sends to each target before writing any (a block's keys lie between
+    /// the previous block's separator and its own).
     pub fn block_sizes(&self) -> Result<Vec<(Vec<u8>, u64)>> {
         let index = self.index()?;
         let mut out = Vec::with_capacity(index.len());
         for i in 0..index.len() {
             let (_, size) = self.handle(&index, i)?;
-            out.push((key::user_key(index.key(i)).to_vec(), size as u64));
+            out.push((key::user_key(&index.key(i)).to_vec(), size as u64));
         }
         Ok(out)
     }
