@@ -161,36 +161,17 @@ impl Lightweight {
                     _busy: busy,
                 }))
             }
-            Due::L0 => Some(Box::new(CompactJob {
-                level: 0,
-                victims: v.l0.clone(),
-                next_after: None,
-                group_first: false,
-                absorber: None,
-                targets: targets(v, 1),
-                target_groups: groups(v, 1),
-                deeper_empty: v.deepest() <= 1,
-                balance_factor: o.balance_factor,
-                limit,
-                division_count: o.division_count,
-                _busy: busy,
-            })),
+            Due::L0 => Some(Box::new(compact_job(v, o, limit, 0, v.l0.clone(), busy))),
             Due::WholeLevel(level) => {
                 let lv = v.level(level)?;
-                Some(Box::new(CompactJob {
-                    level,
-                    victims: lv.tables.clone(),
-                    next_after: None,
-                    group_first: false,
-                    absorber: None,
-                    targets: targets(v, level + 1),
-                    target_groups: groups(v, level + 1),
-                    deeper_empty: v.deepest() <= level + 1,
-                    balance_factor: o.balance_factor,
+                Some(Box::new(compact_job(
+                    v,
+                    o,
                     limit,
-                    division_count: o.division_count,
-                    _busy: busy,
-                }))
+                    level,
+                    lv.tables.clone(),
+                    busy,
+                )))
             }
             Due::Level(level) => {
                 let lv = v.level(level)?;
@@ -243,18 +224,10 @@ impl Lightweight {
                     a.map(|a| (a, Vec::new(), hi2))
                 };
                 Some(Box::new(CompactJob {
-                    level,
-                    victims,
                     next_after: lv.tables.get(g.1).cloned(),
                     group_first,
                     absorber,
-                    targets: targets(v, level + 1),
-                    target_groups: groups(v, level + 1),
-                    deeper_empty: v.deepest() <= level + 1,
-                    balance_factor: o.balance_factor,
-                    limit,
-                    division_count: o.division_count,
-                    _busy: busy,
+                    ..compact_job(v, o, limit, level, victims, busy)
                 }))
             }
         }
@@ -262,6 +235,32 @@ impl Lightweight {
 }
 
 /// Level `l`'s tables with their routing bounds, in order.
+/// A light-weight compaction of `victims`, the whole of what `level` holds in their range,
+/// into the next level; a compaction of one group sets its neighbour's fields after.
+fn compact_job(
+    v: &LwcVersion,
+    o: &LightweightOptions,
+    limit: u64,
+    level: usize,
+    victims: Vec<Arc<TableFile>>,
+    busy: Busy,
+) -> CompactJob {
+    CompactJob {
+        level,
+        victims,
+        next_after: None,
+        group_first: false,
+        absorber: None,
+        targets: targets(v, level + 1),
+        target_groups: groups(v, level + 1),
+        deeper_empty: v.deepest() <= level + 1,
+        balance_factor: o.balance_factor,
+        limit,
+        division_count: o.division_count,
+        _busy: busy,
+    }
+}
+
 fn targets(v: &LwcVersion, l: usize) -> Vec<(Vec<u8>, Arc<TableFile>)> {
     v.level(l).map_or_else(Vec::new, |lv| {
         lv.los
