@@ -142,8 +142,10 @@ fn small_manifest(o: &mut Options) {
 }
 
 fn manifest_rollover(w: &mut Writer<'_>) -> scree::Result<()> {
-    // Long keys make each flush's manifest edit large, so the 4 KiB manifest rolls over.
-    let long = |i: usize| format!("{i:04}{}", "m".repeat(400)).into_bytes();
+    // Long keys make each flush's manifest edit large (≈ 1.6 KiB: a table's smallest and
+    // largest key), so the 4 KiB manifest rolls over at least twice from the flushes alone,
+    // however many compaction edits the background adds in between.
+    let long = |i: usize| format!("{i:04}{}", "m".repeat(800)).into_bytes();
     for r in 0..9 {
         for i in 0..2 {
             w.put(0, &long(r * 2 + i), false, false)?;
