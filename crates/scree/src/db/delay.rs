@@ -3,13 +3,14 @@
 //! immutable memtables wait for a flush — each write group is delayed so that the writers
 //! together go no faster than a rate, instead of sleeping a fixed time per write or stopping.
 //!
-//! The rate starts at 4/5 of the rate writers reached just before (measured here, over windows
-//! of at least [`WINDOW`]; [`FIRST_RATE`] before any; at most 5/4 of the rate the last
-//! slowdown ended at, if that was less than [`REMEMBER`] ago), falls by 4/5 at each step the pressure grows and rises by 5/4 at
-//! each step it eases, never above where it started; it is forgotten when the pressure is
-//! gone. A write's delay is its bytes at that rate, added to a schedule, so small writes are
-//! delayed together in sleeps of at least [`MIN_SLEEP`] (the writer's timer would round a
-//! shorter one up and lose rate). A layout's stop trigger still stops writers.
+//! The rate starts at 4/5 of the rate writers reached just before (measured here, over
+//! windows of at least [`WINDOW`]; [`FIRST_RATE`] before any; at most 5/4 of the rate the
+//! last slowdown ended at, if that was less than [`REMEMBER`] ago), falls by 4/5 at each step
+//! the pressure grows and rises by 5/4 at each step it eases, never above where it started.
+//! Without pressure writes are not delayed at all. A write's delay is its bytes at that rate,
+//! added to a schedule, so small writes are delayed together in sleeps of at least
+//! [`MIN_SLEEP`] (the writer's timer would round a shorter one up and lose rate) and at most
+//! [`MAX_SLEEP`]. A layout's stop trigger still stops writers.
 //!
 //! The controller is a pure function of (time, bytes, grade), driven by the write path under
 //! the WAL lock; the tests drive it with made-up clocks.
