@@ -212,6 +212,35 @@ pub fn leveldb_files_busy(files: &[String], sstables: &str) -> bool {
         })
 }
 
+/// Memtable prefix Bloom filter size, as a fraction of the write buffer, in group mode
+/// (RocksDB's documented example value), for both RocksDB peers.
+#[cfg(any(feature = "peers", feature = "rocksdb-current"))]
+const ROCKSDB_MEMTABLE_PREFIX_BLOOM_RATIO: f64 = 0.1;
+
+/// The settings both RocksDB peers set and report alike: background jobs, statistics, and the
+/// prefix extractor when the keys come in groups of a `key_prefix_len`-byte prefix.
+#[cfg(any(feature = "peers", feature = "rocksdb-current"))]
+fn rocksdb_shared_settings(key_prefix_len: Option<usize>) -> Vec<(String, String)> {
+    let mut settings = vec![
+        ("max_background_jobs".into(), "default (2)".into()),
+        (
+            "statistics".into(),
+            "enabled (for WA and stall counters)".into(),
+        ),
+    ];
+    if let Some(len) = key_prefix_len {
+        settings.push((
+            "prefix_extractor".into(),
+            format!(
+                "fixed {len} bytes, prefix Bloom in tables (whole keys too) and memtable \
+                 (ratio {ROCKSDB_MEMTABLE_PREFIX_BLOOM_RATIO}); seeks of scans \
+                 total_order_seek, prefix scans prefix_same_as_start"
+            ),
+        ));
+    }
+    settings
+}
+
 /// The value of ticker `name` (`rocksdb.x.y COUNT : 123`) in RocksDB's statistics string.
 #[cfg_attr(
     not(all(feature = "peers", not(feature = "rocksdb-current"))),

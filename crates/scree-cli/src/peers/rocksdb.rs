@@ -28,9 +28,7 @@ use crate::bench::engine::{
 /// The RocksDB release `librocksdb-sys` bundles (its version's build metadata, `+11.8.1`).
 pub const VERSION: &str = "11.8.1";
 
-/// Memtable prefix Bloom filter size, as a fraction of the write buffer, in group mode
-/// (RocksDB's documented example value).
-const MEMTABLE_PREFIX_BLOOM_RATIO: f64 = 0.1;
+use super::ROCKSDB_MEMTABLE_PREFIX_BLOOM_RATIO as MEMTABLE_PREFIX_BLOOM_RATIO;
 
 /// An open RocksDB database with its options.
 pub struct RocksDb {
@@ -104,22 +102,8 @@ impl RocksDb {
                     "held by the table readers (not in the block cache)".into()
                 },
             ),
-            ("max_background_jobs".into(), "default (2)".into()),
-            (
-                "statistics".into(),
-                "enabled (for WA and stall counters)".into(),
-            ),
         ];
-        if let Some(len) = cfg.key_prefix_len {
-            settings.push((
-                "prefix_extractor".into(),
-                format!(
-                    "fixed {len} bytes, prefix Bloom in tables (whole keys too) and \
-                     memtable (ratio {MEMTABLE_PREFIX_BLOOM_RATIO}); seeks of scans \
-                     total_order_seek, prefix scans prefix_same_as_start"
-                ),
-            ));
-        }
+        settings.extend(super::rocksdb_shared_settings(cfg.key_prefix_len));
         Ok(RocksDb {
             db,
             options,

@@ -61,9 +61,7 @@ pub struct rocksdb_slicetransform_t {
     _p: [u8; 0],
 }
 
-/// Memtable prefix Bloom filter size, as a fraction of the write buffer, in group mode
-/// (RocksDB's documented example value).
-const MEMTABLE_PREFIX_BLOOM_RATIO: f64 = 0.1;
+use super::ROCKSDB_MEMTABLE_PREFIX_BLOOM_RATIO as MEMTABLE_PREFIX_BLOOM_RATIO;
 
 #[allow(non_camel_case_types)]
 const ROCKSDB_NO_COMPRESSION: c_int = 0;
@@ -275,22 +273,8 @@ impl RocksDb {
                     cfg.block_cache_bytes
                         .map_or("default (8 MiB LRU)".into(), |n| format!("{n} (LRU)")),
                 ),
-                ("max_background_jobs".into(), "default (2)".into()),
-                (
-                    "statistics".into(),
-                    "enabled (for WA and stall counters)".into(),
-                ),
             ];
-            if let Some(len) = cfg.key_prefix_len {
-                settings.push((
-                    "prefix_extractor".into(),
-                    format!(
-                        "fixed {len} bytes, prefix Bloom in tables (whole keys too) and \
-                         memtable (ratio {MEMTABLE_PREFIX_BLOOM_RATIO}); seeks of scans \
-                         total_order_seek, prefix scans prefix_same_as_start"
-                    ),
-                ));
-            }
+            settings.extend(super::rocksdb_shared_settings(cfg.key_prefix_len));
             Ok(RocksDb {
                 db,
                 options,
