@@ -1,9 +1,10 @@
 //! A sorted table's index as a reader holds it ([`TableIndex`]): for each data block a
 //! *separator* (an internal key ≥ every key of the block and < every key of the next) and the
 //! block's place in the file, packed so that a binary search reads one 8-byte integer per
-//! step and the index costs ≈ 13 bytes per data block. Also the separators the builder writes
-//! ([`shortest_separator`]) and the decoding of both index block formats (docs/format.md,
-//! "Index block").
+//! step and the index costs ≈ 13 bytes per data block (the prefix every separator shares is
+//! held once, so keys with a long common prefix are told apart by that integer too). Also the
+//! separators the builder writes ([`shortest_separator`]) and the decoding of both index block
+//! formats (docs/format.md, "Index block").
 
 use std::cmp::Ordering;
 
@@ -76,17 +77,21 @@ enum Starts {
 /// A table's index held in memory. Entry `i` names data block `i`: its separator (a user key
 /// with trailer 0, or an exact internal key listed in `exact`) and its bytes
 /// `base + starts[i] .. base + starts[i + 1]`. Separators increase strictly in internal-key
-/// order.
+/// order. The bytes every separator begins with (`common`, their longest common prefix) are
+/// held once, and each separator as the rest of its user key (its *suffix*), so that keys which
+/// share a long prefix (`user:0000…`) still differ in their packed 8-byte prefixes.
 #[derive(Debug)]
 pub struct TableIndex {
     base: u64,
     /// n + 1 entries: where each block starts, then where the last one ends.
     starts: Starts,
-    /// [`key::user_prefix`] of each separator's user key.
+    /// The longest common prefix of every separator's user key.
+    common: Vec<u8>,
+    /// [`key::user_prefix`] of each separator's suffix (its user key after `common`).
     prefixes: Vec<u64>,
-    /// Each separator's user-key length, [`LONG`] past 8 bytes.
+    /// Each suffix's length, [`LONG`] past 8 bytes.
     lens: Vec<u8>,
-    /// Separators longer than 8 bytes: (entry, start in `long_bytes`), by entry; each runs to
+    /// Suffixes longer than 8 bytes: (entry, start in `long_bytes`), by entry; each runs to
     /// the next one's start (the last to the end).
     long: Vec<(u32, u32)>,
     long_bytes: Vec<u8>,
@@ -95,31 +100,46 @@ pub struct TableIndex {
     exact: Vec<(u32, u64)>,
 }
 
-/// Builds a [`TableIndex`] entry by entry, checking what a search relies on.
+/// Builds a [`TableIndex`] entry by entry, checking what a search relies on; the separators
+/// are packed at [`Builder::finish`], once their common prefix is known.
 struct Builder {
-    ix: TableIndex,
     starts: Vec<u64>,
-    prev: Option<(Vec<u8>, u64)>,
+    /// Every separator's user key, concatenated; `ends[i]` is where entry `i`'s ends.
+    users: Vec<u8>,
+    ends: Vec<usize>,
+    exact: Vec<(u32, u64)>,
+    prev_trailer: u64,
 }
 
 impl Builder {
     fn new(first: u64) -> Self {
         Builder {
-            ix: TableIndex::EMPTY,
             starts: vec![first],
-            prev: None,
+            users: Vec::new(),
+            ends: Vec::new(),
+            exact: Vec::new(),
+            prev_trailer: 0,
         }
+    }
+
+    fn user(&self, i: usize) -> &[u8] {
+        let start = match i {
+            0 => 0,
+            _ => self.ends.get(i - 1).copied().unwrap_or(0),
+        };
+        let end = self.ends.get(i).copied().unwrap_or(0);
+        self.users.get(start..end).unwrap_or_default()
     }
 
     /// Adds the entry of a block of `size` bytes (right after the previous one) whose
     /// separator is `user` with `trailer` (`None`: orders after every version of `user`).
     fn push(&mut self, user: &[u8], trailer: Option<u64>, size: u64) -> Result<(), String> {
-        let i = self.ix.prefixes.len();
+        let i = self.ends.len();
         let t = trailer.unwrap_or(0);
-        if let Some((pu, pt)) = &self.prev {
-            let ordered = match pu.as_slice().cmp(user) {
+        if let Some(last) = i.checked_sub(1) {
+            let ordered = match self.user(last).cmp(user) {
                 Ordering::Less => true,
-                Ordering::Equal => *pt > t,
+                Ordering::Equal => self.prev_trailer > t,
                 Ordering::Greater => false,
             };
             if !ordered {
@@ -132,46 +152,52 @@ impl Builder {
             .and_then(|s| s.checked_add(size))
             .ok_or_else(|| format!("index entry {i}: block ends past 2^64"))?;
         let idx = u32::try_from(i).map_err(|_| "more than 2^32 index entries".to_string())?;
+        if self.users.len() + user.len() > u32::MAX as usize {
+            return Err("more than 4 GiB of separators".to_string());
+        }
         self.starts.push(end);
-        self.ix.prefixes.push(key::user_prefix(user));
-        if user.len() <= 8 {
-            self.ix.lens.push(user.len() as u8);
-        } else {
-            let at = u32::try_from(self.ix.long_bytes.len())
-                .map_err(|_| "more than 4 GiB of separators".to_string())?;
-            self.ix.lens.push(LONG);
-            self.ix.long.push((idx, at));
-            self.ix.long_bytes.extend_from_slice(user);
-        }
+        self.users.extend_from_slice(user);
+        self.ends.push(self.users.len());
         if let Some(t) = trailer {
-            self.ix.exact.push((idx, t));
+            self.exact.push((idx, t));
         }
-        match &mut self.prev {
-            Some((pu, pt)) => {
-                pu.clear();
-                pu.extend_from_slice(user);
-                *pt = t;
-            }
-            None => self.prev = Some((user.to_vec(), t)),
-        }
+        self.prev_trailer = t;
         Ok(())
     }
 
-    fn finish(mut self) -> TableIndex {
+    fn finish(self) -> TableIndex {
+        let n = self.ends.len();
+        // Sorted keys share with each other the prefix the first and the last share.
+        let (first, last) = (self.user(0), self.user(n.saturating_sub(1)));
+        let c = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+        let mut ix = TableIndex::EMPTY;
+        ix.common = first.get(..c).unwrap_or_default().to_vec();
+        ix.prefixes.reserve_exact(n);
+        ix.lens.reserve_exact(n);
+        for i in 0..n {
+            let suffix = self.user(i).get(c..).unwrap_or_default();
+            ix.prefixes.push(key::user_prefix(suffix));
+            if suffix.len() <= 8 {
+                ix.lens.push(suffix.len() as u8);
+            } else {
+                // Both fit in u32: `push` bounds the entries and the separators' bytes.
+                ix.lens.push(LONG);
+                ix.long.push((i as u32, ix.long_bytes.len() as u32));
+                ix.long_bytes.extend_from_slice(suffix);
+            }
+        }
         let base = self.starts.first().copied().unwrap_or(0);
-        let last = self.starts.last().copied().unwrap_or(0);
-        self.ix.base = base;
-        self.ix.starts = match u32::try_from(last - base) {
+        let end = self.starts.last().copied().unwrap_or(0);
+        ix.base = base;
+        ix.starts = match u32::try_from(end - base) {
             Ok(_) => Starts::Narrow(self.starts.iter().map(|s| (s - base) as u32).collect()),
             Err(_) => Starts::Wide(self.starts.iter().map(|s| s - base).collect()),
         };
-        let ix = &mut self.ix;
-        ix.prefixes.shrink_to_fit();
-        ix.lens.shrink_to_fit();
+        ix.exact = self.exact;
         ix.long.shrink_to_fit();
         ix.long_bytes.shrink_to_fit();
         ix.exact.shrink_to_fit();
-        self.ix
+        ix
     }
 }
 
@@ -180,6 +206,7 @@ impl TableIndex {
     pub const EMPTY: TableIndex = TableIndex {
         base: 0,
         starts: Starts::Narrow(Vec::new()),
+        common: Vec::new(),
         prefixes: Vec::new(),
         lens: Vec::new(),
         long: Vec::new(),
@@ -265,8 +292,9 @@ impl TableIndex {
         Some((s, usize::try_from(e - s).ok()?))
     }
 
-    /// The user key of separator `i` handed to `f` (empty when out of range).
-    fn with_user<R>(&self, i: usize, f: impl FnOnce(&[u8]) -> R) -> R {
+    /// The suffix of separator `i` (its user key after `common`) handed to `f` (empty when
+    /// out of range).
+    fn with_suffix<R>(&self, i: usize, f: impl FnOnce(&[u8]) -> R) -> R {
         let (Some(&p), Some(&len)) = (self.prefixes.get(i), self.lens.get(i)) else {
             return f(&[]);
         };
@@ -299,14 +327,25 @@ impl TableIndex {
         if i >= self.len() {
             return Vec::new();
         }
-        let mut k = self.with_user(i, <[u8]>::to_vec);
+        let mut k = self.common.clone();
+        self.with_suffix(i, |s| k.extend_from_slice(s));
         k.extend_from_slice(&self.trailer(i).to_le_bytes());
         k
     }
 
     /// The first entry whose separator's user key is ≥ `user` (== len if none).
     fn lower_bound_user(&self, user: &[u8]) -> usize {
-        let tp = key::user_prefix(user);
+        // Every separator begins with `common`: a key that does not is before or after all.
+        let c = self.common.len().min(user.len());
+        match user.get(..c).cmp(&self.common.get(..c)) {
+            Ordering::Less => return 0,
+            Ordering::Greater => return self.len(),
+            // A key that is a proper prefix of `common` is before every separator.
+            Ordering::Equal if user.len() < self.common.len() => return 0,
+            Ordering::Equal => {}
+        }
+        let suffix = user.get(c..).unwrap_or_default();
+        let tp = key::user_prefix(suffix);
         let (mut lo, mut hi) = (0usize, self.prefixes.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
@@ -314,7 +353,7 @@ impl TableIndex {
             let less = match p.cmp(&tp) {
                 Ordering::Less => true,
                 Ordering::Greater => false,
-                Ordering::Equal => self.with_user(mid, |s| s < user),
+                Ordering::Equal => self.with_suffix(mid, |s| s < suffix),
             };
             if less {
                 lo = mid + 1;
@@ -333,9 +372,12 @@ impl TableIndex {
         if target.len() < 8 || self.exact.is_empty() {
             return i;
         }
+        let Some(suffix) = p.user_key.strip_prefix(self.common.as_slice()) else {
+            return i;
+        };
         // Separators of this same user key with their own trailer that order before the target.
         let t = p.trailer();
-        while i < self.len() && self.trailer(i) > t && self.with_user(i, |s| s == p.user_key) {
+        while i < self.len() && self.trailer(i) > t && self.with_suffix(i, |s| s == suffix) {
             i += 1;
         }
         i
@@ -349,6 +391,7 @@ impl TableIndex {
         };
         std::mem::size_of::<Self>()
             + starts
+            + self.common.capacity()
             + self.prefixes.capacity() * 8
             + self.lens.capacity()
             + self.long.capacity() * std::mem::size_of::<(u32, u32)>()
@@ -428,10 +471,20 @@ mod tests {
         /// key order, and a search for any key finds the block that holds it or the next key.
         #[test]
         fn separators_separate_and_searches_find_the_block(
-            mut keys in prop::collection::vec(ikey_strategy(), 2..60),
+            shared in prop::sample::select(vec![&b""[..], b"\x7f", b"key:0000\x01", b"\xfe\xfe\xfe"]),
+            keys in prop::collection::vec(ikey_strategy(), 2..60),
             cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..10),
-            targets in prop::collection::vec(ikey_strategy(), 0..20),
+            targets in prop::collection::vec((ikey_strategy(), any::<bool>()), 0..20),
         ) {
+            // Every key begins with `shared` (an internal key is its user key, then the
+            // trailer), so the separators have a common prefix; targets with and without it
+            // fall inside, before and after the table's keys.
+            let with_shared = |k: &Vec<u8>| [shared, k.as_slice()].concat();
+            let mut keys: Vec<Vec<u8>> = keys.iter().map(with_shared).collect();
+            let targets: Vec<Vec<u8>> = targets
+                .iter()
+                .map(|(t, inside)| if *inside { with_shared(t) } else { t.clone() })
+                .collect();
             keys.sort_by(|a, b| cmp_ikey(a, b));
             keys.dedup();
             prop_assume!(keys.len() >= 2);
