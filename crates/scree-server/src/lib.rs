@@ -60,6 +60,10 @@ pub struct Config {
     pub block_cache_bytes: usize,
     /// Threads serving connections.
     pub threads: usize,
+    /// Keep the key directory on layouts without key order (`trie`, `semisorted`), which
+    /// `SCAN` and `FLUSHDB` walk there; off saves one entry per new key, and those two
+    /// commands are then refused (docs/server.md, "Key directory").
+    pub key_directory: bool,
 }
 
 impl Config {
@@ -78,6 +82,7 @@ impl Config {
             write_buffer_bytes: 64 << 20,
             block_cache_bytes: 32 << 20,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            key_directory: true,
         }
     }
 
@@ -155,6 +160,10 @@ pub struct ServeArgs {
     /// Threads serving connections (default: the number of cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// On trie and semisorted, keep no key directory: each new key costs one entry less, and
+    /// SCAN and FLUSHDB are refused. Chosen when the database is made; refused later.
+    #[arg(long)]
+    pub no_key_directory: bool,
 }
 
 impl ServeArgs {
@@ -174,6 +183,7 @@ impl ServeArgs {
         if let Some(t) = self.threads {
             c.threads = t;
         }
+        c.key_directory = !self.no_key_directory;
         c
     }
 }

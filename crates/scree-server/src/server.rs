@@ -58,11 +58,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     opts.block_cache_bytes = config.block_cache_bytes;
     let mut ks = scree::KeyspaceOptions::new(config.layout);
     ks.write_buffer_bytes = config.write_buffer_bytes;
-    let (path, layout) = (config.db.clone(), config.layout);
+    let (path, layout, directory) = (config.db.clone(), config.layout, config.key_directory);
     let store = tokio::task::spawn_blocking(move || -> anyhow::Result<Store> {
         let db = scree::Db::open(&path, opts)
             .map_err(|e| anyhow::anyhow!("opening {}: {e}", path.display()))?;
-        Store::open(db, layout, &ks)
+        Store::open(db, layout, &ks, directory)
     })
     .await??;
     let listener = TcpListener::bind(config.bind)

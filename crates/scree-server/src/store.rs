@@ -12,6 +12,10 @@
 //!   `semisorted:8` keyspace (a hash is one prefix group), else a sorted one.
 //! - `redis.zset`: per member `sub | 'm' | member` → score (f64 LE bits), and the score index
 //!   `sub | 's' | order-preserving score (8 bytes) | member` → empty, on a sorted layout.
+//! - `redis.keys`, only when `redis` has no key order to walk (`trie`, `semisorted`): the key
+//!   directory, one empty entry per Redis key on a `leveled` keyspace, put and deleted in the
+//!   same batch as the key's header, so that `SCAN` and `FLUSHDB` can walk the keys. Keys that
+//!   expire leave their directory entry until `SCAN` finds it stale and deletes it.
 //! - `redis.sys`: the server's own records (the generation high-water mark; the fsync
 //!   heartbeat).
 //!
@@ -38,6 +42,8 @@ pub const KS_HASH: &str = "redis.hash";
 pub const KS_ZSET: &str = "redis.zset";
 /// The server's own records.
 pub const KS_SYS: &str = "redis.sys";
+/// The key directory of a `redis` keyspace without key order.
+pub const KS_KEYS: &str = "redis.keys";
 
 /// Bytes of the group hash that starts every sub-entry key.
 pub const GROUP_BYTES: usize = 8;
@@ -324,6 +330,9 @@ pub struct Store {
     hash: Keyspace,
     zset: Keyspace,
     sys: Keyspace,
+    /// The key directory, when `redis` has no order to walk: `Ok` when it holds every key,
+    /// `Err` (why not) for a database made before there was one.
+    keys: Option<Result<Keyspace, String>>,
     /// Bytes of hash before a Redis key in `redis` (semisorted's prefix length), else 0.
     main_prefix: usize,
     /// Whether `redis.hash` groups keys by an 8-byte prefix (scans filter by the full prefix).
@@ -366,9 +375,48 @@ fn xxh(key: &[u8]) -> u64 {
 
 impl Store {
     /// Opens (creating) the server's keyspaces in `db` with `layout`, the keyspace options
-    /// `base` (their layout is replaced), and the expiry compaction filter on `redis`.
-    pub fn open(db: Db, layout: Layout, base: &KeyspaceOptions) -> anyhow::Result<Store> {
+    /// `base` (their layout is replaced), and the expiry compaction filter on `redis`; with
+    /// `directory`, the key directory where `layout` has no key order.
+    pub fn open(
+        db: Db,
+        layout: Layout,
+        base: &KeyspaceOptions,
+        directory: bool,
+    ) -> anyhow::Result<Store> {
         let [lm, lh, lz] = layouts_for(layout).map_err(anyhow::Error::msg)?;
+        // The key directory, made before `redis` (so a crash between the two leaves it
+        // complete); a `redis` without one was made by a server that kept none.
+        let names = db.keyspace_names();
+        let (made, has_dir) = (
+            names.iter().any(|n| n == KS_MAIN),
+            names.iter().any(|n| n == KS_KEYS),
+        );
+        if has_dir && !directory {
+            anyhow::bail!(
+                "this database keeps a key directory ({KS_KEYS}); without it (--no-key-directory) \
+                 the directory would miss new keys and SCAN and FLUSHDB would skip them"
+            );
+        }
+        let keys = match lm.order() {
+            Order::Total => None,
+            _ if !directory => Some(Err(
+                "the server runs without a key directory (--no-key-directory), so its keys \
+                 cannot be walked"
+                    .to_string(),
+            )),
+            _ if made && !has_dir => Some(Err(format!(
+                "this database's `{KS_MAIN}` keyspace was made without a key directory \
+                     ({KS_KEYS}: --no-key-directory, or a server from before it), \
+                     so its keys cannot be walked"
+            ))),
+            _ => {
+                // Its entries are keys alone: a quarter of the others' memtable.
+                let mut ko = base.clone();
+                ko.layout = Layout::Leveled;
+                ko.write_buffer_bytes = (base.write_buffer_bytes / 4).max(1 << 20);
+                Some(Ok(db.keyspace(KS_KEYS, ko)?))
+            }
+        };
         let opts = |l: Layout| {
             let mut o = base.clone();
             o.layout = l;
@@ -412,12 +460,30 @@ impl Store {
             hash,
             zset,
             sys,
+            keys,
             main_prefix,
             hash_grouped: matches!(lh.order(), Order::PrefixGroups(_)),
             locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
             next_gen: Mutex::new((start, start + GEN_BLOCK)),
             expired_reads: AtomicU64::new(0),
         })
+    }
+
+    /// Adds `key`'s header `e` to `b`; `new` when the key had no live header before (the key
+    /// directory, where there is one, then gains the key in the same batch).
+    fn put_header(&self, b: &mut WriteBatch, key: &[u8], e: &Entry, new: bool) {
+        b.put(&self.main, self.mkey(key), e.encode());
+        if let (true, Some(Ok(keys))) = (new, &self.keys) {
+            b.put(keys, key, []);
+        }
+    }
+
+    /// Adds the deletion of `key`'s header (and directory entry) to `b`.
+    fn delete_header(&self, b: &mut WriteBatch, key: &[u8]) {
+        b.delete(&self.main, self.mkey(key));
+        if let Some(Ok(keys)) = &self.keys {
+            b.delete(keys, key);
+        }
     }
 
     /// The database.
@@ -607,11 +673,7 @@ impl Store {
         if let Some(e) = &old {
             self.purge_subs(&mut b, key, e)?;
         }
-        b.put(
-            &self.main,
-            self.mkey(key),
-            Entry::string(value, expire_at).encode(),
-        );
+        self.put_header(&mut b, key, &Entry::string(value, expire_at), old.is_none());
         self.write(b)?;
         Ok((true, old_val))
     }
@@ -636,11 +698,15 @@ impl Store {
         let _g = self.lock(&keys);
         let now = now_ms();
         let mut b = WriteBatch::new();
+        let mut seen = HashSet::new();
         for (k, v) in pairs {
-            if let Some(e) = self.entry(k, now)? {
-                self.purge_subs(&mut b, k, &e)?;
+            let old = self.entry(k, now)?;
+            if let Some(e) = &old {
+                self.purge_subs(&mut b, k, e)?;
             }
-            b.put(&self.main, self.mkey(k), Entry::string(v, None).encode());
+            // A key given twice is new only the first time.
+            let new = old.is_none() && seen.insert(*k);
+            self.put_header(&mut b, k, &Entry::string(v, None), new);
         }
         self.write(b)
     }
@@ -659,7 +725,7 @@ impl Store {
             if let Some(e) = self.entry(k, now)? {
                 n += 1;
                 self.purge_subs(&mut b, k, &e)?;
-                b.delete(&self.main, self.mkey(k));
+                self.delete_header(&mut b, k);
             }
         }
         self.write(b)?;
@@ -694,11 +760,11 @@ impl Store {
         let new = cur
             .checked_add(delta)
             .ok_or_else(|| CmdError::err("increment or decrement would overflow"))?;
-        let exp = old.and_then(|e| e.expire_at);
-        self.main.put(
-            self.mkey(key),
-            Entry::string(new.to_string().as_bytes(), exp).encode(),
-        )?;
+        let exp = old.as_ref().and_then(|e| e.expire_at);
+        let mut b = WriteBatch::new();
+        let e = Entry::string(new.to_string().as_bytes(), exp);
+        self.put_header(&mut b, key, &e, old.is_none());
+        self.write(b)?;
         Ok(new)
     }
 
@@ -706,6 +772,7 @@ impl Store {
     pub fn append(&self, key: &[u8], tail: &[u8]) -> Res<i64> {
         let _g = self.lock(&[key]);
         let old = self.entry_of(key, Kind::Str, now_ms())?;
+        let new = old.is_none();
         let (mut v, exp) = match old {
             Some(e) => (e.body, e.expire_at),
             None => (Vec::new(), None),
@@ -717,8 +784,9 @@ impl Store {
                 scree::MAX_VALUE_BYTES
             )));
         }
-        self.main
-            .put(self.mkey(key), Entry::string(&v, exp).encode())?;
+        let mut b = WriteBatch::new();
+        self.put_header(&mut b, key, &Entry::string(&v, exp), new);
+        self.write(b)?;
         Ok(v.len() as i64)
     }
 
@@ -727,7 +795,9 @@ impl Store {
         let _g = self.lock(&[key]);
         let old = self.entry_of(key, Kind::Str, now_ms())?;
         if old.is_some() {
-            self.main.delete(self.mkey(key))?;
+            let mut b = WriteBatch::new();
+            self.delete_header(&mut b, key);
+            self.write(b)?;
         }
         Ok(old.map(|e| e.body))
     }
@@ -760,7 +830,7 @@ impl Store {
         if at <= now {
             let mut b = WriteBatch::new();
             self.purge_subs(&mut b, key, &e)?;
-            b.delete(&self.main, self.mkey(key));
+            self.delete_header(&mut b, key);
             self.write(b)?;
         } else {
             e.expire_at = Some(at);
@@ -796,12 +866,19 @@ impl Store {
         }
     }
 
-    fn unordered(&self, what: &str) -> CmdError {
-        CmdError::err(format!(
-            "{what} is not supported on layout `{}`: its keys have no order to walk \
-             (docs/server.md)",
-            self.main.layout()
-        ))
+    /// The key directory, or why `what` cannot walk the keys.
+    fn directory(&self, what: &str) -> Res<&Keyspace> {
+        match &self.keys {
+            Some(Ok(keys)) => Ok(keys),
+            Some(Err(why)) => Err(CmdError::err(format!(
+                "{what} is not supported on layout `{}`: {why} (docs/server.md)",
+                self.main.layout()
+            ))),
+            None => Err(CmdError::err(format!(
+                "{what}: no key directory on layout `{}`",
+                self.main.layout()
+            ))),
+        }
     }
 
     /// One `SCAN` step from after `after` (the stored key): up to `count` keys examined;
@@ -813,8 +890,8 @@ impl Store {
         count: usize,
         mut keep: impl FnMut(&[u8], Kind) -> bool,
     ) -> Res<ScanStep> {
-        if self.main_prefix != 0 || !self.main.layout().order().serves_range() {
-            return Err(self.unordered("SCAN"));
+        if self.keys.is_some() {
+            return self.scan_directory(after, count, keep);
         }
         let lo = match after {
             Some(k) => Bound::Excluded(k.to_vec()),
@@ -841,8 +918,47 @@ impl Store {
         Ok((None, out))
     }
 
-    /// `DBSIZE`: exact up to 100,000 keys on a sorted layout; beyond that (and on unsorted
-    /// layouts) the entries of the keyspace's tables plus its memtable bytes over the tables'
+    /// [`Store::scan`] over the key directory: each key's header is read (types, expiry);
+    /// directory entries of keys that expired or are gone are deleted on the way.
+    fn scan_directory(
+        &self,
+        after: Option<&[u8]>,
+        count: usize,
+        mut keep: impl FnMut(&[u8], Kind) -> bool,
+    ) -> Res<ScanStep> {
+        let keys = self.directory("SCAN")?;
+        let lo = match after {
+            Some(k) => Bound::Excluded(k.to_vec()),
+            None => Bound::Unbounded,
+        };
+        let now = now_ms();
+        let (mut out, mut stale) = (Vec::new(), Vec::new());
+        let mut last = None;
+        let mut next = None;
+        for (n, item) in keys.range::<Vec<u8>, _>((lo, Bound::Unbounded)).enumerate() {
+            let (k, _) = item?;
+            if n >= count.max(1) {
+                next = last;
+                break;
+            }
+            match self.entry(&k, now)? {
+                Some(e) if keep(&k, e.kind) => out.push(k.clone()),
+                Some(_) => {}
+                None => stale.push(k.clone()),
+            }
+            last = Some(k);
+        }
+        for k in stale {
+            let _g = self.lock(&[&k]);
+            if self.entry(&k, now_ms())?.is_none() {
+                keys.delete(&k)?;
+            }
+        }
+        Ok((next, out))
+    }
+
+    /// `DBSIZE`: exact up to 100,000 keys on a sorted layout or one with a key directory;
+    /// beyond that the entries of the keyspace's tables plus its memtable bytes over the tables'
     /// mean entry size, which counts overwritten versions, tombstones and expired keys
     /// until compaction removes them.
     pub fn dbsize(&self) -> Res<i64> {
@@ -858,6 +974,25 @@ impl Store {
                 }
                 let (_, v) = item?;
                 if !Entry::decode(&v)?.expired(now) {
+                    n += 1;
+                }
+            }
+            if all {
+                return Ok(n);
+            }
+        }
+        if let Some(Ok(keys)) = &self.keys {
+            // The directory's keys, each checked against its header (expiry).
+            let now = now_ms();
+            let mut n = 0;
+            let mut all = true;
+            for (i, item) in keys.range::<Vec<u8>, _>(..).enumerate() {
+                if i >= EXACT {
+                    all = false;
+                    break;
+                }
+                let (k, _) = item?;
+                if self.entry(&k, now)?.is_some() {
                     n += 1;
                 }
             }
@@ -887,8 +1022,18 @@ impl Store {
     /// `FLUSHDB`: deletes every key (their hash and sorted-set entries become unreachable
     /// and are dropped by compactions).
     pub fn flushdb(&self) -> Res<()> {
-        if self.main_prefix != 0 || !self.main.layout().order().serves_range() {
-            return Err(self.unordered("FLUSHDB"));
+        if self.keys.is_some() {
+            let keys = self.directory("FLUSHDB")?;
+            let _g = self.lock_all();
+            let mut b = WriteBatch::new();
+            for item in keys.range::<Vec<u8>, _>(..) {
+                let (k, _) = item?;
+                self.delete_header(&mut b, &k);
+                if b.len() >= 1000 {
+                    self.write(std::mem::take(&mut b))?;
+                }
+            }
+            return self.write(b);
         }
         let _g = self.lock_all();
         let mut b = WriteBatch::new();
@@ -979,7 +1124,8 @@ impl Store {
             b.put(&self.hash, sk, v);
         }
         let e = Entry::collection(Kind::Hash, gen, count + added, exp);
-        b.put(&self.main, self.mkey(key), e.encode());
+        // A live hash has a field: a count of 0 is a new one.
+        self.put_header(&mut b, key, &e, count == 0);
         self.write(b)?;
         Ok(added as i64)
     }
@@ -1027,14 +1173,11 @@ impl Store {
         }
         let left = count.saturating_sub(n);
         if left == 0 {
-            b.delete(&self.main, self.mkey(key));
+            self.delete_header(&mut b, key);
         } else {
             let (gen, _) = e.gen_count();
-            b.put(
-                &self.main,
-                self.mkey(key),
-                Entry::collection(kind, gen, left, e.expire_at).encode(),
-            );
+            let e = Entry::collection(kind, gen, left, e.expire_at);
+            self.put_header(&mut b, key, &e, false);
         }
         self.write(b)?;
         Ok(n as i64)
@@ -1082,12 +1225,8 @@ impl Store {
             .ok_or_else(|| CmdError::err("increment or decrement would overflow"))?;
         let mut b = WriteBatch::new();
         b.put(&self.hash, sk, new.to_string());
-        let count = count + u64::from(old.is_none());
-        b.put(
-            &self.main,
-            self.mkey(key),
-            Entry::collection(Kind::Hash, gen, count, exp).encode(),
-        );
+        let e = Entry::collection(Kind::Hash, gen, count + u64::from(old.is_none()), exp);
+        self.put_header(&mut b, key, &e, count == 0);
         self.write(b)?;
         Ok(new)
     }
@@ -1189,11 +1328,8 @@ impl Store {
             );
         }
         if !b.is_empty() {
-            b.put(
-                &self.main,
-                self.mkey(key),
-                Entry::collection(Kind::Zset, gen, count + added, exp).encode(),
-            );
+            let e = Entry::collection(Kind::Zset, gen, count + added, exp);
+            self.put_header(&mut b, key, &e, count == 0);
             self.write(b)?;
         }
         let n = if f.ch { added + changed } else { added };

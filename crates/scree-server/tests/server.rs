@@ -557,3 +557,176 @@ fn compactions_drop_expired_keys_and_deletes_drop_fields() {
         rt.block_on(srv.shutdown()).unwrap();
     }
 }
+
+/// Every key `SCAN` returns from cursor 0 to the end (each once), with `extra` options.
+fn scan_all(c: &mut Client, extra: &[&str]) -> std::collections::BTreeSet<String> {
+    let mut cursor = "0".to_string();
+    let mut seen = std::collections::BTreeSet::new();
+    loop {
+        let mut args = vec!["SCAN", &cursor, "COUNT", "7"];
+        args.extend_from_slice(extra);
+        let R::A(Some(v)) = c.cmd(&args) else {
+            panic!("SCAN reply")
+        };
+        let R::B(Some(next)) = &v[0] else { panic!() };
+        let R::A(Some(keys)) = &v[1] else { panic!() };
+        for k in keys {
+            let R::B(Some(k)) = k else { panic!() };
+            assert!(
+                seen.insert(String::from_utf8(k.clone()).unwrap()),
+                "key returned twice"
+            );
+        }
+        cursor = String::from_utf8(next.clone()).unwrap();
+        if cursor == "0" {
+            return seen;
+        }
+    }
+}
+
+#[test]
+fn scan_dbsize_and_flushdb_on_every_layout() {
+    for layout in scree::Layout::implemented() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = rt();
+        let mut cfg = config(dir.path());
+        cfg.layout = layout;
+        let srv = rt.block_on(start(cfg)).unwrap();
+        let mut c = Client::connect(srv.addr());
+        // Every command that makes or removes a key, against a model of the live keys.
+        let mut live = std::collections::BTreeSet::new();
+        for i in 0..120 {
+            let k = format!("user:{i}");
+            c.cmd(&["SET", &k, "x"]);
+            live.insert(k);
+        }
+        c.cmd(&["MSET", "m1", "1", "m2", "2", "m1", "3"]);
+        c.cmd(&["INCR", "counter"]);
+        c.cmd(&["APPEND", "log", "a"]);
+        c.cmd(&["HSET", "h", "f", "1"]);
+        c.cmd(&["HINCRBY", "h2", "f", "1"]);
+        c.cmd(&["ZADD", "z", "1", "a"]);
+        c.cmd(&["HSET", "gone-hash", "f", "1"]);
+        c.cmd(&["HDEL", "gone-hash", "f"]);
+        c.cmd(&["ZADD", "gone-zset", "1", "a"]);
+        c.cmd(&["ZREM", "gone-zset", "a"]);
+        c.cmd(&["SET", "getdel", "1"]);
+        c.cmd(&["GETDEL", "getdel"]);
+        c.cmd(&["SET", "past", "1"]);
+        c.cmd(&["EXPIRE", "past", "-1"]);
+        c.cmd(&["SET", "short", "1", "PX", "1"]);
+        for k in ["m1", "m2", "counter", "log", "h", "h2", "z"] {
+            live.insert(k.to_string());
+        }
+        for i in 0..10 {
+            let k = format!("user:{i}");
+            assert_eq!(c.cmd(&["DEL", &k]), R::I(1));
+            live.remove(&k);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(scan_all(&mut c, &[]), live, "{layout}: SCAN");
+        let hashes = scan_all(&mut c, &["TYPE", "hash"]);
+        assert_eq!(hashes.into_iter().collect::<Vec<_>>(), ["h", "h2"]);
+        let ones: std::collections::BTreeSet<String> = live
+            .iter()
+            .filter(|k| k.starts_with("user:1"))
+            .cloned()
+            .collect();
+        assert_eq!(scan_all(&mut c, &["MATCH", "user:1*"]), ones, "{layout}");
+        assert_eq!(c.cmd(&["DBSIZE"]), R::I(live.len() as i64), "{layout}");
+        rt.block_on(srv.shutdown()).unwrap();
+
+        // Reopened: the same keys; then FLUSHDB empties it, and new keys are found again.
+        let mut cfg = config(dir.path());
+        cfg.layout = layout;
+        let srv = rt.block_on(start(cfg)).unwrap();
+        let mut c = Client::connect(srv.addr());
+        assert_eq!(scan_all(&mut c, &[]), live, "{layout}: SCAN after reopen");
+        assert_eq!(c.cmd(&["FLUSHDB"]), R::S("OK".into()));
+        assert_eq!(c.cmd(&["DBSIZE"]), R::I(0), "{layout}");
+        assert!(
+            scan_all(&mut c, &[]).is_empty(),
+            "{layout}: SCAN after FLUSHDB"
+        );
+        assert_eq!(c.cmd(&["GET", "user:50"]), R::B(None));
+        assert_eq!(c.cmd(&["HGETALL", "h"]), R::A(Some(vec![])));
+        c.cmd(&["SET", "after", "1"]);
+        let after: Vec<String> = scan_all(&mut c, &[]).into_iter().collect();
+        assert_eq!(after, ["after"], "{layout}");
+        rt.block_on(srv.shutdown()).unwrap();
+    }
+}
+
+#[test]
+fn scan_refuses_a_hashed_database_made_without_a_key_directory() {
+    // A `redis` keyspace on `trie` with a key in it, as a server that kept no directory left.
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = scree::Db::open(dir.path(), scree::Options::default()).unwrap();
+        let ks = db
+            .keyspace("redis", scree::KeyspaceOptions::new(scree::Layout::Trie))
+            .unwrap();
+        ks.put(b"k", [1u8, b'v']).unwrap();
+    }
+    let rt = rt();
+    let mut cfg = config(dir.path());
+    cfg.layout = scree::Layout::Trie;
+    let srv = rt.block_on(start(cfg)).unwrap();
+    let mut c = Client::connect(srv.addr());
+    assert_eq!(c.cmd(&["GET", "k"]), b("v"));
+    let R::E(e) = c.cmd(&["SCAN", "0"]) else {
+        panic!("SCAN should be refused")
+    };
+    assert!(e.contains("was made without a key directory"), "{e}");
+    let R::E(e) = c.cmd(&["FLUSHDB"]) else {
+        panic!("FLUSHDB should be refused")
+    };
+    assert!(
+        e.starts_with("ERR FLUSHDB is not supported on layout `trie`"),
+        "{e}"
+    );
+    // Everything else still works.
+    assert_eq!(c.cmd(&["SET", "k2", "w"]), R::S("OK".into()));
+    assert_eq!(c.cmd(&["GET", "k2"]), b("w"));
+    rt.block_on(srv.shutdown()).unwrap();
+}
+
+#[test]
+fn a_key_directory_is_chosen_when_the_database_is_made() {
+    let rt = rt();
+    // Made without one: SCAN is refused, naming the flag, now and after a reopen with it.
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.layout = scree::Layout::Trie;
+    cfg.key_directory = false;
+    let srv = rt.block_on(start(cfg)).unwrap();
+    let mut c = Client::connect(srv.addr());
+    assert_eq!(c.cmd(&["SET", "k", "v"]), R::S("OK".into()));
+    let R::E(e) = c.cmd(&["SCAN", "0"]) else {
+        panic!("SCAN should be refused")
+    };
+    assert!(e.contains("--no-key-directory"), "{e}");
+    rt.block_on(srv.shutdown()).unwrap();
+    let mut cfg = config(dir.path());
+    cfg.layout = scree::Layout::Trie;
+    let srv = rt.block_on(start(cfg)).unwrap();
+    let mut c = Client::connect(srv.addr());
+    let R::E(e) = c.cmd(&["FLUSHDB"]) else {
+        panic!("FLUSHDB should be refused")
+    };
+    assert!(e.contains("was made without a key directory"), "{e}");
+    assert_eq!(c.cmd(&["GET", "k"]), b("v"));
+    rt.block_on(srv.shutdown()).unwrap();
+
+    // Made with one: opening it without is refused (the directory would go stale).
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.layout = scree::Layout::Trie;
+    let srv = rt.block_on(start(cfg)).unwrap();
+    rt.block_on(srv.shutdown()).unwrap();
+    let mut cfg = config(dir.path());
+    cfg.layout = scree::Layout::Trie;
+    cfg.key_directory = false;
+    let err = rt.block_on(start(cfg)).err().expect("refused");
+    assert!(err.to_string().contains("keeps a key directory"), "{err}");
+}
