@@ -10,6 +10,7 @@
 #        N_PLAIN  requests of each unpipelined test                 default 200000
 #        KEYSPACE redis-benchmark -r (random keys in [0, KEYSPACE))  default 10000000
 #        LAYOUTS  scree layouts                                      default: all five
+#                 (L/nodir: layout L with --no-key-directory, for trie and semisorted)
 #        CLIENTS  redis-benchmark -c                                 default 50
 #        N_PROXY  requests of the twemproxy test (0: skip it)         default N_PIPE
 #        REDIS    1: include redis-server, 0: skip it                  default 1
@@ -95,13 +96,17 @@ run_one "redis-server 7.0 (AOF everysec)" "$rpid" "$PORT" "$OUT/redis"
 kill -TERM "$rpid"; wait "$rpid" || true
 fi
 
-for l in $LAYOUTS; do
+for spec in $LAYOUTS; do
   PORT=$((PORT + 1))
-  "$BIN" serve --db "$OUT/$l" --bind "127.0.0.1:$PORT" --layout "$l" --appendfsync everysec \
-    --timeout 0 >"$OUT/$l.log" 2>&1 &
+  l=${spec%/nodir}
+  extra=()
+  [[ "$spec" == */nodir ]] && extra=(--no-key-directory)
+  name=${spec//\//-}
+  "$BIN" serve --db "$OUT/$name" --bind "127.0.0.1:$PORT" --layout "$l" --appendfsync everysec \
+    --timeout 0 "${extra[@]}" >"$OUT/$name.log" 2>&1 &
   spid=$!
   wait_port "$PORT"
-  run_one "scree serve --layout $l" "$spid" "$PORT" "$OUT/$l"
+  run_one "scree serve --layout $l ${extra[*]}" "$spid" "$PORT" "$OUT/$name"
   kill -TERM "$spid"; wait "$spid" || true
 done
 
