@@ -501,6 +501,11 @@ impl Store {
         &self.hash
     }
 
+    /// The `redis.zset` keyspace.
+    pub fn zset_keyspace(&self) -> &Keyspace {
+        &self.zset
+    }
+
     /// The layout of the `redis` keyspace.
     pub fn layout(&self) -> Layout {
         self.main.layout()
@@ -581,12 +586,26 @@ impl Store {
 
     /// The live header of `key` (expired ones are `None`).
     fn entry(&self, key: &[u8], now: u64) -> Res<Option<Entry>> {
+        self.entry_in(key, now, None)
+    }
+
+    /// [`Store::entry`] for a writer that will write `key` with batch `b`: the sub-entries of
+    /// an expired hash or sorted set found there are deleted in `b`, so a key that expired
+    /// and is written again leaves none behind.
+    fn entry_w(&self, key: &[u8], now: u64, b: &mut WriteBatch) -> Res<Option<Entry>> {
+        self.entry_in(key, now, Some(b))
+    }
+
+    fn entry_in(&self, key: &[u8], now: u64, purge: Option<&mut WriteBatch>) -> Res<Option<Entry>> {
         match self.main.get(self.mkey(key))? {
             None => Ok(None),
             Some(v) => {
                 let e = Entry::decode(&v)?;
                 if e.expired(now) {
                     self.expired_reads.fetch_add(1, Ordering::Relaxed);
+                    if let Some(b) = purge {
+                        self.purge_subs(b, key, &e)?;
+                    }
                     Ok(None)
                 } else {
                     Ok(Some(e))
@@ -596,7 +615,22 @@ impl Store {
     }
 
     fn entry_of(&self, key: &[u8], kind: Kind, now: u64) -> Res<Option<Entry>> {
-        match self.entry(key, now)? {
+        Self::of_kind(self.entry(key, now)?, kind)
+    }
+
+    /// [`Store::entry_of`] for a writer (see [`Store::entry_w`]).
+    fn entry_of_w(
+        &self,
+        key: &[u8],
+        kind: Kind,
+        now: u64,
+        b: &mut WriteBatch,
+    ) -> Res<Option<Entry>> {
+        Self::of_kind(self.entry_w(key, now, b)?, kind)
+    }
+
+    fn of_kind(e: Option<Entry>, kind: Kind) -> Res<Option<Entry>> {
+        match e {
             Some(e) if e.kind != kind => Err(CmdError::WrongType),
             e => Ok(e),
         }
@@ -604,7 +638,8 @@ impl Store {
 
     /// Adds deletes of every sub-entry of the collection `e` (a hash or sorted set) at `key`
     /// to `b`: a deleted or replaced collection leaves nothing behind. (One that expires
-    /// leaves its sub-entries until the key is written again: docs/server.md.)
+    /// leaves its sub-entries until the key is written again or, on a layout with a key
+    /// directory, until `SCAN` passes it: docs/server.md.)
     fn purge_subs(&self, b: &mut WriteBatch, key: &[u8], e: &Entry) -> Res<()> {
         let (ks, grouped) = match e.kind {
             Kind::Str => return Ok(()),
@@ -650,7 +685,8 @@ impl Store {
     ) -> Res<(bool, Option<Vec<u8>>)> {
         let _g = self.lock(&[key]);
         let now = now_ms();
-        let old = self.entry(key, now)?;
+        let mut b = WriteBatch::new();
+        let old = self.entry_w(key, now, &mut b)?;
         let old_val = match &old {
             Some(e) if want_old && e.kind != Kind::Str => return Err(CmdError::WrongType),
             Some(e) if e.kind == Kind::Str => Some(e.body.clone()),
@@ -669,7 +705,6 @@ impl Store {
             Ttl::Keep => old.as_ref().and_then(|e| e.expire_at),
             Ttl::At(t) => Some(t),
         };
-        let mut b = WriteBatch::new();
         if let Some(e) = &old {
             self.purge_subs(&mut b, key, e)?;
         }
@@ -700,7 +735,7 @@ impl Store {
         let mut b = WriteBatch::new();
         let mut seen = HashSet::new();
         for (k, v) in pairs {
-            let old = self.entry(k, now)?;
+            let old = self.entry_w(k, now, &mut b)?;
             if let Some(e) = &old {
                 self.purge_subs(&mut b, k, e)?;
             }
@@ -749,7 +784,8 @@ impl Store {
     pub fn incr_by(&self, key: &[u8], delta: i64) -> Res<i64> {
         let _g = self.lock(&[key]);
         let now = now_ms();
-        let old = self.entry_of(key, Kind::Str, now)?;
+        let mut b = WriteBatch::new();
+        let old = self.entry_of_w(key, Kind::Str, now, &mut b)?;
         let cur = match &old {
             None => 0,
             Some(e) => std::str::from_utf8(&e.body)
@@ -761,7 +797,6 @@ impl Store {
             .checked_add(delta)
             .ok_or_else(|| CmdError::err("increment or decrement would overflow"))?;
         let exp = old.as_ref().and_then(|e| e.expire_at);
-        let mut b = WriteBatch::new();
         let e = Entry::string(new.to_string().as_bytes(), exp);
         self.put_header(&mut b, key, &e, old.is_none());
         self.write(b)?;
@@ -771,7 +806,8 @@ impl Store {
     /// `APPEND`: the new length.
     pub fn append(&self, key: &[u8], tail: &[u8]) -> Res<i64> {
         let _g = self.lock(&[key]);
-        let old = self.entry_of(key, Kind::Str, now_ms())?;
+        let mut b = WriteBatch::new();
+        let old = self.entry_of_w(key, Kind::Str, now_ms(), &mut b)?;
         let new = old.is_none();
         let (mut v, exp) = match old {
             Some(e) => (e.body, e.expire_at),
@@ -784,7 +820,6 @@ impl Store {
                 scree::MAX_VALUE_BYTES
             )));
         }
-        let mut b = WriteBatch::new();
         self.put_header(&mut b, key, &Entry::string(&v, exp), new);
         self.write(b)?;
         Ok(v.len() as i64)
@@ -950,8 +985,11 @@ impl Store {
         }
         for k in stale {
             let _g = self.lock(&[&k]);
-            if self.entry(&k, now_ms())?.is_none() {
-                keys.delete(&k)?;
+            // An expired header goes with its sub-entries and its directory entry.
+            let mut b = WriteBatch::new();
+            if self.entry_w(&k, now_ms(), &mut b)?.is_none() {
+                self.delete_header(&mut b, &k);
+                self.write(b)?;
             }
         }
         Ok((next, out))
@@ -1096,8 +1134,14 @@ impl Store {
 
     /// The generation, field count and expiry of hash `key`, or a new generation with no
     /// fields and no expiry when the key is absent (`WRONGTYPE` for a key of another type).
-    fn hash_or_new(&self, key: &[u8], now: u64) -> Res<(u64, u64, Option<u64>)> {
-        match self.entry_of(key, Kind::Hash, now)? {
+    /// An expired hash's fields are deleted in `b` (see [`Store::entry_w`]).
+    fn hash_or_new(
+        &self,
+        key: &[u8],
+        now: u64,
+        b: &mut WriteBatch,
+    ) -> Res<(u64, u64, Option<u64>)> {
+        match self.entry_of_w(key, Kind::Hash, now, b)? {
             Some(e) => {
                 let (g, c) = e.gen_count();
                 Ok((g, c, e.expire_at))
@@ -1110,9 +1154,9 @@ impl Store {
     pub fn hset(&self, key: &[u8], pairs: &[(&[u8], &[u8])]) -> Res<i64> {
         let _g = self.lock(&[key]);
         let now = now_ms();
-        let (gen, count, exp) = self.hash_or_new(key, now)?;
-        let prefix = Self::sub_prefix(key, gen);
         let mut b = WriteBatch::new();
+        let (gen, count, exp) = self.hash_or_new(key, now, &mut b)?;
+        let prefix = Self::sub_prefix(key, gen);
         let mut added = 0u64;
         let mut fresh: HashSet<&[u8]> = HashSet::new();
         for (f, v) in pairs {
@@ -1212,7 +1256,8 @@ impl Store {
     pub fn hincrby(&self, key: &[u8], field: &[u8], delta: i64) -> Res<i64> {
         let _g = self.lock(&[key]);
         let now = now_ms();
-        let (gen, count, exp) = self.hash_or_new(key, now)?;
+        let mut b = WriteBatch::new();
+        let (gen, count, exp) = self.hash_or_new(key, now, &mut b)?;
         let sk = Self::sub_key(&Self::sub_prefix(key, gen), None, field);
         let old = self.hash.get(&sk)?;
         let cur = match &old {
@@ -1223,7 +1268,6 @@ impl Store {
         let new = cur
             .checked_add(delta)
             .ok_or_else(|| CmdError::err("increment or decrement would overflow"))?;
-        let mut b = WriteBatch::new();
         b.put(&self.hash, sk, new.to_string());
         let e = Entry::collection(Kind::Hash, gen, count + u64::from(old.is_none()), exp);
         self.put_header(&mut b, key, &e, count == 0);
@@ -1257,7 +1301,8 @@ impl Store {
     ) -> Res<(i64, Option<f64>)> {
         let _g = self.lock(&[key]);
         let now = now_ms();
-        let (gen, count, exp) = match self.entry_of(key, Kind::Zset, now)? {
+        let mut b = WriteBatch::new();
+        let (gen, count, exp) = match self.entry_of_w(key, Kind::Zset, now, &mut b)? {
             Some(e) => {
                 let (g, c) = e.gen_count();
                 (g, c, e.expire_at)
@@ -1270,7 +1315,8 @@ impl Store {
             }
         };
         let prefix = Self::sub_prefix(key, gen);
-        let mut b = WriteBatch::new();
+        // What `b` holds before the members: deletes of an expired set's entries.
+        let purges = b.len();
         let (mut added, mut changed) = (0u64, 0u64);
         let mut last = None;
         // Later pairs see earlier ones of the same command.
@@ -1327,7 +1373,7 @@ impl Store {
                 [],
             );
         }
-        if !b.is_empty() {
+        if b.len() > purges {
             let e = Entry::collection(Kind::Zset, gen, count + added, exp);
             self.put_header(&mut b, key, &e, count == 0);
             self.write(b)?;

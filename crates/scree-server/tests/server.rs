@@ -730,3 +730,56 @@ fn a_key_directory_is_chosen_when_the_database_is_made() {
     let err = rt.block_on(start(cfg)).err().expect("refused");
     assert!(err.to_string().contains("keeps a key directory"), "{err}");
 }
+
+/// Sub-entries (hash fields, sorted-set members) of Redis key `key` left in `ks`.
+fn subs_of(ks: &scree::Keyspace, key: &str) -> usize {
+    let group = xxhash_rust::xxh3::xxh3_64(key.as_bytes()).to_be_bytes();
+    let mut n = 0;
+    for item in ks.prefix(group) {
+        item.unwrap();
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn an_expired_collection_leaves_no_sub_entries_once_written_again_or_scanned() {
+    for layout in scree::Layout::implemented() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = rt();
+        let mut cfg = config(dir.path());
+        cfg.layout = layout;
+        let srv = rt.block_on(start(cfg)).unwrap();
+        let mut c = Client::connect(srv.addr());
+        assert_eq!(c.cmd(&["HSET", "h", "a", "1", "b", "2", "c", "3"]), R::I(3));
+        assert_eq!(c.cmd(&["ZADD", "z", "1", "a", "2", "b"]), R::I(2));
+        assert_eq!(c.cmd(&["HSET", "s", "a", "1"]), R::I(1));
+        for k in ["h", "z", "s"] {
+            assert_eq!(c.cmd(&["PEXPIRE", k, "1"]), R::I(1));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        let store = &srv.shared().store;
+        assert_eq!(subs_of(store.hash_keyspace(), "h"), 3, "{layout}");
+        // Written again: the expired hash's three fields go in the same batch.
+        assert_eq!(c.cmd(&["HSET", "h", "new", "1"]), R::I(1));
+        assert_eq!(subs_of(store.hash_keyspace(), "h"), 1, "{layout}");
+        assert_eq!(c.cmd(&["HGETALL", "h"]), R::A(Some(vec![b("new"), b("1")])));
+        // Replaced by a string: the members and their score entries go.
+        assert_eq!(subs_of(store.zset_keyspace(), "z"), 4, "{layout}");
+        assert_eq!(c.cmd(&["SET", "z", "v"]), R::S("OK".into()));
+        assert_eq!(subs_of(store.zset_keyspace(), "z"), 0, "{layout}");
+        // Never written again: on a layout with a key directory SCAN passes it and purges.
+        let scanned = scan_all(&mut c, &[]);
+        assert_eq!(
+            scanned.into_iter().collect::<Vec<_>>(),
+            ["h", "z"],
+            "{layout}"
+        );
+        let left = subs_of(store.hash_keyspace(), "s");
+        match layout.order() {
+            scree::Order::Total => assert_eq!(left, 1, "{layout}: kept until written"),
+            _ => assert_eq!(left, 0, "{layout}: purged by SCAN"),
+        }
+        rt.block_on(srv.shutdown()).unwrap();
+    }
+}
