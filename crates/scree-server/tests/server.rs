@@ -112,6 +112,19 @@ fn config(dir: &std::path::Path) -> Config {
     c
 }
 
+/// A server on `dir` with `layout` (other settings as [`config`]), and a client of it.
+fn serve_on(
+    rt: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+    layout: scree::Layout,
+) -> (scree_server::Running, Client) {
+    let mut cfg = config(dir);
+    cfg.layout = layout;
+    let srv = rt.block_on(start(cfg)).unwrap();
+    let c = Client::connect(srv.addr());
+    (srv, c)
+}
+
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -515,10 +528,7 @@ fn compactions_drop_expired_keys_and_deletes_drop_fields() {
     for layout in scree::Layout::implemented() {
         let dir = tempfile::tempdir().unwrap();
         let rt = rt();
-        let mut cfg = config(dir.path());
-        cfg.layout = layout;
-        let srv = rt.block_on(start(cfg)).unwrap();
-        let mut c = Client::connect(srv.addr());
+        let (srv, mut c) = serve_on(&rt, dir.path(), layout);
         for i in 0..200 {
             let k = format!("key:{i}");
             if i % 2 == 0 {
@@ -589,10 +599,7 @@ fn scan_dbsize_and_flushdb_on_every_layout() {
     for layout in scree::Layout::implemented() {
         let dir = tempfile::tempdir().unwrap();
         let rt = rt();
-        let mut cfg = config(dir.path());
-        cfg.layout = layout;
-        let srv = rt.block_on(start(cfg)).unwrap();
-        let mut c = Client::connect(srv.addr());
+        let (srv, mut c) = serve_on(&rt, dir.path(), layout);
         // Every command that makes or removes a key, against a model of the live keys.
         let mut live = std::collections::BTreeSet::new();
         for i in 0..120 {
@@ -637,10 +644,7 @@ fn scan_dbsize_and_flushdb_on_every_layout() {
         rt.block_on(srv.shutdown()).unwrap();
 
         // Reopened: the same keys; then FLUSHDB empties it, and new keys are found again.
-        let mut cfg = config(dir.path());
-        cfg.layout = layout;
-        let srv = rt.block_on(start(cfg)).unwrap();
-        let mut c = Client::connect(srv.addr());
+        let (srv, mut c) = serve_on(&rt, dir.path(), layout);
         assert_eq!(scan_all(&mut c, &[]), live, "{layout}: SCAN after reopen");
         assert_eq!(c.cmd(&["FLUSHDB"]), R::S("OK".into()));
         assert_eq!(c.cmd(&["DBSIZE"]), R::I(0), "{layout}");
@@ -669,10 +673,7 @@ fn scan_refuses_a_hashed_database_made_without_a_key_directory() {
         ks.put(b"k", [1u8, b'v']).unwrap();
     }
     let rt = rt();
-    let mut cfg = config(dir.path());
-    cfg.layout = scree::Layout::Trie;
-    let srv = rt.block_on(start(cfg)).unwrap();
-    let mut c = Client::connect(srv.addr());
+    let (srv, mut c) = serve_on(&rt, dir.path(), scree::Layout::Trie);
     assert_eq!(c.cmd(&["GET", "k"]), b("v"));
     let R::E(e) = c.cmd(&["SCAN", "0"]) else {
         panic!("SCAN should be refused")
@@ -707,10 +708,7 @@ fn a_key_directory_is_chosen_when_the_database_is_made() {
     };
     assert!(e.contains("--no-key-directory"), "{e}");
     rt.block_on(srv.shutdown()).unwrap();
-    let mut cfg = config(dir.path());
-    cfg.layout = scree::Layout::Trie;
-    let srv = rt.block_on(start(cfg)).unwrap();
-    let mut c = Client::connect(srv.addr());
+    let (srv, mut c) = serve_on(&rt, dir.path(), scree::Layout::Trie);
     let R::E(e) = c.cmd(&["FLUSHDB"]) else {
         panic!("FLUSHDB should be refused")
     };
@@ -747,10 +745,7 @@ fn an_expired_collection_leaves_no_sub_entries_once_written_again_or_scanned() {
     for layout in scree::Layout::implemented() {
         let dir = tempfile::tempdir().unwrap();
         let rt = rt();
-        let mut cfg = config(dir.path());
-        cfg.layout = layout;
-        let srv = rt.block_on(start(cfg)).unwrap();
-        let mut c = Client::connect(srv.addr());
+        let (srv, mut c) = serve_on(&rt, dir.path(), layout);
         assert_eq!(c.cmd(&["HSET", "h", "a", "1", "b", "2", "c", "3"]), R::I(3));
         assert_eq!(c.cmd(&["ZADD", "z", "1", "a", "2", "b"]), R::I(2));
         assert_eq!(c.cmd(&["HSET", "s", "a", "1"]), R::I(1));
