@@ -4,7 +4,7 @@
 //! equal division of an oversized DTable group.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -18,15 +18,7 @@ use crate::table::{TableFile, TableMeta};
 
 use super::dtable::{self, finish_table, AggCopy, SegmentWriter, Tail, EXT, FORMAT_DTABLE};
 use super::version::range_record;
-
-/// Clears the layout's busy flag when the job is dropped (after its edit is installed).
-pub(crate) struct Busy(pub(crate) Arc<AtomicBool>);
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::SeqCst);
-    }
-}
+use super::Reservation;
 
 fn added(level: usize, meta: TableMeta) -> AddedTable {
     AddedTable {
@@ -150,7 +142,9 @@ pub(crate) struct CompactJob {
     pub(crate) limit: u64,
     /// DTables a rewrite of a full target group makes (equal division).
     pub(crate) division_count: usize,
-    pub(crate) _busy: Busy,
+    /// The key ranges of both levels this job reads and writes, held until its edit is
+    /// installed (docs/architecture-lightweight.md, "Concurrent jobs").
+    pub(crate) _claims: Reservation,
 }
 
 /// The most bytes a DTable file may hold: `dtable_max_bytes`, or the band of a host-managed
@@ -721,7 +715,8 @@ pub(crate) struct DivideJob {
     /// No part grows past this (half the size limit): a group far past the limit makes
     /// more than `n` parts.
     pub(crate) cap: u64,
-    pub(crate) _busy: Busy,
+    /// The key range of its level this division rewrites, held until its edit is installed.
+    pub(crate) _claims: Reservation,
 }
 
 impl Job for DivideJob {
