@@ -231,6 +231,28 @@ impl CompactJob {
             .saturating_sub(1)
     }
 
+    /// The target whose routing range holds `user_key`, searching forward from target
+    /// `cursor` (the owner of an earlier key): one or two comparisons per key of a merge
+    /// instead of a binary search (which was a sixth of a compaction's CPU at 10M keys).
+    fn owner_from(&self, cursor: usize, user_key: &[u8]) -> usize {
+        if self
+            .targets
+            .get(cursor)
+            .is_none_or(|(lo, _)| lo.as_slice() > user_key)
+        {
+            return self.owner(user_key);
+        }
+        let mut i = cursor;
+        while self
+            .targets
+            .get(i + 1)
+            .is_some_and(|(lo, _)| lo.as_slice() <= user_key)
+        {
+            i += 1;
+        }
+        i
+    }
+
     /// An upper estimate of the bytes the victims send to each target, from their block
     /// indexes alone: every data block whose keys reach a target's range counts whole for
     /// it, scaled by its segment's bytes per data byte (the filter and index a segment adds).
@@ -449,9 +471,12 @@ impl CompactJob {
                 }
             }
         };
+        // The merge yields user keys in ascending order: the owner moves forward.
+        let mut cursor = 0usize;
         merge_visible(ctx, &mut input, rules, &mut |k| {
             let u = key::user_key(k.ikey);
-            let owner = self.owner(u);
+            cursor = self.owner_from(cursor, u);
+            let owner = cursor;
             let gi = group_of.get(owner).copied().unwrap_or(0);
             if rewrite.get(gi).copied().unwrap_or(false) {
                 let limit = part.get(gi).copied().unwrap_or(new_table_bytes);
