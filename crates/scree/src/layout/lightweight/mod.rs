@@ -105,7 +105,10 @@ impl LwcClaim {
         };
         let a = lv.owner(lo).unwrap_or(0);
         let b = match hi {
-            Some(h) => lv.los.partition_point(|l| l.as_slice() < h).saturating_sub(1),
+            Some(h) => lv
+                .los
+                .partition_point(|l| l.as_slice() < h)
+                .saturating_sub(1),
             None => lv.tables.len().saturating_sub(1),
         }
         .max(a);
@@ -288,7 +291,11 @@ impl Lightweight {
                     .map(|g| {
                         // The victims and the neighbour taking over their range: the left
                         // one, else the right one.
-                        let (first, end) = if g.0 > 0 { (g.0 - 1, g.1) } else { (g.0, g.1 + 1) };
+                        let (first, end) = if g.0 > 0 {
+                            (g.0 - 1, g.1)
+                        } else {
+                            (g.0, g.1 + 1)
+                        };
                         let here = LwcClaim::tables(level, lv, first, end);
                         let below = LwcClaim::below(v, level + 1, &here.lo, here.hi.as_deref());
                         (Some(g), vec![here, below])
@@ -379,22 +386,14 @@ impl Lightweight {
     /// due but blocked keeps its ranges from lesser jobs meanwhile (they would only run
     /// after it): otherwise jobs of level 1 taking turns on two threads could hold level 1
     /// for as long as it is over its budget while level 0 fills up.
-    fn first_free(
-        &self,
-        v: &LwcVersion,
-        ctx: &JobCtx<'_>,
-        due: &[Due],
-    ) -> Option<Box<dyn Job>> {
+    fn first_free(&self, v: &LwcVersion, ctx: &JobCtx<'_>, due: &[Due]) -> Option<Box<dyn Job>> {
         let o = &ctx.opts.lightweight;
         let limit = size_limit(ctx, o.dtable_max_bytes);
         let mut wanted: Vec<LwcClaim> = Vec::new();
         for d in due {
             let cands = self.candidates(v, o, limit, d);
             for (group, claims) in &cands {
-                if claims
-                    .iter()
-                    .any(|c| wanted.iter().any(|w| w.conflicts(c)))
-                {
+                if claims.iter().any(|c| wanted.iter().any(|w| w.conflicts(c))) {
                     continue;
                 }
                 if let Some(r) = self.reserve(ctx, claims.clone()) {

@@ -631,8 +631,14 @@ fn concurrent_jobs_on_disjoint_ranges_keep_the_model_across_reopens() {
     eprintln!("{s:?}");
     assert!(s.concurrent_jobs > 0, "no two jobs ran at once: {s:?}");
     assert!(s.shared_level_jobs > 0, "no two jobs shared a level: {s:?}");
-    assert!(s.stale_repairs > 0, "no stale aggregated copy was met: {s:?}");
-    assert!(s.aggregation_writes > 0 && s.divisions + s.full_rewrites > 0, "{s:?}");
+    assert!(
+        s.stale_repairs > 0,
+        "no stale aggregated copy was met: {s:?}"
+    );
+    assert!(
+        s.aggregation_writes > 0 && s.divisions + s.full_rewrites > 0,
+        "{s:?}"
+    );
     let v = lwc(&ks);
     assert!(lv(&v).deepest() >= 3, "levels: {}", lv(&v).levels.len());
     check_model(&ks, &model, "after the run");
