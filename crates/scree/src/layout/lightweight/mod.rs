@@ -118,6 +118,9 @@ impl LwcClaim {
     }
 }
 
+/// One way to run a due job: the victim group (for a level) and the claims it needs.
+type Candidate = (Option<(usize, usize)>, Vec<LwcClaim>);
+
 /// The smallest key after `k` (an exclusive bound just past it).
 fn after(k: &[u8]) -> Vec<u8> {
     let mut a = k.to_vec();
@@ -236,7 +239,7 @@ impl Lightweight {
         o: &LightweightOptions,
         limit: u64,
         due: &Due,
-    ) -> Vec<(Option<(usize, usize)>, Vec<LwcClaim>)> {
+    ) -> Vec<Candidate> {
         match *due {
             Due::Divide(level, g) => {
                 let Some(lv) = v.level(level) else {
