@@ -595,9 +595,8 @@ fn the_guard_spills_what_a_target_has_no_room_for() {
 /// Jobs on disjoint key ranges run at the same time — two compactions into one level, a
 /// compaction appending to a level while another compacts a different group of it down
 /// (neighbouring levels), divisions beside both — and the keyspace stays the model's:
-/// gets and scans while the jobs run and after, invariants after every round, aggregated
-/// copies that a concurrent append made stale detected and repaired (counted), `scree check`
-/// clean, then a reopen, more writes with the jobs running again, and a second reopen.
+/// gets and scans while the jobs run and after, invariants after every round, stale
+/// aggregated copies detected and repaired (counted), `scree check` clean, then a reopen, more writes with the jobs running again, and a second reopen.
 #[test]
 fn concurrent_jobs_on_disjoint_ranges_keep_the_model_across_reopens() {
     let fs = FaultFs::new(5);
