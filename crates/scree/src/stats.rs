@@ -77,6 +77,8 @@ pub(crate) struct LwcCounters {
     pub(crate) full_rewrites: AtomicU64,
     pub(crate) spills: AtomicU64,
     pub(crate) aggregation_skips: AtomicU64,
+    pub(crate) concurrent_jobs: AtomicU64,
+    pub(crate) shared_level_jobs: AtomicU64,
 }
 
 /// What the `lightweight` layout's jobs did (all keyspaces of the database).
@@ -113,6 +115,15 @@ pub struct LightweightStats {
     /// Aggregation writes skipped because the absorbing DTable had no room for them.
     #[serde(default)]
     pub aggregation_skips: u64,
+    /// Jobs (compactions and divisions) that started while another job of the same keyspace
+    /// ran, on disjoint key ranges of their levels.
+    #[serde(default)]
+    pub concurrent_jobs: u64,
+    /// Of those, jobs holding a range of a level another running job also holds a range of
+    /// (disjoint ones): two jobs into the same level, or one appending to a level while the
+    /// other compacts or divides elsewhere in it.
+    #[serde(default)]
+    pub shared_level_jobs: u64,
 }
 
 /// What one open table file pins outside the caches: counted in [`Stats::open_table_files`]
@@ -278,6 +289,8 @@ impl IoStats {
                 full_rewrites: self.lwc.full_rewrites.load(Relaxed),
                 spills: self.lwc.spills.load(Relaxed),
                 aggregation_skips: self.lwc.aggregation_skips.load(Relaxed),
+                concurrent_jobs: self.lwc.concurrent_jobs.load(Relaxed),
+                shared_level_jobs: self.lwc.shared_level_jobs.load(Relaxed),
             },
             keyspaces: Vec::new(),
         }

@@ -114,6 +114,11 @@ impl<C: Claim, V> Claims<C, V> {
         self.held.is_empty()
     }
 
+    /// Whether a claim some job holds satisfies `f`.
+    pub fn any_held(&self, f: impl Fn(&C) -> bool) -> bool {
+        self.held.iter().any(|(_, c)| f(c))
+    }
+
     /// The claims `job` holds.
     pub fn held_by(&self, job: u64) -> impl Iterator<Item = &C> {
         self.held

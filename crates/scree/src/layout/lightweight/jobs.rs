@@ -4,7 +4,7 @@
 //! equal division of an oversized DTable group.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -18,15 +18,7 @@ use crate::table::{TableFile, TableMeta};
 
 use super::dtable::{self, finish_table, AggCopy, SegmentWriter, Tail, EXT, FORMAT_DTABLE};
 use super::version::range_record;
-
-/// Clears the layout's busy flag when the job is dropped (after its edit is installed).
-pub(crate) struct Busy(pub(crate) Arc<AtomicBool>);
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::SeqCst);
-    }
-}
+use super::Reservation;
 
 fn added(level: usize, meta: TableMeta) -> AddedTable {
     AddedTable {
@@ -150,7 +142,9 @@ pub(crate) struct CompactJob {
     pub(crate) limit: u64,
     /// DTables a rewrite of a full target group makes (equal division).
     pub(crate) division_count: usize,
-    pub(crate) _busy: Busy,
+    /// The key ranges of both levels this job reads and writes, held until its edit is
+    /// installed (docs/architecture-lightweight.md, "Concurrent jobs").
+    pub(crate) _claims: Reservation,
 }
 
 /// The most bytes a DTable file may hold: `dtable_max_bytes`, or the band of a host-managed
@@ -235,6 +229,28 @@ impl CompactJob {
         self.targets
             .partition_point(|(lo, _)| lo.as_slice() <= user_key)
             .saturating_sub(1)
+    }
+
+    /// The target whose routing range holds `user_key`, searching forward from target
+    /// `cursor` (the owner of an earlier key): one or two comparisons per key of a merge
+    /// instead of a binary search (which was a sixth of a compaction's CPU at 10M keys).
+    fn owner_from(&self, cursor: usize, user_key: &[u8]) -> usize {
+        if self
+            .targets
+            .get(cursor)
+            .is_none_or(|(lo, _)| lo.as_slice() > user_key)
+        {
+            return self.owner(user_key);
+        }
+        let mut i = cursor;
+        while self
+            .targets
+            .get(i + 1)
+            .is_some_and(|(lo, _)| lo.as_slice() <= user_key)
+        {
+            i += 1;
+        }
+        i
     }
 
     /// An upper estimate of the bytes the victims send to each target, from their block
@@ -455,9 +471,12 @@ impl CompactJob {
                 }
             }
         };
+        // The merge yields user keys in ascending order: the owner moves forward.
+        let mut cursor = 0usize;
         merge_visible(ctx, &mut input, rules, &mut |k| {
             let u = key::user_key(k.ikey);
-            let owner = self.owner(u);
+            cursor = self.owner_from(cursor, u);
+            let owner = cursor;
             let gi = group_of.get(owner).copied().unwrap_or(0);
             if rewrite.get(gi).copied().unwrap_or(false) {
                 let limit = part.get(gi).copied().unwrap_or(new_table_bytes);
@@ -721,7 +740,8 @@ pub(crate) struct DivideJob {
     /// No part grows past this (half the size limit): a group far past the limit makes
     /// more than `n` parts.
     pub(crate) cap: u64,
-    pub(crate) _busy: Busy,
+    /// The key range of its level this division rewrites, held until its edit is installed.
+    pub(crate) _claims: Reservation,
 }
 
 impl Job for DivideJob {

@@ -6,7 +6,8 @@
 //! neighbour that takes over the victim's range stores the targets' new tails (metadata
 //! aggregation); an overly full target hands part of its range to its next neighbour
 //! (workload balance); a DTable past the band size is divided into n equal ones (equal
-//! division). One job runs at a time per keyspace.
+//! division). Jobs run at the same time when the key ranges they hold on their levels are
+//! disjoint ([`LwcClaim`]).
 //!
 //! `dtable` owns the file format, `version` the version (lookups, scans, the range records),
 //! `jobs` the compaction and division; this module the policy.
@@ -17,13 +18,14 @@ mod jobs;
 mod tests;
 pub mod version;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use crate::error::Result;
+use crate::layout::reserve::{self, Claim, Reservations};
 use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure};
 use crate::manifest::edit::{AddedTable, KsEdit};
 use crate::memtable::Memtable;
@@ -32,18 +34,98 @@ use crate::stats::WriteCause;
 use crate::table::{TableCtx, TableFile};
 
 use dtable::FORMAT_DTABLE;
-use jobs::{size_limit, Busy, CompactJob, DivideJob, NewTable};
-use version::LwcVersion;
+use jobs::{size_limit, CompactJob, DivideJob, NewTable};
+use version::{Level, LwcVersion};
 
 /// The LWC-tree policy of one keyspace.
 #[derive(Default)]
 pub struct Lightweight {
-    busy: Arc<AtomicBool>,
-    /// When a manual compaction last found the busy flag taken: background picks defer to
-    /// it for a moment, so that a stream of background jobs does not starve it.
+    /// The key ranges running jobs hold, per level: jobs whose ranges are disjoint run at
+    /// the same time.
+    claims: Reservations<LwcClaim, LwcVersion>,
+    /// When a manual compaction last found its ranges held: background picks defer to it
+    /// for a moment, so that a stream of background jobs does not starve it.
     manual_waiting: Mutex<Option<Instant>>,
     /// Round-robin victim pointer per level: the routing bound of the last victim group.
     pointers: Mutex<Vec<Vec<u8>>>,
+}
+
+/// A key range `[lo, hi)` of one level (`hi` `None`: to the end of the key space) that a
+/// running job reads or writes: its victims and the neighbour taking over their range, or
+/// the next-level tables it appends to, rewrites, moves a bound of or reads the tail of.
+/// Every change a job makes to its levels (data, routing bounds, aggregated copies) lies in
+/// the ranges it holds, so two jobs holding disjoint ones never see each other's tables
+/// change under them (docs/architecture-lightweight.md, "Concurrent jobs").
+#[derive(Clone)]
+pub(crate) struct LwcClaim {
+    level: usize,
+    lo: Vec<u8>,
+    hi: Option<Vec<u8>>,
+}
+
+impl Claim for LwcClaim {
+    fn conflicts(&self, other: &Self) -> bool {
+        self.level == other.level
+            && other.hi.as_ref().is_none_or(|h| self.lo < *h)
+            && self.hi.as_ref().is_none_or(|h| other.lo < *h)
+    }
+}
+
+/// What a job holds, released when it is dropped (after its edit is installed, under the
+/// engine's pick lock, so the next pick sees the edit).
+pub(crate) type Reservation = reserve::Reservation<LwcClaim, LwcVersion>;
+
+impl LwcClaim {
+    /// All of level `level`.
+    fn whole(level: usize) -> LwcClaim {
+        LwcClaim {
+            level,
+            lo: Vec::new(),
+            hi: None,
+        }
+    }
+
+    /// The tables `first..end` of `lv` (level `level`): from the first's bound to the bound
+    /// after the last.
+    fn tables(level: usize, lv: &Level, first: usize, end: usize) -> LwcClaim {
+        LwcClaim {
+            level,
+            lo: lv.los.get(first).cloned().unwrap_or_default(),
+            hi: lv.los.get(end).cloned(),
+        }
+    }
+
+    /// The tables of level `level` that a compaction of the keys `[lo, hi)` from the level
+    /// above may touch: those whose routing range meets it (targets, and the tables whose
+    /// tails the absorbing neighbour stores), widened to whole groups (a full target is
+    /// rewritten with its group) and one table past the last (balance moves its bound).
+    fn below(v: &LwcVersion, level: usize, lo: &[u8], hi: Option<&[u8]>) -> LwcClaim {
+        let Some(lv) = v.level(level).filter(|lv| !lv.tables.is_empty()) else {
+            return LwcClaim::whole(level);
+        };
+        let a = lv.owner(lo).unwrap_or(0);
+        let b = match hi {
+            Some(h) => lv
+                .los
+                .partition_point(|l| l.as_slice() < h)
+                .saturating_sub(1),
+            None => lv.tables.len().saturating_sub(1),
+        }
+        .max(a);
+        let first = lv.groups.iter().find(|g| g.1 > a).map_or(a, |g| g.0);
+        let end = lv.groups.iter().find(|g| g.1 > b).map_or(b + 1, |g| g.1);
+        LwcClaim::tables(level, lv, first, end + 1)
+    }
+}
+
+/// One way to run a due job: the victim group (for a level) and the claims it needs.
+type Candidate = (Option<(usize, usize)>, Vec<LwcClaim>);
+
+/// The smallest key after `k` (an exclusive bound just past it).
+fn after(k: &[u8]) -> Vec<u8> {
+    let mut a = k.to_vec();
+    a.push(0);
+    a
 }
 
 /// How long background picks defer to a manual compaction that found the busy flag taken
@@ -127,20 +209,115 @@ impl Lightweight {
         out
     }
 
-    fn take(&self) -> Option<Busy> {
-        (!self.busy.swap(true, Ordering::SeqCst)).then(|| Busy(self.busy.clone()))
+    /// Takes `claims` for a new job, or `None` when a running job holds a conflicting range;
+    /// counts a job that starts while another runs, and one that shares a level with it.
+    fn reserve(&self, ctx: &JobCtx<'_>, claims: Vec<LwcClaim>) -> Option<Reservation> {
+        let mut t = self.claims.lock();
+        let others = !t.is_empty();
+        let shared = t.any_held(|h| claims.iter().any(|c| c.level == h.level));
+        let job = t.new_job();
+        if !t.take_all(job, claims) {
+            return None;
+        }
+        drop(t);
+        let c = &ctx.stats.lwc;
+        if others {
+            c.concurrent_jobs.fetch_add(1, Ordering::Relaxed);
+        }
+        if shared {
+            c.shared_level_jobs.fetch_add(1, Ordering::Relaxed);
+        }
+        Some(self.claims.hold(job))
     }
 
-    /// The job for `due`, with the busy flag `busy` taken; `limit` is the DTable size limit
-    /// ([`size_limit`]).
+    /// The ways to run `due`, preferred first: for a level, one per victim group (with the
+    /// claims of the group, the neighbour taking over its range, and the next-level tables
+    /// the compaction may touch); otherwise one.
+    fn candidates(
+        &self,
+        v: &LwcVersion,
+        o: &LightweightOptions,
+        limit: u64,
+        due: &Due,
+    ) -> Vec<Candidate> {
+        match *due {
+            Due::Divide(level, g) => {
+                let Some(lv) = v.level(level) else {
+                    return Vec::new();
+                };
+                // A group first in its level that keeps nothing gives its empty bound to
+                // the table after it.
+                let end = if g.0 == 0 { g.1 + 1 } else { g.1 };
+                vec![(None, vec![LwcClaim::tables(level, lv, g.0, end)])]
+            }
+            Due::L0 => {
+                let lo = v.l0.iter().map(|t| t.meta.smallest_user()).min();
+                let hi = v.l0.iter().map(|t| t.meta.largest_user()).max();
+                let below = match (lo, hi) {
+                    (Some(lo), Some(hi)) => LwcClaim::below(v, 1, lo, Some(&after(hi))),
+                    _ => LwcClaim::whole(1),
+                };
+                vec![(None, vec![LwcClaim::whole(0), below])]
+            }
+            Due::WholeLevel(level) => vec![(
+                None,
+                vec![LwcClaim::whole(level), LwcClaim::whole(level + 1)],
+            )],
+            Due::Level(level) => {
+                let Some(lv) = v.level(level) else {
+                    return Vec::new();
+                };
+                let mut order: Vec<(usize, usize)> = lv.groups.clone();
+                if lv.groups.iter().any(|g| {
+                    lv.tables
+                        .get(g.0..g.1)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|t| oversized(o, t) || nearly_full(limit, t))
+                }) {
+                    // The group holding the most data first, when a table is past the limit
+                    // or near it: compacting it down empties it, where the next arrival
+                    // would have to rewrite it (the limit is never crossed).
+                    order.sort_by_key(|g| std::cmp::Reverse(lv.live_bytes(*g)));
+                } else {
+                    // Round robin over the level's groups.
+                    let ptr = self.pointers.lock().get(level).cloned().unwrap_or_default();
+                    let i = lv
+                        .groups
+                        .iter()
+                        .position(|&(f, _)| lv.los.get(f).is_some_and(|lo| *lo > ptr))
+                        .unwrap_or(0);
+                    order.rotate_left(i);
+                }
+                order
+                    .into_iter()
+                    .map(|g| {
+                        // The victims and the neighbour taking over their range: the left
+                        // one, else the right one.
+                        let (first, end) = if g.0 > 0 {
+                            (g.0 - 1, g.1)
+                        } else {
+                            (g.0, g.1 + 1)
+                        };
+                        let here = LwcClaim::tables(level, lv, first, end);
+                        let below = LwcClaim::below(v, level + 1, &here.lo, here.hi.as_deref());
+                        (Some(g), vec![here, below])
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// The job for `due` (victim group `group` for a level), holding `claims`; `limit` is
+    /// the DTable size limit ([`size_limit`]).
     fn job(
         &self,
         v: &LwcVersion,
         o: &LightweightOptions,
         limit: u64,
         due: &Due,
-        pick_group: Option<(usize, usize)>,
-        busy: Busy,
+        group: Option<(usize, usize)>,
+        claims: Reservation,
     ) -> Option<Box<dyn Job>> {
         match *due {
             Due::Divide(level, g) => {
@@ -158,10 +335,10 @@ impl Lightweight {
                     bottommost,
                     n: o.division_count,
                     cap: limit / 2,
-                    _busy: busy,
+                    _claims: claims,
                 }))
             }
-            Due::L0 => Some(Box::new(compact_job(v, o, limit, 0, v.l0.clone(), busy))),
+            Due::L0 => Some(Box::new(compact_job(v, o, limit, 0, v.l0.clone(), claims))),
             Due::WholeLevel(level) => {
                 let lv = v.level(level)?;
                 Some(Box::new(compact_job(
@@ -170,37 +347,12 @@ impl Lightweight {
                     limit,
                     level,
                     lv.tables.clone(),
-                    busy,
+                    claims,
                 )))
             }
             Due::Level(level) => {
                 let lv = v.level(level)?;
-                let g = match pick_group {
-                    Some(g) => g,
-                    None if lv.groups.iter().any(|g| {
-                        lv.tables
-                            .get(g.0..g.1)
-                            .unwrap_or_default()
-                            .iter()
-                            .any(|t| oversized(o, t) || nearly_full(limit, t))
-                    }) =>
-                    {
-                        // The group holding the most data, when a table is past the limit or
-                        // near it: compacting it down empties it, where the next arrival would
-                        // have to rewrite it (the limit is never crossed).
-                        *lv.groups.iter().max_by_key(|g| lv.live_bytes(**g))?
-                    }
-                    None => {
-                        // Round robin over the level's groups.
-                        let ptr = self.pointers.lock().get(level).cloned().unwrap_or_default();
-                        let i = lv
-                            .groups
-                            .iter()
-                            .position(|&(f, _)| lv.los.get(f).is_some_and(|lo| *lo > ptr))
-                            .unwrap_or(0);
-                        *lv.groups.get(i)?
-                    }
-                };
+                let g = group?;
                 {
                     let mut p = self.pointers.lock();
                     if p.len() <= level {
@@ -227,14 +379,40 @@ impl Lightweight {
                     next_after: lv.tables.get(g.1).cloned(),
                     group_first,
                     absorber,
-                    ..compact_job(v, o, limit, level, victims, busy)
+                    ..compact_job(v, o, limit, level, victims, claims)
                 }))
             }
         }
     }
+
+    /// The first due job whose claims are free. A level-0 compaction or a division that is
+    /// due but blocked keeps its ranges from lesser jobs meanwhile (they would only run
+    /// after it): otherwise jobs of level 1 taking turns on two threads could hold level 1
+    /// for as long as it is over its budget while level 0 fills up.
+    fn first_free(&self, v: &LwcVersion, ctx: &JobCtx<'_>, due: &[Due]) -> Option<Box<dyn Job>> {
+        let o = &ctx.opts.lightweight;
+        let limit = size_limit(ctx, o.dtable_max_bytes);
+        let mut wanted: Vec<LwcClaim> = Vec::new();
+        for d in due {
+            let cands = self.candidates(v, o, limit, d);
+            for (group, claims) in &cands {
+                if claims.iter().any(|c| wanted.iter().any(|w| w.conflicts(c))) {
+                    continue;
+                }
+                if let Some(r) = self.reserve(ctx, claims.clone()) {
+                    return self.job(v, o, limit, d, *group, r);
+                }
+            }
+            if matches!(d, Due::L0 | Due::Divide(..)) {
+                if let Some((_, claims)) = cands.into_iter().next() {
+                    wanted.extend(claims);
+                }
+            }
+        }
+        None
+    }
 }
 
-/// Level `l`'s tables with their routing bounds, in order.
 /// A light-weight compaction of `victims`, the whole of what `level` holds in their range,
 /// into the next level; a compaction of one group sets its neighbour's fields after.
 fn compact_job(
@@ -243,7 +421,7 @@ fn compact_job(
     limit: u64,
     level: usize,
     victims: Vec<Arc<TableFile>>,
-    busy: Busy,
+    claims: Reservation,
 ) -> CompactJob {
     CompactJob {
         level,
@@ -257,7 +435,7 @@ fn compact_job(
         balance_factor: o.balance_factor,
         limit,
         division_count: o.division_count,
-        _busy: busy,
+        _claims: claims,
     }
 }
 
@@ -312,18 +490,16 @@ impl Layout for Lightweight {
 
     fn pick(&self, version: &Arc<dyn LayoutVersion>, ctx: &JobCtx<'_>) -> Option<Box<dyn Job>> {
         let v = Self::v(version)?;
-        let o = &ctx.opts.lightweight;
-        let due = Self::due(v, o);
-        let first = due.first()?;
-        if self
-            .manual_waiting
-            .lock()
-            .is_some_and(|t| t.elapsed() < MANUAL_DEFERRAL)
+        let due = Self::due(v, &ctx.opts.lightweight);
+        if due.is_empty()
+            || self
+                .manual_waiting
+                .lock()
+                .is_some_and(|t| t.elapsed() < MANUAL_DEFERRAL)
         {
             return None;
         }
-        let busy = self.take()?;
-        self.job(v, o, size_limit(ctx, o.dtable_max_bytes), first, None, busy)
+        self.first_free(v, ctx, &due)
     }
 
     fn needs_compaction(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> bool {
@@ -354,7 +530,7 @@ impl Layout for Lightweight {
                         .iter()
                         .any(|t| in_scope(t) && oversized(o, t))
                 })
-                .map(|g| (Due::Divide(i + 1, *g), None))
+                .map(|g| Due::Divide(i + 1, *g))
         });
         // Then level by level from the top, each level holding a table in scope compacted
         // whole into the next in one job, which leaves it empty. Tables made since the call
@@ -366,21 +542,27 @@ impl Layout for Lightweight {
         let step = if divide.is_some() {
             divide
         } else if v.l0.iter().any(in_scope) {
-            Some((Due::L0, None))
+            Some(Due::L0)
         } else {
             (1..deepest)
                 .find(|&l| v.level(l).is_some_and(|lv| lv.tables.iter().any(in_scope)))
-                .map(|l| (Due::WholeLevel(l), None))
+                .map(Due::WholeLevel)
         };
-        let Some((due, g)) = step else {
+        let Some(due) = step else {
             return ManualStep::Done;
         };
-        let Some(busy) = self.take() else {
+        let limit = size_limit(ctx, o.dtable_max_bytes);
+        let claims = self
+            .candidates(v, o, limit, &due)
+            .into_iter()
+            .next()
+            .and_then(|(_, c)| self.reserve(ctx, c));
+        let Some(claims) = claims else {
             *self.manual_waiting.lock() = Some(Instant::now());
             return ManualStep::Wait;
         };
         *self.manual_waiting.lock() = None;
-        match self.job(v, o, size_limit(ctx, o.dtable_max_bytes), &due, g, busy) {
+        match self.job(v, o, limit, &due, None, claims) {
             Some(j) => ManualStep::Run(j),
             None => ManualStep::Wait,
         }
