@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::filter::cuckoo::{split_hash, CuckooParams, KeyHashing, MultiLevelCuckoo, Prior};
-use crate::hint::prefetch;
+use crate::hint::{prefetch, prefetch_lines};
 use crate::layout::reserve::{self, Claim, Reservations};
 use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure};
 use crate::manifest::edit::{AddedTable, KsEdit};
@@ -147,6 +147,8 @@ struct FlushKey<'a> {
 
 /// Keys a flush looks ahead to start loading their memtable records.
 const FLUSH_PREFETCH_AHEAD: usize = 8;
+/// Cache lines a flush prefetches from a key's bytes on: its version record usually follows.
+const FLUSH_PREFETCH_LINES: usize = 3;
 
 /// Sub-levels a level's filter has ids for.
 fn max_ids(o: &crate::options::SemiSortedOptions, stepped: bool) -> usize {
@@ -347,10 +349,13 @@ impl Layout for SemiSorted {
         let mut out = Output::new(ctx, WriteCause::Flush, u64::MAX);
         let mut ikey: Vec<u8> = Vec::new();
         for (i, k) in keys.iter().enumerate() {
+            // The key's record and, when it has one version (most do), its version record
+            // right after it; and its run's start in `entries` (the address alone: loading
+            // the value's address to prefetch it would wait for that miss).
             if let Some(a) = keys.get(i + FLUSH_PREFETCH_AHEAD) {
-                prefetch(a.key);
-                if let Some((_, v)) = entries.get(a.first) {
-                    prefetch(*v);
+                prefetch_lines(a.key, FLUSH_PREFETCH_LINES);
+                if let Some(e) = entries.get(a.first) {
+                    prefetch(e);
                 }
             }
             for &(trailer, val) in entries.iter().skip(k.first).take(k.n) {
