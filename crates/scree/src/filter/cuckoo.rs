@@ -6,7 +6,9 @@
 //!
 //! # The table
 //!
-//! A key's hash `h` (SipHash-1-3 keyed with the database's 16-byte hash key, 64-bit output) gives
+//! A key's hash `h` (SipHash-1-3 keyed with the database's 16-byte hash key, 64-bit output, of
+//! the whole key; or, for the `semisorted` layout's filters, [`split_hash`] of the SipHashes of
+//! its prefix and suffix, which the layout has computed already: [`KeyHashing`]) gives
 //! an `f`-bit fingerprint `fp` (the top `f` bits; 0 is read as 1, because an all-zero slot is
 //! empty) and a home bucket `j = ⌊(h mod 2³²) × m / 2³²⌋` among `m` buckets. The other bucket is
 //! `alt(j) = (H(fp) − j) mod m` with `H(fp)` a fixed mix of the fingerprint scaled to `0..m`:
