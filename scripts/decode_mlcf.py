@@ -116,9 +116,17 @@ class Filter:
         if len(body) < 46:
             raise Corrupt("truncated header")
         version, f, v, b, g, flags = body[0:6]
-        if version != 1:
+        if version not in (1, 2):
             raise Corrupt(f"version {version}")
         (_kicks, m, _budget, check, occupied, n_words) = struct.unpack_from("<IIQQQQ", body, 6)
+        # Version 2: the prefix length of split hashing before the bit array.
+        words_at = 46
+        self.prefix_len = None
+        if version == 2:
+            if len(body) < 50:
+                raise Corrupt("truncated header")
+            (self.prefix_len,) = struct.unpack_from("<I", body, 46)
+            words_at = 50
         if not (4 <= f <= 32 and 1 <= v <= 8 and 1 <= b <= 8) or flags > 1 or m == 0:
             raise Corrupt("parameters out of range")
         if g > f - 2 or (m << g) > (1 << 31):
@@ -131,10 +139,10 @@ class Filter:
         total_slots = (m << g) * b
         if n_words != (total_slots * self.w + 63) // 64:
             raise Corrupt("bit array size")
-        end = 46 + 8 * n_words
+        end = words_at + 8 * n_words
         if end > len(body):
             raise Corrupt("truncated bit array")
-        self.bits = int.from_bytes(body[46:end], "little")
+        self.bits = int.from_bytes(body[words_at:end], "little")
         seen = 0
         for i in range(total_slots):
             c = self.slot(i)
@@ -171,7 +179,12 @@ class Filter:
 
     def find(self, key):
         """The value of the entry of `key`'s class, or None."""
-        h = siphash13(self.hash_key, key)
+        if self.prefix_len is None:
+            h = siphash13(self.hash_key, key)
+        else:
+            ph = siphash13(self.hash_key, key[: self.prefix_len])
+            sh = siphash13(self.hash_key, key[self.prefix_len :])
+            h = mix64(ph ^ mix64(sh))
         fp = h >> (64 - self.f) or 1
         s = fp % (1 << self.g)
         j = ((h & 0xFFFFFFFF) * self.m) >> 32

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use scree::filter::cuckoo::{
-    key_hash, Answer, CuckooFilter, CuckooParams, MultiLevelCuckoo, Prior,
+    key_hash, Answer, CuckooFilter, CuckooParams, KeyHashing, MultiLevelCuckoo, Prior,
 };
 
 const SUB_LEVELS: usize = 8;
@@ -468,15 +468,17 @@ fn open_costs(n: u64, dir: &Path) -> std::io::Result<()> {
 }
 
 /// Writes the fixture `scripts/decode_mlcf.py` checks the format document against: in `dir/a` a
-/// filter that grew, with secondary keys and ambiguous entries; in `dir/b` an overflowed one.
-/// Each directory holds `filter.mlcf`, `hash_key.hex` and `answers.tsv` (hex key, then the
+/// filter that grew, with secondary keys and ambiguous entries; in `dir/b` an overflowed one;
+/// in `dir/c` the first's shape hashing keys as the `semisorted` layout does (split at 4 bytes:
+/// encoding version 2). Each directory holds `filter.mlcf`, `hash_key.hex` and `answers.tsv` (hex key, then the
 /// engine's answer) for the present keys and as many absent ones.
 fn fixture(dir: &Path) -> std::io::Result<()> {
     let cases = [
-        ("a", 8, 4, 500, 3_000, 4_000usize),
-        ("b", 4, 1, 1, 300, 2_000),
+        ("a", 8, 4, 500, 3_000, 4_000usize, KeyHashing::Whole),
+        ("b", 4, 1, 1, 300, 2_000, KeyHashing::Whole),
+        ("c", 8, 4, 500, 3_000, 4_000, KeyHashing::Split(4)),
     ];
-    for (name, f, slots, capacity, keys, budget) in cases {
+    for (name, f, slots, capacity, keys, budget, hashing) in cases {
         let params = CuckooParams {
             fingerprint_bits: f,
             slots_per_bucket: slots,
@@ -484,7 +486,7 @@ fn fixture(dir: &Path) -> std::io::Result<()> {
             secondary_budget_bytes: budget,
             ..CuckooParams::for_level(capacity, SUB_LEVELS as u32)
         };
-        let mut ml = MultiLevelCuckoo::new(HASH_KEY, params).expect("params");
+        let mut ml = MultiLevelCuckoo::with_hashing(HASH_KEY, hashing, params).expect("params");
         for i in 0..keys {
             ml.insert(&key(i), (i % 5) as u8, Prior::Absent)
                 .expect("id");

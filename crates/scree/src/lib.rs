@@ -18,6 +18,7 @@ pub mod inspect;
 
 mod db;
 mod error;
+mod hint;
 mod iterator;
 mod options;
 mod wal_chain;

@@ -6,7 +6,9 @@
 //!
 //! # The table
 //!
-//! A key's hash `h` (SipHash-1-3 keyed with the database's 16-byte hash key, 64-bit output) gives
+//! A key's hash `h` (SipHash-1-3 keyed with the database's 16-byte hash key, 64-bit output, of
+//! the whole key; or, for the `semisorted` layout's filters, [`split_hash`] of the SipHashes of
+//! its prefix and suffix, which the layout has computed already: [`KeyHashing`]) gives
 //! an `f`-bit fingerprint `fp` (the top `f` bits; 0 is read as 1, because an all-zero slot is
 //! empty) and a home bucket `j = ⌊(h mod 2³²) × m / 2³²⌋` among `m` buckets. The other bucket is
 //! `alt(j) = (H(fp) − j) mod m` with `H(fp)` a fixed mix of the fingerprint scaled to `0..m`:
@@ -60,9 +62,12 @@ use siphasher::sip::SipHasher13;
 
 use crate::coding::{self, Reader};
 use crate::error::{Error, Result};
+use crate::hint::prefetch;
 
-/// The encoding version written first by [`MultiLevelCuckoo::encode`].
-pub const FORMAT_VERSION: u8 = 1;
+/// The newest encoding version [`MultiLevelCuckoo::encode`] writes: 2 for a filter of
+/// [`KeyHashing::Split`] (version 1 with the prefix length before the bit array), 1 for
+/// [`KeyHashing::Whole`]; `decode` reads both.
+pub const FORMAT_VERSION: u8 = 2;
 /// Smallest fingerprint width accepted.
 pub const MIN_FINGERPRINT_BITS: u32 = 4;
 /// Largest fingerprint width accepted.
@@ -85,6 +90,51 @@ pub fn key_hash(hash_key: &[u8; 16], key: &[u8]) -> u64 {
     h.write(key);
     h.finish()
 }
+
+/// The hashes of a key's prefix (its first `prefix_len` bytes, all of a shorter key) and of
+/// the rest, each [`key_hash`]: the `semisorted` layout's order, and the inputs of
+/// [`split_hash`].
+pub fn split_hashes(hash_key: &[u8; 16], prefix_len: usize, key: &[u8]) -> (u64, u64) {
+    let (p, s) = key.split_at(prefix_len.min(key.len()));
+    (key_hash(hash_key, p), key_hash(hash_key, s))
+}
+
+/// A key's filter hash from its prefix and suffix hashes ([`split_hashes`]): the `semisorted`
+/// layout has both for every key it orders, so its filters need no third SipHash. Two rounds
+/// of splitmix64's finalizer, so that keys sharing a prefix or a suffix hash get independent
+/// fingerprints and buckets (`ph ^ sh` alone would give every key whose prefix and suffix are
+/// the same bytes the hash 0).
+pub fn split_hash(ph: u64, sh: u64) -> u64 {
+    mix64(ph ^ mix64(sh))
+}
+
+/// How a filter turns a key into its 64-bit hash `h`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyHashing {
+    /// [`key_hash`] of the whole key (encoding version 1).
+    Whole,
+    /// [`split_hash`] of [`split_hashes`] at this prefix length (encoding version 2): the
+    /// `semisorted` layout's filters.
+    Split(u32),
+}
+
+impl KeyHashing {
+    /// The hash of `key` under `hash_key`.
+    pub fn hash(self, hash_key: &[u8; 16], key: &[u8]) -> u64 {
+        match self {
+            KeyHashing::Whole => key_hash(hash_key, key),
+            KeyHashing::Split(n) => {
+                let (ph, sh) = split_hashes(hash_key, n as usize, key);
+                split_hash(ph, sh)
+            }
+        }
+    }
+}
+
+/// Entries [`MultiLevelCuckoo::insert_all`] looks ahead to start loading their buckets: enough
+/// to cover a memory miss at the rate inserts run, few enough that the lines are still cached
+/// when the insert comes.
+const PREFETCH_AHEAD: usize = 8;
 
 /// What a [`MultiLevelCuckoo`] says about a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -313,6 +363,18 @@ impl Table {
     }
     fn content(&self, fp: u32, val: u64) -> u64 {
         u64::from(fp) | (val << self.fp_bits)
+    }
+
+    /// Starts loading both buckets of a key of hash `h` (see [`prefetch`]).
+    fn prefetch(&self, h: u64) {
+        let p = self.pos(h);
+        let w = self.slot_bits() as usize;
+        for j in [p.j, self.alt(p.j, p.fp)] {
+            let bit = self.bucket_start(p.seg, j) * w;
+            if let Some(word) = self.words.get(bit / 64) {
+                prefetch(word);
+            }
+        }
     }
 
     /// The slot holding an entry of `p`'s class (the home bucket is searched first).
@@ -647,6 +709,7 @@ pub struct CuckooStats {
 #[derive(Clone, Debug)]
 pub struct MultiLevelCuckoo {
     hash_key: [u8; 16],
+    hashing: KeyHashing,
     params: CuckooParams,
     table: Table,
     secondary: Secondary,
@@ -655,8 +718,17 @@ pub struct MultiLevelCuckoo {
 }
 
 impl MultiLevelCuckoo {
-    /// An empty filter hashing keys with `hash_key` (random per database).
+    /// An empty filter hashing whole keys with `hash_key` (random per database).
     pub fn new(hash_key: [u8; 16], params: CuckooParams) -> Result<MultiLevelCuckoo> {
+        Self::with_hashing(hash_key, KeyHashing::Whole, params)
+    }
+
+    /// An empty filter hashing keys as `hashing` says, with `hash_key`.
+    pub fn with_hashing(
+        hash_key: [u8; 16],
+        hashing: KeyHashing,
+        params: CuckooParams,
+    ) -> Result<MultiLevelCuckoo> {
         params.validate(true)?;
         let base = buckets_for(params.capacity, params.slots_per_bucket, params.max_load);
         let table = Table::new(
@@ -669,6 +741,7 @@ impl MultiLevelCuckoo {
         Ok(MultiLevelCuckoo {
             rng: key_hash(&hash_key, b"multi-level cuckoo kicks"),
             hash_key,
+            hashing,
             params,
             table,
             secondary: Secondary::default(),
@@ -704,14 +777,25 @@ impl MultiLevelCuckoo {
         (1u64 << self.table.val_bits) - 1
     }
 
+    /// How the filter hashes keys.
+    pub fn hashing(&self) -> KeyHashing {
+        self.hashing
+    }
+
+    /// The hash of `key` the filter files it under ([`KeyHashing::hash`] with its hash key).
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        self.hashing.hash(&self.hash_key, key)
+    }
+
     /// Algorithm 1: the newest sub-level that may hold `key`.
     pub fn lookup(&self, key: &[u8]) -> Answer {
-        self.lookup_hashed(key_hash(&self.hash_key, key), key)
+        self.lookup_hashed(self.hash(key), key)
     }
 
     /// [`lookup`](Self::lookup) with the key's hash already computed (`hash` must be
-    /// [`key_hash`] of `key` under this filter's hash key): the filters of several stepped
-    /// levels of one database share one hash per lookup.
+    /// [`hash`](Self::hash) of `key`): the filters of several stepped levels of one database
+    /// share one hash per lookup, and the `semisorted` layout derives it from the hashes it
+    /// orders the key by.
     pub fn lookup_hashed(&self, hash: u64, key: &[u8]) -> Answer {
         let p = self.table.pos(hash);
         if self.overflowed {
@@ -741,13 +825,38 @@ impl MultiLevelCuckoo {
     /// the level before this insert; it must be true at the time of the call (a read made
     /// before a compaction moved keys out of the level is stale: pass [`Prior::Unknown`]).
     pub fn insert(&mut self, key: &[u8], sub_level: u8, prior: Prior) -> Result<()> {
+        self.insert_hashed(self.hash(key), key, sub_level, prior)
+    }
+
+    /// [`insert`](Self::insert) of every `(hash, key)` of `items` (each hash
+    /// [`hash`](Self::hash) of its key, each key once) with the same sub-level and prior, in
+    /// order. The same result as one insert after the other, faster: each insert's buckets
+    /// are a cache miss into a table of megabytes, and these are started
+    /// [`PREFETCH_AHEAD`] keys early.
+    pub fn insert_all(
+        &mut self,
+        items: &[(u64, &[u8])],
+        sub_level: u8,
+        prior: Prior,
+    ) -> Result<()> {
+        for (i, &(h, key)) in items.iter().enumerate() {
+            if let Some(&(ahead, _)) = items.get(i + PREFETCH_AHEAD) {
+                self.table.prefetch(ahead);
+            }
+            self.insert_hashed(h, key, sub_level, prior)?;
+        }
+        Ok(())
+    }
+
+    /// [`insert`](Self::insert) with the key's hash already computed (`h` must be
+    /// [`hash`](Self::hash) of `key`).
+    pub fn insert_hashed(&mut self, h: u64, key: &[u8], sub_level: u8, prior: Prior) -> Result<()> {
         if sub_level >= self.id_capacity() {
             return Err(Error::InvalidArgument(format!(
                 "sub-level id {sub_level} out of range 0..{}",
                 self.id_capacity()
             )));
         }
-        let h = key_hash(&self.hash_key, key);
         let p = self.table.pos(h);
         let class = self.table.class(p);
         // A key in the secondary table is answered from there: update it.
@@ -809,9 +918,7 @@ impl MultiLevelCuckoo {
         let old = std::mem::take(&mut self.secondary.table);
         let mut table = HashTable::with_capacity(old.len());
         for mut e in old {
-            let p = self
-                .table
-                .pos(key_hash(&self.hash_key, e.key(&self.secondary.arena)));
+            let p = self.table.pos(self.hash(e.key(&self.secondary.arena)));
             e.class = self.table.class(p);
             table.insert_unique(class_hash(e.class), e, |e| class_hash(e.class));
         }
@@ -821,7 +928,7 @@ impl MultiLevelCuckoo {
     /// `key` left the level (every version of it was moved out or dropped): its entry goes.
     /// The key must have been present in the level.
     pub fn remove(&mut self, key: &[u8]) {
-        let p = self.table.pos(key_hash(&self.hash_key, key));
+        let p = self.table.pos(self.hash(key));
         let class = self.table.class(p);
         if !self.secondary.is_empty() && self.secondary.remove(class, key) {
             // The class entry belongs to another key (or to nobody): it stays.
@@ -960,7 +1067,7 @@ impl MultiLevelCuckoo {
             // same one first.
             let lo = j.min(t.alt(j, fp));
             if t.find(Pos { fp, seg, j: lo }) != Some(idx) {
-                let at = offset + slot_offset(idx, t.slot_bits()) as u64;
+                let at = offset + slot_offset(words_at(self.hashing), idx, t.slot_bits()) as u64;
                 return Err(Error::corruption(
                     file,
                     at,
@@ -976,7 +1083,10 @@ impl MultiLevelCuckoo {
     pub fn encode(&self) -> Vec<u8> {
         let t = &self.table;
         let mut out = Vec::with_capacity(64 + t.words.len() * 8 + self.secondary.arena.len() * 2);
-        out.push(FORMAT_VERSION);
+        out.push(match self.hashing {
+            KeyHashing::Whole => 1,
+            KeyHashing::Split(_) => 2,
+        });
         out.push(t.fp_bits as u8);
         out.push(t.val_bits as u8);
         out.push(t.slots as u8);
@@ -988,6 +1098,9 @@ impl MultiLevelCuckoo {
         coding::put_u64(&mut out, hash_key_check(&self.hash_key));
         coding::put_u64(&mut out, t.occupied as u64);
         coding::put_u64(&mut out, t.words.len() as u64);
+        if let KeyHashing::Split(n) = self.hashing {
+            coding::put_u32(&mut out, n);
+        }
         for w in &t.words {
             coding::put_u64(&mut out, *w);
         }
@@ -1039,9 +1152,9 @@ impl MultiLevelCuckoo {
         let mut r = Reader::new(body);
         let short = |r: &Reader| bad(r.pos(), "truncated");
         let version = r.u8().ok_or_else(|| short(&r))?;
-        if version != FORMAT_VERSION {
+        if !(1..=FORMAT_VERSION).contains(&version) {
             return Err(Error::Unsupported(format!(
-                "multi-level cuckoo filter version {version} in {} (this build reads {FORMAT_VERSION})",
+                "multi-level cuckoo filter version {version} in {} (this build reads 1 to {FORMAT_VERSION})",
                 file.display()
             )));
         }
@@ -1056,6 +1169,11 @@ impl MultiLevelCuckoo {
         let check = r.u64().ok_or_else(|| short(&r))?;
         let occupied = r.u64().ok_or_else(|| short(&r))?;
         let n_words = r.u64().ok_or_else(|| short(&r))?;
+        let hashing = if version == 1 {
+            KeyHashing::Whole
+        } else {
+            KeyHashing::Split(r.u32().ok_or_else(|| short(&r))?)
+        };
         if !(MIN_FINGERPRINT_BITS..=MAX_FINGERPRINT_BITS).contains(&fp_bits)
             || !(1..=MAX_ID_BITS).contains(&id_bits)
             || !(1..=MAX_SLOTS_PER_BUCKET).contains(&slots)
@@ -1070,7 +1188,7 @@ impl MultiLevelCuckoo {
             return Err(bad(22, "built with a different hash key"));
         }
         let words_at = r.pos();
-        debug_assert_eq!(words_at, WORDS_AT);
+        debug_assert_eq!(words_at, self::words_at(hashing));
         let total_bits = (u64::from(base) << growth) * u64::from(slots * (fp_bits + id_bits));
         if n_words != total_bits.div_ceil(64) {
             return Err(bad(38, "bit array size does not match the table's shape"));
@@ -1082,7 +1200,7 @@ impl MultiLevelCuckoo {
         for w in table.words.iter_mut() {
             *w = r.u64().ok_or_else(|| short(&r))?;
         }
-        let slot_at = |idx: usize| slot_offset(idx, fp_bits + id_bits);
+        let slot_at = |idx: usize| slot_offset(words_at, idx, fp_bits + id_bits);
         // Every entry in the segment its fingerprint names (one pass in memory order; the
         // class check, which reads at random, is `verify`'s).
         let mut seen = 0u64;
@@ -1114,6 +1232,7 @@ impl MultiLevelCuckoo {
         let mut f = MultiLevelCuckoo {
             rng: key_hash(&hash_key, b"multi-level cuckoo kicks"),
             hash_key,
+            hashing,
             params,
             table,
             secondary: Secondary::default(),
@@ -1140,7 +1259,7 @@ impl MultiLevelCuckoo {
                 return Err(bad(at, "secondary key too long"));
             }
             prev = Some(key);
-            let p = f.table.pos(key_hash(&f.hash_key, key));
+            let p = f.table.pos(f.hash(key));
             if !f.overflowed && f.table.find(p).is_none() {
                 return Err(bad(at, "secondary key without a primary entry"));
             }
@@ -1155,12 +1274,18 @@ impl MultiLevelCuckoo {
 }
 
 /// Offset in the encoding of the byte holding the start of slot `idx`.
-fn slot_offset(idx: usize, slot_bits: u32) -> usize {
-    WORDS_AT + idx * slot_bits as usize / 8
+fn slot_offset(words_at: usize, idx: usize, slot_bits: u32) -> usize {
+    words_at + idx * slot_bits as usize / 8
 }
 
-/// Offset of the primary bit array in the encoding.
-const WORDS_AT: usize = 46;
+/// Offset of the primary bit array in the encoding of a filter hashing keys as `hashing` says
+/// (version 2 has the prefix length before it).
+fn words_at(hashing: KeyHashing) -> usize {
+    match hashing {
+        KeyHashing::Whole => 46,
+        KeyHashing::Split(_) => 50,
+    }
+}
 
 /// A value derived from the hash key, stored to refuse a filter decoded with another key.
 fn hash_key_check(hash_key: &[u8; 16]) -> u64 {
@@ -1428,7 +1553,11 @@ mod tests {
     }
 
     fn sample_filter() -> MultiLevelCuckoo {
-        let mut f = MultiLevelCuckoo::new(HASH_KEY, params(6, 200, 600)).unwrap();
+        sample_filter_with(KeyHashing::Whole)
+    }
+
+    fn sample_filter_with(hashing: KeyHashing) -> MultiLevelCuckoo {
+        let mut f = MultiLevelCuckoo::with_hashing(HASH_KEY, hashing, params(6, 200, 600)).unwrap();
         for i in 0..200 {
             f.insert(&k(i), (i % 5) as u8, Prior::Absent).unwrap();
         }
@@ -1470,6 +1599,100 @@ mod tests {
 
     fn is_corruption(r: Result<MultiLevelCuckoo>) -> bool {
         matches!(r, Err(Error::Corruption { .. }))
+    }
+
+    #[test]
+    fn split_hashing_round_trips_as_version_2() {
+        let f = sample_filter_with(KeyHashing::Split(4));
+        let bytes = f.encode();
+        assert_eq!(bytes[0], 2);
+        assert_eq!(
+            sample_filter().encode()[0],
+            1,
+            "whole-key filters stay version 1"
+        );
+        let g = decode(&bytes).unwrap();
+        assert_eq!(g.hashing(), KeyHashing::Split(4));
+        assert_eq!(g.encode(), bytes);
+        for i in 0..1_000 {
+            let key = k(i);
+            assert_eq!(f.lookup(&key), g.lookup(&key));
+            let (ph, sh) = split_hashes(&HASH_KEY, 4, &key);
+            assert_eq!(g.hash(&key), split_hash(ph, sh));
+            assert_eq!(g.lookup_hashed(split_hash(ph, sh), &key), g.lookup(&key));
+        }
+        assert_no_false_negatives(&g);
+        assert!(g.verify(Path::new("v"), 0).is_ok());
+        for i in 0..bytes.len() {
+            for mask in [0x01u8, 0x80] {
+                let mut b = bytes.clone();
+                b[i] ^= mask;
+                assert!(is_corruption(decode(&b)), "byte {i} ^ {mask:#x}");
+            }
+        }
+        for len in 0..bytes.len() {
+            assert!(is_corruption(decode(&bytes[..len])), "truncated to {len}");
+        }
+    }
+
+    #[test]
+    fn split_hashes_are_the_parts_hashes_and_the_whole_short_key() {
+        let (ph, sh) = split_hashes(&HASH_KEY, 3, b"abcdef");
+        assert_eq!(
+            (ph, sh),
+            (key_hash(&HASH_KEY, b"abc"), key_hash(&HASH_KEY, b"def"))
+        );
+        let (ph, sh) = split_hashes(&HASH_KEY, 8, b"abc");
+        assert_eq!(
+            (ph, sh),
+            (key_hash(&HASH_KEY, b"abc"), key_hash(&HASH_KEY, b""))
+        );
+        // A key whose prefix and suffix are the same bytes, and a swapped key, differ.
+        let same = split_hashes(&HASH_KEY, 2, b"xyxy");
+        let (a, b) = (
+            split_hashes(&HASH_KEY, 2, b"xyzw"),
+            split_hashes(&HASH_KEY, 2, b"zwxy"),
+        );
+        assert_ne!(split_hash(same.0, same.1), 0);
+        assert_ne!(split_hash(a.0, a.1), split_hash(b.0, b.1));
+    }
+
+    #[test]
+    fn insert_all_matches_one_by_one_inserts() {
+        for hashing in [KeyHashing::Whole, KeyHashing::Split(5)] {
+            // Small enough to grow, narrow enough to conflict and use the secondary table.
+            let p = params(8, 2_000, 4096);
+            let mut one = MultiLevelCuckoo::with_hashing(HASH_KEY, hashing, p.clone()).unwrap();
+            let mut all = MultiLevelCuckoo::with_hashing(HASH_KEY, hashing, p).unwrap();
+            for (id, range) in [(0u8, 0..3_000u64), (1, 2_000..6_000), (2, 0..500)] {
+                let keys: Vec<Vec<u8>> = range.map(k).collect();
+                let items: Vec<(u64, &[u8])> = keys
+                    .iter()
+                    .map(|key| (all.hash(key), key.as_slice()))
+                    .collect();
+                for key in &keys {
+                    one.insert(key, id, Prior::Unknown).unwrap();
+                }
+                all.insert_all(&items, id, Prior::Unknown).unwrap();
+                assert_eq!(one.encode(), all.encode(), "{hashing:?} id {id}");
+            }
+            let s = all.stats();
+            assert!(s.growths > 0 && s.secondary_entries > 0, "{s:?}");
+            for i in 0..6_000 {
+                let want = if i < 500 {
+                    2
+                } else if i >= 2_000 {
+                    1
+                } else {
+                    0
+                };
+                let got = all.lookup(&k(i));
+                assert!(
+                    got == Answer::SubLevel(want) || got == Answer::ProbeAll,
+                    "{i}: {got:?}"
+                );
+            }
+        }
     }
 
     #[test]
@@ -1531,9 +1754,9 @@ mod tests {
         }
         // The structural checks catch the damage in the header and the secondary table.
         assert!(refused > 0);
-        let mut v2 = body.to_vec();
-        v2[0] = 2;
-        assert!(matches!(decode(&with_crc(v2)), Err(Error::Unsupported(_))));
+        let mut v3 = body.to_vec();
+        v3[0] = 3;
+        assert!(matches!(decode(&with_crc(v3)), Err(Error::Unsupported(_))));
     }
 
     #[test]
@@ -1745,12 +1968,26 @@ mod tests {
         m.subs.insert(0, merged);
     }
 
-    fn run(params: CuckooParams, ops: Vec<Op>) -> std::result::Result<(), TestCaseError> {
+    fn arb_hashing() -> impl Strategy<Value = KeyHashing> {
+        // Keys are `user{n}`: a prefix of 4 puts them all in one group, 5 in groups of ten.
+        prop_oneof![
+            Just(KeyHashing::Whole),
+            (0u32..=6).prop_map(KeyHashing::Split),
+            Just(KeyHashing::Split(100)),
+        ]
+    }
+
+    fn run(
+        params: CuckooParams,
+        hashing: KeyHashing,
+        batched: bool,
+        ops: Vec<Op>,
+    ) -> std::result::Result<(), TestCaseError> {
         let exact_expected = params.secondary_budget_bytes == usize::MAX
             && !ops
                 .iter()
                 .any(|o| matches!(o, Op::Write { blind: true, .. }));
-        let mut f = MultiLevelCuckoo::new(HASH_KEY, params.clone()).unwrap();
+        let mut f = MultiLevelCuckoo::with_hashing(HASH_KEY, hashing, params.clone()).unwrap();
         let cap = usize::from(f.id_capacity());
         let mut m = Model::default();
         for op in ops {
@@ -1772,6 +2009,8 @@ mod tests {
                         merge_oldest(&mut f, &mut m, 2);
                     }
                     let id = m.subs.len() as u8;
+                    // Batched: the keys of one prior together, through `insert_all`.
+                    let mut batches: Vec<(Prior, Vec<Vec<u8>>)> = Vec::new();
                     for (&key, &kind) in &m.memtable {
                         let prior = match (kind, m.newest(key)) {
                             (Kind::Blind, _) => Prior::Unknown,
@@ -1781,7 +2020,20 @@ mod tests {
                         if kind == Kind::IfAbsent {
                             prop_assert_eq!(prior, Prior::Absent);
                         }
-                        f.insert(&key_of(key), id, prior).unwrap();
+                        if !batched {
+                            f.insert(&key_of(key), id, prior).unwrap();
+                        } else if let Some(b) = batches.iter_mut().find(|b| b.0 == prior) {
+                            b.1.push(key_of(key));
+                        } else {
+                            batches.push((prior, vec![key_of(key)]));
+                        }
+                    }
+                    for (prior, keys) in batches {
+                        let items: Vec<(u64, &[u8])> = keys
+                            .iter()
+                            .map(|key| (f.hash(key), key.as_slice()))
+                            .collect();
+                        f.insert_all(&items, id, prior).unwrap();
                     }
                     m.subs
                         .push(std::mem::take(&mut m.memtable).into_keys().collect());
@@ -1821,8 +2073,10 @@ mod tests {
                         .into_iter()
                         .filter_map(|key| Some((key_of(key), m.newest(key)?)))
                         .collect();
-                    let it = keys.iter().map(|(key, id)| (key.as_slice(), *id));
-                    f = MultiLevelCuckoo::build(HASH_KEY, params.clone(), it).unwrap();
+                    f = MultiLevelCuckoo::with_hashing(HASH_KEY, hashing, params.clone()).unwrap();
+                    for (key, id) in &keys {
+                        f.insert(key, *id, Prior::Absent).unwrap();
+                    }
                 }
             }
             for key in 0..KEYS {
@@ -1853,9 +2107,11 @@ mod tests {
         #[test]
         fn never_a_false_negative_nor_an_older_sub_level(
             params in arb_params(),
+            hashing in arb_hashing(),
+            batched in any::<bool>(),
             ops in prop::collection::vec(op(), 1..250),
         ) {
-            run(params, ops)?;
+            run(params, hashing, batched, ops)?;
         }
     }
 }

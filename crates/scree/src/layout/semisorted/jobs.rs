@@ -12,7 +12,7 @@ use super::version::{reader_of, OpenSemi, PendingFilter, Shared, Sub};
 use super::{filter_with, Reservation};
 use crate::compaction_filter::{decide, Filtered};
 use crate::error::{Error, Result};
-use crate::filter::cuckoo::MultiLevelCuckoo;
+use crate::filter::cuckoo::{key_hash, split_hash, MultiLevelCuckoo, Prior};
 use crate::key::{self, ValueKind};
 use crate::layout::{Job, JobCtx};
 use crate::manifest::edit::{AddedTable, KsEdit};
@@ -113,6 +113,9 @@ struct Cursor {
     pos: usize,
     /// Hashes of the current entry.
     h: (u64, u64),
+    /// The prefix whose hash is `h.0`: a sub-level holds a group's keys together, so the next
+    /// entry's prefix hash is mostly this one, found by a compare instead of a SipHash.
+    prefix: Vec<u8>,
 }
 
 impl Cursor {
@@ -142,7 +145,19 @@ impl Cursor {
             self.block = 0;
         }
         if let Some(e) = self.entries.get(self.pos) {
-            self.h = hashes(&shared.hash_key, shared.prefix_len, key::user_key(&e.ikey));
+            let uk = key::user_key(&e.ikey);
+            let (p, s) = uk.split_at(shared.prefix_len.min(uk.len()));
+            if p != self.prefix.as_slice() || self.prefix.is_empty() {
+                self.h.0 = key_hash(&shared.hash_key, p);
+                self.prefix.clear();
+                self.prefix.extend_from_slice(p);
+            }
+            self.h.1 = key_hash(&shared.hash_key, s);
+            debug_assert_eq!(
+                self.h,
+                hashes(&shared.hash_key, shared.prefix_len, uk),
+                "a reused prefix hash is the prefix's"
+            );
         }
         Ok(())
     }
@@ -202,6 +217,7 @@ impl<'s> Merged<'s> {
                 entries: Vec::new(),
                 pos: 0,
                 h: (0, 0),
+                prefix: Vec::new(),
             };
             // Starts before the first entry: `advance` loads it.
             c.pos = 0;
@@ -260,15 +276,17 @@ impl Job for MergeJob {
         let snap = ctx.smallest_snapshot;
         let mut last: Option<Vec<u8>> = None;
         let mut last_seq = u64::MAX;
-        // Distinct user keys written, for the next level's filter.
+        // Distinct user keys written, with their filter hashes, for the next level's filter.
         let mut keys: Vec<u8> = Vec::new();
-        let mut ends: Vec<usize> = Vec::new();
+        let mut ends: Vec<(usize, u64)> = Vec::new();
         let want_keys = self.base.is_some() && self.src != self.dst;
         merged.for_each(|(ph, sh), e, _| {
             let p = key::parse(&e.ikey);
             let same = last.as_deref() == Some(p.user_key);
             if !same {
-                last = Some(p.user_key.to_vec());
+                let l = last.get_or_insert_with(Vec::new);
+                l.clear();
+                l.extend_from_slice(p.user_key);
                 last_seq = u64::MAX;
             }
             // A newer version every snapshot sees hides this one; a tombstone every snapshot
@@ -290,7 +308,7 @@ impl Job for MergeJob {
             // its first version is.
             if want_keys && !same {
                 keys.extend_from_slice(p.user_key);
-                ends.push(keys.len());
+                ends.push((keys.len(), split_hash(ph, sh)));
             }
             if filtered == Filtered::Tombstone {
                 let tomb = key::make_ikey(p.user_key, p.seq, ValueKind::Delete);
@@ -307,21 +325,17 @@ impl Job for MergeJob {
             .collect();
         if let Some(slot) = metas.first().map(|m| m.file_no) {
             if let (true, Some((slots, f))) = (want_keys, &self.base) {
-                let filter = filter_with(
-                    ctx,
-                    f.as_deref(),
-                    ends.len(),
-                    self.stepped,
-                    slots.len(),
-                    &mut |ins| {
-                        let mut start = 0;
-                        for &end in &ends {
-                            ins(keys.get(start..end).unwrap_or_default())?;
-                            start = end;
-                        }
-                        Ok(())
-                    },
-                );
+                let mut start = 0;
+                let items: Vec<(u64, &[u8])> = ends
+                    .iter()
+                    .map(|&(end, h)| {
+                        let k = keys.get(start..end).unwrap_or_default();
+                        start = end;
+                        (h, k)
+                    })
+                    .collect();
+                let pl = self.shared.prefix_len;
+                let filter = filter_with(ctx, pl, f.as_deref(), self.stepped, slots.len(), &items);
                 if let Ok(filter) = filter {
                     self.shared.pending.lock().insert(
                         slot,
@@ -366,22 +380,26 @@ impl Job for RebuildJob {
         let n = self.subs.len();
         let keys: u64 = self.subs.iter().map(|s| s.entries()).sum();
         let stepped = self.shared.plan_of(self.level).stepped;
-        let mut f = MultiLevelCuckoo::new(
-            ctx.hash_key,
+        let mut f = super::new_filter(
+            ctx,
+            self.shared.prefix_len,
             super::filter_params(ctx.opts, keys as usize, stepped),
         )?;
-        let mut last: Option<Vec<u8>> = None;
+        let mut last: Vec<u8> = Vec::new();
+        let mut first = true;
         // The first version of a key in the merged scan is its newest: its sub-level's id.
         let scan = Merged::new(&self.subs, &self.shared).and_then(|m| {
-            m.for_each(|_, e, rank| {
+            m.for_each(|(ph, sh), e, rank| {
                 let uk = key::user_key(&e.ikey);
-                if last.as_deref() == Some(uk) {
+                if !first && last.as_slice() == uk {
                     return Ok(());
                 }
-                last = Some(uk.to_vec());
+                first = false;
+                last.clear();
+                last.extend_from_slice(uk);
                 match u8::try_from(n - 1 - rank) {
                     Ok(id) if id < f.id_capacity() => {
-                        f.insert(uk, id, crate::filter::cuckoo::Prior::Absent)
+                        f.insert_hashed(split_hash(ph, sh), uk, id, Prior::Absent)
                     }
                     _ => Err(Error::InvalidArgument(format!(
                         "level {} has {n} sub-levels, more than its filter has ids",

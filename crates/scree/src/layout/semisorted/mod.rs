@@ -19,7 +19,8 @@ pub mod version;
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
-use crate::filter::cuckoo::{CuckooParams, MultiLevelCuckoo, Prior};
+use crate::filter::cuckoo::{split_hash, CuckooParams, KeyHashing, MultiLevelCuckoo, Prior};
+use crate::hint::{prefetch, prefetch_lines};
 use crate::layout::reserve::{self, Claim, Reservations};
 use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure};
 use crate::manifest::edit::{AddedTable, KsEdit};
@@ -134,8 +135,20 @@ impl SemiSorted {
     }
 }
 
-/// Adds keys to a filter under construction: called with the insert function.
-type KeySource<'a> = &'a mut dyn FnMut(&mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()>;
+/// A distinct key of a memtable being flushed: its hashes, its bytes, and where its versions
+/// are (`entries[first..first + n]`, newest first).
+struct FlushKey<'a> {
+    ph: u64,
+    sh: u64,
+    key: &'a [u8],
+    first: usize,
+    n: usize,
+}
+
+/// Keys a flush looks ahead to start loading their memtable records.
+const FLUSH_PREFETCH_AHEAD: usize = 8;
+/// Cache lines a flush prefetches from a key's bytes on: its version record usually follows.
+const FLUSH_PREFETCH_LINES: usize = 3;
 
 /// Sub-levels a level's filter has ids for.
 fn max_ids(o: &crate::options::SemiSortedOptions, stepped: bool) -> usize {
@@ -162,33 +175,47 @@ pub(crate) fn filter_params(
     p
 }
 
+/// An empty level filter for keys of `prefix_len`-byte prefixes: it hashes a key as
+/// [`split_hash`] of the two hashes the layout orders it by, which flushes, merges and lookups
+/// have computed already.
+pub(crate) fn new_filter(
+    ctx: &JobCtx<'_>,
+    prefix_len: usize,
+    params: CuckooParams,
+) -> Result<MultiLevelCuckoo> {
+    let n = u32::try_from(prefix_len)
+        .map_err(|_| Error::InvalidArgument("semisorted: prefix length over 2^32".into()))?;
+    MultiLevelCuckoo::with_hashing(ctx.hash_key, KeyHashing::Split(n), params)
+}
+
 /// A new filter of `base` (a clone, or an empty one for a level of `stepped` structure sized
-/// for `r` times `keys` — `keys` for an LSM level, whose filter is made anew at each merge),
-/// the keys `add` yields inserted as the newest sub-level.
+/// for `r` times the keys — the keys for an LSM level, whose filter is made anew at each
+/// merge), `keys` (each `(split_hash, user key)`, distinct) inserted as the newest sub-level.
 pub(crate) fn filter_with(
     ctx: &JobCtx<'_>,
+    prefix_len: usize,
     base: Option<&MultiLevelCuckoo>,
-    keys: usize,
     stepped: bool,
     base_len: usize,
-    add: KeySource<'_>,
+    keys: &[(u64, &[u8])],
 ) -> Result<MultiLevelCuckoo> {
     let mut f = match base {
         Some(f) => f.clone(),
         None => {
+            let n = keys.len();
             let cap = if stepped {
-                keys * ctx.opts.semisorted.sub_levels
+                n * ctx.opts.semisorted.sub_levels
             } else {
-                keys + keys / 8
+                n + n / 8
             };
-            MultiLevelCuckoo::new(ctx.hash_key, filter_params(ctx.opts, cap, stepped))?
+            new_filter(ctx, prefix_len, filter_params(ctx.opts, cap, stepped))?
         }
     };
     let id = u8::try_from(base_len)
         .ok()
         .filter(|id| *id < f.id_capacity())
         .ok_or_else(|| Error::InvalidArgument("semisorted: no filter id left".into()))?;
-    add(&mut |k| f.insert(k, id, Prior::Unknown))?;
+    f.insert_all(keys, id, Prior::Unknown)?;
     Ok(f)
 }
 
@@ -294,38 +321,48 @@ impl Layout for SemiSorted {
         // memtable being flushed), and its distinct user keys — each a run of versions,
         // newest first, as the memtable visits them — sorted in the layout's order.
         let view = mem.flush_view();
-        let mut entries: Vec<(&[u8], u64, &[u8])> = Vec::with_capacity(mem.len());
-        let mut keys: Vec<(u64, u64, usize, usize)> = Vec::new();
+        // Each version as (trailer, value); each distinct key with its hashes, its bytes
+        // and its versions' run in `entries` (the sort compares keys without going through
+        // `entries`, and the filter's hashes come from the two hashes computed here).
+        let mut entries: Vec<(u64, &[u8])> = Vec::with_capacity(mem.len());
+        let mut keys: Vec<FlushKey<'_>> = Vec::new();
         view.for_each(|uk, trailer, val| {
-            let same = keys
-                .last()
-                .and_then(|&(_, _, first, _)| entries.get(first))
-                .is_some_and(|e| e.0 == uk);
-            if same {
-                if let Some(last) = keys.last_mut() {
-                    last.3 += 1;
+            match keys.last_mut() {
+                Some(k) if k.key == uk => k.n += 1,
+                _ => {
+                    let (ph, sh) = hashes(&ctx.hash_key, pl, uk);
+                    keys.push(FlushKey {
+                        ph,
+                        sh,
+                        key: uk,
+                        first: entries.len(),
+                        n: 1,
+                    });
                 }
-            } else {
-                let (ph, sh) = hashes(&ctx.hash_key, pl, uk);
-                keys.push((ph, sh, entries.len(), 1));
             }
-            entries.push((uk, trailer, val));
+            entries.push((trailer, val));
         });
-        let user_key = |first: usize| entries.get(first).map_or(&[][..], |e| e.0);
-        keys.sort_unstable_by(|a, b| {
-            (a.0, a.1)
-                .cmp(&(b.0, b.1))
-                .then_with(|| user_key(a.2).cmp(user_key(b.2)))
-        });
+        keys.sort_unstable_by(|a, b| (a.ph, a.sh, a.key).cmp(&(b.ph, b.sh, b.key)));
         // One table per flush: a memtable is a bounded size, and merges take whole levels.
+        // In this order the memtable's records are read at random: each key's are started
+        // loading a few keys ahead.
         let mut out = Output::new(ctx, WriteCause::Flush, u64::MAX);
         let mut ikey: Vec<u8> = Vec::new();
-        for &(ph, sh, first, n) in &keys {
-            for &(uk, trailer, val) in entries.iter().skip(first).take(n) {
+        for (i, k) in keys.iter().enumerate() {
+            // The key's record and, when it has one version (most do), its version record
+            // right after it; and its run's start in `entries` (the address alone: loading
+            // the value's address to prefetch it would wait for that miss).
+            if let Some(a) = keys.get(i + FLUSH_PREFETCH_AHEAD) {
+                prefetch_lines(a.key, FLUSH_PREFETCH_LINES);
+                if let Some(e) = entries.get(a.first) {
+                    prefetch(e);
+                }
+            }
+            for &(trailer, val) in entries.iter().skip(k.first).take(k.n) {
                 ikey.clear();
-                ikey.extend_from_slice(uk);
+                ikey.extend_from_slice(k.key);
                 ikey.extend_from_slice(&trailer.to_le_bytes());
-                out.add(ph, sh, &ikey, val)?;
+                out.add(k.ph, k.sh, &ikey, val)?;
             }
         }
         let metas = out.finish()?;
@@ -341,19 +378,11 @@ impl Layout for SemiSorted {
             _ => Some((Vec::new(), None)),
         };
         if let Some((slots, f)) = base {
-            let filter = filter_with(
-                ctx,
-                f.as_deref(),
-                keys.len(),
-                plan0.stepped,
-                slots.len(),
-                &mut |ins| {
-                    for k in &keys {
-                        ins(user_key(k.2))?;
-                    }
-                    Ok(())
-                },
-            );
+            let items: Vec<(u64, &[u8])> = keys
+                .iter()
+                .map(|k| (split_hash(k.ph, k.sh), k.key))
+                .collect();
+            let filter = filter_with(ctx, pl, f.as_deref(), plan0.stepped, slots.len(), &items);
             // No id left (the level is past its stop point): the filter goes missing, and is
             // rebuilt after the level's next merge.
             if let Ok(filter) = filter {

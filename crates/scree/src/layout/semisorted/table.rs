@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::coding::{crc, get_u32, get_u64, put_u32, put_u64, put_varint, Reader};
 use crate::error::{Error, Result};
-use crate::filter::cuckoo::key_hash;
+use crate::filter::cuckoo::{key_hash, split_hashes};
 use crate::fs::{CountedReader, CountedWriter, Env};
 use crate::index::{BlockIndex, IndexBuilder};
 use crate::key::{self, ValueKind};
@@ -56,10 +56,10 @@ pub const SEMISORTED: TableFormat = TableFormat {
 };
 
 /// The keyed hashes of a key's prefix (its first `prefix_len` bytes) and of its suffix: the
-/// layout's order. Both are [`key_hash`] (SipHash-1-3 with the database's hash key).
+/// layout's order. Both are [`key_hash`] (SipHash-1-3 with the database's hash key); the
+/// level filters hash a key as [`split_hash`](crate::filter::cuckoo::split_hash) of the two.
 pub fn hashes(hash_key: &[u8; 16], prefix_len: usize, user_key: &[u8]) -> (u64, u64) {
-    let (p, s) = user_key.split_at(prefix_len.min(user_key.len()));
-    (key_hash(hash_key, p), key_hash(hash_key, s))
+    split_hashes(hash_key, prefix_len, user_key)
 }
 
 /// A position in the layout's order: (prefix hash, suffix hash, user key, trailer descending).

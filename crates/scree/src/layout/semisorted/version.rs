@@ -18,7 +18,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::table::{hashes, SemiReader, EXT, FORMAT_SEMISORTED};
 use crate::error::{Error, Result};
-use crate::filter::cuckoo::{key_hash, Answer, MultiLevelCuckoo};
+use crate::filter::cuckoo::{split_hash, Answer, MultiLevelCuckoo};
 use crate::iter::{InternalIter, VecIter};
 use crate::key::cmp_ikey;
 use crate::layout::{check_edit_tables, LayoutVersion, TablePlace};
@@ -404,7 +404,7 @@ impl LayoutVersion for SemiVersion {
     fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
         let sk = &self.shared;
         let h = hashes(&sk.hash_key, sk.prefix_len, user_key);
-        let kh = key_hash(&sk.hash_key, user_key);
+        let kh = split_hash(h.0, h.1);
         for (li, level) in self.levels.iter().enumerate() {
             if level.subs.is_empty() {
                 continue;
