@@ -788,11 +788,16 @@ mod tests {
         assert!(job.bottommost);
     }
 
-    /// Real tables for the sub-compaction tests: each of `tables` is (level, user keys with
-    /// their sequence number and whether it is a tombstone), written with 256-byte blocks.
+    /// A table's user keys, each with its sequence number and whether it is a tombstone.
+    type Entries = Vec<(String, u64, bool)>;
+    /// Internal keys and values.
+    type Written = Vec<(Vec<u8>, Vec<u8>)>;
+
+    /// Real tables for the sub-compaction tests: each of `tables` is (level, entries),
+    /// written with 256-byte blocks.
     fn real_version(
         ctx: &Arc<crate::table::TableCtx>,
-        tables: &[(u32, Vec<(String, u64, bool)>)],
+        tables: &[(u32, Entries)],
     ) -> Arc<dyn LayoutVersion> {
         use crate::key::{make_ikey, ValueKind};
         use crate::stats::WriteCause;
@@ -839,7 +844,7 @@ mod tests {
     }
 
     /// Every entry of `v`'s level `level`, in order, as (internal key, value).
-    fn level_entries(v: &Arc<dyn LayoutVersion>, level: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    fn level_entries(v: &Arc<dyn LayoutVersion>, level: usize) -> Written {
         use crate::iter::InternalIter;
         let lv: &LeveledVersion = v.as_any().downcast_ref().expect("leveled");
         let mut out = Vec::new();
@@ -862,7 +867,7 @@ mod tests {
         next: &AtomicU64,
         parts: usize,
         smallest_snapshot: u64,
-    ) -> (Arc<dyn LayoutVersion>, u64, Vec<(Vec<u8>, Vec<u8>)>) {
+    ) -> (Arc<dyn LayoutVersion>, u64, Written) {
         use crate::layout::Job;
         let mut opts = KeyspaceOptions::new(LayoutKind::Leveled);
         opts.leveled.target_table_bytes = 4096;
@@ -904,7 +909,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let t = crate::table::test_support::std_ctx(dir.path(), 0);
         let key = |i: u32| format!("k{i:05}");
-        let mut tables: Vec<(u32, Vec<(String, u64, bool)>)> = Vec::new();
+        let mut tables: Vec<(u32, Entries)> = Vec::new();
         // L1: three sorted tables of every third key, sequence numbers 1..
         for part in 0..3u32 {
             let entries = (part * 1000..(part + 1) * 1000)
