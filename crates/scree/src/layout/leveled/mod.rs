@@ -1,7 +1,9 @@
 //! The `leveled` layout, the baseline: L0 holds overlapping tables (newest first), L1.. hold
 //! non-overlapping tables sorted by key, each level `level_size_ratio` times the previous.
 //! Compaction merges one table (or all of L0) with the overlapping tables of the next level;
-//! a table with nothing to merge with is moved down without rewriting (trivial move).
+//! a table with nothing to merge with is moved down without rewriting (trivial move). A merge
+//! out of L0 may be split by key into parts merged in parallel (sub-compactions,
+//! `LeveledOptions::max_subcompactions`), installed together by the job's one edit.
 
 use std::any::Any;
 use std::collections::{HashMap, HashSet};
