@@ -55,6 +55,18 @@ pub enum Error {
 }
 
 impl Error {
+    /// The error a panic in background work (a bug) becomes: `BackgroundError` naming `what`
+    /// and the panic's message, so the database refuses writes with it instead of a thread
+    /// dying silently.
+    pub(crate) fn from_panic(what: &str, payload: &(dyn std::any::Any + Send)) -> Self {
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Error::BackgroundError(format!("{what} panicked (a bug): {msg}"))
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),

@@ -1,13 +1,14 @@
 //! Internal iterators over internal keys: the trait every source implements, the memtable
 //! iterator, the merging iterator that combines sources in internal-key order in either
-//! direction, and the lazy concatenation of a sorted run's parts (a level's tables, a
-//! fragmented level's guards).
+//! direction, the lazy concatenation of a sorted run's parts (a level's tables, a
+//! fragmented level's guards), and the bound of a source to a range of user keys (one part of
+//! a compaction split by key).
 
 use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::key::{cmp_ikey, InternalKey};
+use crate::key::{cmp_ikey, make_ikey, InternalKey, ValueKind, MAX_SEQ};
 use crate::memtable::Memtable;
 
 /// A bidirectional cursor over internal keys in [`cmp_ikey`] order.
@@ -360,6 +361,77 @@ impl InternalIter for MergingIter {
         self.children[cur].prev()?;
         self.find_largest();
         Ok(())
+    }
+}
+
+/// Limits an iterator to the user keys `[lo, hi)` (a bound of `None` is open): the inputs of
+/// one part of a compaction split by key (a `fragmented` child guard, a `leveled`
+/// sub-compaction). Every version of a user key falls in the same part.
+pub struct BoundedIter<I> {
+    inner: I,
+    lo: Option<Arc<[u8]>>,
+    hi: Option<Arc<[u8]>>,
+}
+
+impl<I: InternalIter> BoundedIter<I> {
+    /// `inner` limited to `[lo, hi)`.
+    pub fn new(inner: I, lo: Option<Arc<[u8]>>, hi: Option<Arc<[u8]>>) -> Self {
+        BoundedIter { inner, lo, hi }
+    }
+    fn lo_ikey(&self) -> Option<Vec<u8>> {
+        self.lo
+            .as_deref()
+            .map(|l| make_ikey(l, MAX_SEQ, ValueKind::Put))
+    }
+}
+
+impl<I: InternalIter> InternalIter for BoundedIter<I> {
+    fn valid(&self) -> bool {
+        if !self.inner.valid() {
+            return false;
+        }
+        let uk = crate::key::user_key(self.inner.key());
+        self.lo.as_deref().is_none_or(|l| uk >= l) && self.hi.as_deref().is_none_or(|h| uk < h)
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        match self.lo_ikey() {
+            Some(k) => self.inner.seek(&k),
+            None => self.inner.seek_to_first(),
+        }
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        match self.hi.as_deref() {
+            Some(h) => {
+                self.inner.seek(&make_ikey(h, MAX_SEQ, ValueKind::Put))?;
+                if self.inner.valid() {
+                    self.inner.prev()
+                } else {
+                    self.inner.seek_to_last()
+                }
+            }
+            None => self.inner.seek_to_last(),
+        }
+    }
+    fn seek(&mut self, ikey: &[u8]) -> Result<()> {
+        match self.lo_ikey() {
+            Some(l) if cmp_ikey(ikey, &l).is_lt() => self.inner.seek(&l),
+            _ => self.inner.seek(ikey),
+        }
+    }
+    fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
+        self.inner.seek_for_prev(ikey)
+    }
+    fn next(&mut self) -> Result<()> {
+        self.inner.next()
+    }
+    fn prev(&mut self) -> Result<()> {
+        self.inner.prev()
     }
 }
 

@@ -51,6 +51,7 @@ pub struct IoStats {
     pub(crate) compactions: AtomicU64,
     pub(crate) flushes: AtomicU64,
     pub(crate) trivial_moves: AtomicU64,
+    pub(crate) subcompactions: AtomicU64,
     pub(crate) flushes_in_compactions: AtomicU64,
     pub(crate) flush_micros: AtomicU64,
     pub(crate) max_flush_micros: AtomicU64,
@@ -270,6 +271,7 @@ impl IoStats {
             max_flush_seconds: self.max_flush_micros.load(Relaxed) as f64 / 1e6,
             compaction_seconds: self.compaction_micros.load(Relaxed) as f64 / 1e6,
             trivial_moves: self.trivial_moves.load(Relaxed),
+            subcompactions: self.subcompactions.load(Relaxed),
             flushes_in_compactions: self.flushes_in_compactions.load(Relaxed),
             bytes_mapped: self.mapped.load(Relaxed),
             open_table_files: self.open_table_files.load(Relaxed),
@@ -511,6 +513,10 @@ pub struct Stats {
     pub compaction_seconds: f64,
     /// Compactions that moved a table without rewriting it.
     pub trivial_moves: u64,
+    /// Parts beyond the first that compactions were split into by key and merged in
+    /// parallel (`LeveledOptions::max_subcompactions`): a compaction of three parts adds 2.
+    #[serde(default)]
+    pub subcompactions: u64,
     /// Flushes run by a compaction's thread between its output tables, because every
     /// background thread was busy (`JobCtx::flush_point`); also counted in `flushes`.
     pub flushes_in_compactions: u64,

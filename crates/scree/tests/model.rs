@@ -10,7 +10,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use scree::fs::band::{BandConfig, BandFs, BandMode};
 use scree::fs::std_fs::StdFs;
-use scree::{Db, Error, Layout, WriteBatch, WriteOptions};
+use scree::{Db, Error, KeyspaceOptions, Layout, WriteBatch, WriteOptions};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -101,6 +101,16 @@ fn run(layout: Layout, ops: Vec<Op>) -> Result<(), TestCaseError> {
 /// Runs `ops` with `layout`, on ordinary files or on the band emulator of `device` (a new
 /// emulator per case, shared by its reopens; bands of 1 MiB so that small tests fill a few).
 fn run_on(layout: Layout, ops: Vec<Op>, device: Option<BandMode>) -> Result<(), TestCaseError> {
+    run_tuned(layout, ops, device, &|_| {})
+}
+
+/// [`run_on`] with the keyspace options changed by `tune` after the small test settings.
+fn run_tuned(
+    layout: Layout,
+    ops: Vec<Op>,
+    device: Option<BandMode>,
+    tune: &dyn Fn(&mut KeyspaceOptions),
+) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
     let scans = common::has_scans(layout);
     // Cases of an odd length keep sorted tables' index blocks and filters in a block cache
@@ -120,7 +130,9 @@ fn run_on(layout: Layout, ops: Vec<Op>, device: Option<BandMode>) -> Result<(), 
     }
     let open = || -> scree::Result<(Db, scree::Keyspace)> {
         let db = Db::open(dir.path(), opts.clone())?;
-        let ks = db.keyspace("t", common::small_ks(layout))?;
+        let mut ko = common::small_ks(layout);
+        tune(&mut ko);
+        let ks = db.keyspace("t", ko)?;
         Ok((db, ks))
     };
     let (mut db, mut ks) = open().map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -331,6 +343,16 @@ proptest! {
         for layout in Layout::implemented() {
             run_on(layout, ops.clone(), Some(BandMode::DriveManaged))?;
         }
+    }
+
+    /// `leveled` with merges out of L0 split into up to four parts merged in parallel
+    /// (sub-compactions), on tables of 4 KiB so that even small merges split.
+    #[test]
+    fn leveled_with_sub_compactions_matches_a_btreemap(ops in prop::collection::vec(op(), 1..400)) {
+        run_tuned(Layout::Leveled, ops, None, &|o| {
+            o.leveled.max_subcompactions = 4;
+            o.leveled.target_table_bytes = 4096;
+        })?;
     }
 
     /// `leveled` and `lightweight` on the host-managed emulator: one table per band (the small

@@ -234,6 +234,10 @@ pub struct ScreeTuning {
     pub trie_pile_size: Option<usize>,
     /// `TrieOptions::last_level_depth`.
     pub trie_last_level_depth: Option<u32>,
+    /// `LeveledOptions::max_subcompactions`.
+    pub leveled_subcompactions: Option<usize>,
+    /// `LeveledOptions::level_base_bytes`, in MiB.
+    pub leveled_base_mb: Option<u64>,
     /// `FragmentedOptions::max_sstables_per_guard`.
     pub frag_tables_per_guard: Option<usize>,
     /// `FragmentedOptions::parallel_seeks`.
@@ -265,6 +269,8 @@ impl Default for ScreeTuning {
             flush_in_compactions: scree::Options::default().flush_in_compactions,
             trie_pile_size: None,
             trie_last_level_depth: None,
+            leveled_subcompactions: None,
+            leveled_base_mb: None,
             frag_tables_per_guard: None,
             frag_parallel_seeks: scree::KeyspaceOptions::new(scree::Layout::Fragmented)
                 .fragmented

@@ -153,6 +153,14 @@ pub struct BenchArgs {
     /// `trie`: depth of the last level, 1..=9 [default: TrieOptions::default(), 3].
     #[arg(long)]
     pub trie_last_level_depth: Option<u32>,
+    /// `leveled`: most parts an L0 compaction is split into, merged in parallel
+    /// (`LeveledOptions::max_subcompactions`; 1 disables) [default: LeveledOptions::default(), 2].
+    #[arg(long)]
+    pub leveled_subcompactions: Option<usize>,
+    /// `leveled`: target size of L1 in MiB (`LeveledOptions::level_base_bytes`)
+    /// [default: LeveledOptions::default(), 10].
+    #[arg(long)]
+    pub leveled_base_mb: Option<u64>,
     /// `fragmented`: max_sstables_per_guard (1 behaves like leveled)
     /// [default: FragmentedOptions::default()].
     #[arg(long)]
@@ -371,6 +379,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             flush_in_compactions: !args.no_flush_in_compactions,
             trie_pile_size: args.trie_pile_size,
             trie_last_level_depth: args.trie_last_level_depth,
+            leveled_subcompactions: args.leveled_subcompactions,
+            leveled_base_mb: args.leveled_base_mb,
             frag_tables_per_guard: args.frag_tables_per_guard,
             frag_parallel_seeks: args.frag_parallel_seeks,
             lwc_division_count: args.lwc_division_count,

@@ -100,6 +100,12 @@ impl ScreeEngine {
         if let Some(d) = t.trie_last_level_depth {
             ko.trie.last_level_depth = d;
         }
+        if let Some(n) = t.leveled_subcompactions {
+            ko.leveled.max_subcompactions = n;
+        }
+        if let Some(mb) = t.leveled_base_mb {
+            ko.leveled.level_base_bytes = mb.saturating_mul(1 << 20);
+        }
         if let Some(n) = t.frag_tables_per_guard {
             ko.fragmented.max_sstables_per_guard = n;
         }
@@ -157,6 +163,16 @@ impl ScreeEngine {
             ("sync".into(), cfg.sync.to_string()),
         ];
         match layout {
+            Layout::Leveled => {
+                settings.push((
+                    "leveled.max_subcompactions".into(),
+                    ko.leveled.max_subcompactions.to_string(),
+                ));
+                settings.push((
+                    "leveled.level_base_bytes".into(),
+                    ko.leveled.level_base_bytes.to_string(),
+                ));
+            }
             Layout::Trie => {
                 settings.push(("trie.pile_size".into(), ko.trie.pile_size.to_string()));
                 settings.push((

@@ -374,6 +374,8 @@ fn scree_tuning_flags_reach_the_keyspace() {
             flush_in_compactions: false,
             trie_pile_size: Some(3),
             trie_last_level_depth: Some(2),
+            leveled_subcompactions: Some(3),
+            leveled_base_mb: Some(1),
             frag_tables_per_guard: Some(1),
             frag_parallel_seeks: true,
             lwc_division_count: Some(4),
@@ -427,6 +429,38 @@ fn scree_tuning_flags_reach_the_keyspace() {
         parse_args(["bench", "--frag-parallel-seeks"])
             .expect("args")
             .frag_parallel_seeks
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let e = super::scree_engine::ScreeEngine::open(dir.path(), scree::Layout::Leveled, &cfg)
+        .expect("open leveled");
+    let s = e.settings();
+    assert!(s
+        .iter()
+        .any(|(n, v)| n == "leveled.max_subcompactions" && v == "3"));
+    assert!(s
+        .iter()
+        .any(|(n, v)| n == "leveled.level_base_bytes" && v == "1048576"));
+    let args = parse_args([
+        "bench",
+        "--leveled-subcompactions",
+        "4",
+        "--leveled-base-mb",
+        "256",
+    ])
+    .expect("args");
+    assert_eq!(args.leveled_subcompactions, Some(4));
+    assert_eq!(args.leveled_base_mb, Some(256));
+    // Out of range: the engine refuses it with the option's name.
+    let mut bad = cfg.clone();
+    bad.scree.leveled_subcompactions = Some(0);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let err = super::scree_engine::ScreeEngine::open(dir.path(), scree::Layout::Leveled, &bad)
+        .err()
+        .expect("0 sub-compactions refused");
+    assert!(
+        err.to_string()
+            .contains("max_subcompactions must be 1..=64, got 0"),
+        "{err}"
     );
 }
 

@@ -199,16 +199,7 @@ pub(super) enum Work {
 pub(super) fn guard_panic<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
-        Err(p) => {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(Error::BackgroundError(format!(
-                "{what} panicked (a bug): {msg}"
-            )))
-        }
+        Err(p) => Err(Error::from_panic(what, p.as_ref())),
     }
 }
 

@@ -1,15 +1,15 @@
 //! Iterators of the fragmented layout: a level iterator that concatenates guards (each guard a
 //! merging iterator over its overlapping tables, opened only when reached), the seek counter
-//! hook that feeds seek-based compaction, a key-range-bounded iterator for compaction inputs,
-//! and the persistent pool that positions a guard's tables in parallel.
+//! hook that feeds seek-based compaction, and the persistent pool that positions a guard's
+//! tables in parallel.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::version::{GKey, Level, Shared};
+use super::version::{Level, Shared};
 use crate::error::{Error, Result};
 use crate::iter::{Concat, InternalIter, MergingIter, RunParts};
-use crate::key::{self, make_ikey, ValueKind, MAX_SEQ};
+use crate::key;
 use crate::layout::parallel::WorkerPool;
 use crate::table::TableIter;
 
@@ -209,74 +209,6 @@ impl InternalIter for Preseeked {
     }
     fn prev(&mut self) -> Result<()> {
         self.at = None;
-        self.inner.prev()
-    }
-}
-
-/// Limits an iterator to the user keys `[lo, hi)` (compaction inputs for one child guard).
-pub(crate) struct BoundedIter<I> {
-    inner: I,
-    lo: Option<GKey>,
-    hi: Option<GKey>,
-}
-
-impl<I: InternalIter> BoundedIter<I> {
-    pub(crate) fn new(inner: I, lo: Option<GKey>, hi: Option<GKey>) -> Self {
-        BoundedIter { inner, lo, hi }
-    }
-    fn lo_ikey(&self) -> Option<Vec<u8>> {
-        self.lo
-            .as_deref()
-            .map(|l| make_ikey(l, MAX_SEQ, ValueKind::Put))
-    }
-}
-
-impl<I: InternalIter> InternalIter for BoundedIter<I> {
-    fn valid(&self) -> bool {
-        if !self.inner.valid() {
-            return false;
-        }
-        let uk = key::user_key(self.inner.key());
-        self.lo.as_deref().is_none_or(|l| uk >= l) && self.hi.as_deref().is_none_or(|h| uk < h)
-    }
-    fn key(&self) -> &[u8] {
-        self.inner.key()
-    }
-    fn value(&self) -> &[u8] {
-        self.inner.value()
-    }
-    fn seek_to_first(&mut self) -> Result<()> {
-        match self.lo_ikey() {
-            Some(k) => self.inner.seek(&k),
-            None => self.inner.seek_to_first(),
-        }
-    }
-    fn seek_to_last(&mut self) -> Result<()> {
-        match self.hi.as_deref() {
-            Some(h) => {
-                self.inner.seek(&make_ikey(h, MAX_SEQ, ValueKind::Put))?;
-                if self.inner.valid() {
-                    self.inner.prev()
-                } else {
-                    self.inner.seek_to_last()
-                }
-            }
-            None => self.inner.seek_to_last(),
-        }
-    }
-    fn seek(&mut self, ikey: &[u8]) -> Result<()> {
-        match self.lo_ikey() {
-            Some(l) if crate::key::cmp_ikey(ikey, &l).is_lt() => self.inner.seek(&l),
-            _ => self.inner.seek(ikey),
-        }
-    }
-    fn seek_for_prev(&mut self, ikey: &[u8]) -> Result<()> {
-        self.inner.seek_for_prev(ikey)
-    }
-    fn next(&mut self) -> Result<()> {
-        self.inner.next()
-    }
-    fn prev(&mut self) -> Result<()> {
         self.inner.prev()
     }
 }

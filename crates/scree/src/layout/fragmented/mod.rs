@@ -51,7 +51,7 @@ use std::sync::Arc;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use crate::error::Result;
-use crate::iter::{InternalIter, MergingIter};
+use crate::iter::{BoundedIter, InternalIter, MergingIter};
 use crate::key;
 use crate::layout::sorted::{flush_to_table, merge_into_tables, zeroed_bound, SizeCutter};
 use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure};
@@ -62,7 +62,6 @@ use crate::stats::WriteCause;
 use crate::table::{TableCtx, TableFile};
 
 use crate::layout::reserve::Reservations;
-use iter::BoundedIter;
 use locks::{retire_on, Mode, RangeLock, Reservation};
 pub use version::FragmentedVersion;
 use version::{guard_record, intersects, GKey, Shared, TAG_COMMIT, TAG_DELETE, TAG_PENDING};

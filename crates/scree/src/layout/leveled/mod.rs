@@ -1,19 +1,25 @@
 //! The `leveled` layout, the baseline: L0 holds overlapping tables (newest first), L1.. hold
 //! non-overlapping tables sorted by key, each level `level_size_ratio` times the previous.
 //! Compaction merges one table (or all of L0) with the overlapping tables of the next level;
-//! a table with nothing to merge with is moved down without rewriting (trivial move).
+//! a table with nothing to merge with is moved down without rewriting (trivial move). A merge
+//! out of L0 may be split by key into parts merged in parallel (sub-compactions,
+//! `LeveledOptions::max_subcompactions`), installed together by the job's one edit.
 
 use std::any::Any;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::iter::{InternalIter, MergingIter};
+use crate::iter::{BoundedIter, InternalIter, MergingIter};
 use crate::key::cmp_ikey;
 use crate::layout::reserve::{self, Claim, Reservations};
-use crate::layout::sorted::{flush_to_table, merge_into_tables, zeroed_bound, Cutter, SizeCutter};
+use crate::layout::sorted::{
+    flush_to_table, key_ranges, merge_into_tables, run_parts, split_keys, zeroed_bound, Cutter,
+    KeyRange, SizeCutter,
+};
 use crate::layout::{
     check_edit_tables, Job, JobCtx, Layout, LayoutVersion, LevelSplit, ManualScope, ManualStep,
     Pressure, TablePlace,
@@ -22,7 +28,7 @@ use crate::manifest::edit::{AddedTable, KsEdit};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::{KeyspaceOptions, Layout as LayoutKind, LeveledOptions};
 use crate::stats::{LevelStats, WriteCause};
-use crate::table::{get_in_tables, ConcatIter, TableCtx, TableFile, FORMAT_SORTED};
+use crate::table::{get_in_tables, ConcatIter, TableCtx, TableFile, TableMeta, FORMAT_SORTED};
 
 /// One version: `levels[0]` newest first, deeper levels sorted by smallest key.
 pub struct LeveledVersion {
@@ -331,17 +337,20 @@ impl Leveled {
         Some(self.busy.hold(job))
     }
 
-    /// The job merging `inputs` of `level` with what they overlap in the next level (or, with
-    /// `bottom_level`, into that level alone); `None` when a file is busy.
+    /// The job merging the tables of `runs` from `level` with what they overlap in the next
+    /// level (or, with `bottom_level`, into that level alone); `None` when a file is busy.
+    /// Each run is sorted and non-overlapping (an L0 table alone, or a deeper level's tables),
+    /// and the merge reads it as one source.
     fn plan_job(
         &self,
         v: &LeveledVersion,
         o: &LeveledOptions,
         level: usize,
-        inputs: Vec<Arc<TableFile>>,
+        runs: Vec<Vec<Arc<TableFile>>>,
         bottom_level: Option<usize>,
     ) -> Option<LeveledJob> {
         let out_level = bottom_level.unwrap_or(level + 1);
+        let inputs: Vec<Arc<TableFile>> = runs.iter().flatten().cloned().collect();
         let (lo, hi) = user_range(&inputs)?;
         let next: Vec<Arc<TableFile>> = if bottom_level.is_some() {
             Vec::new()
@@ -363,14 +372,20 @@ impl Leveled {
                 *slot = hi.clone();
             }
         }
+        let mut runs = runs;
+        if !next.is_empty() {
+            runs.push(next.clone());
+        }
         Some(LeveledJob {
             level,
             out_level,
             inputs,
             next,
+            runs,
             bottommost,
             grandparents,
             target: o.target_table_bytes,
+            subcompactions: o.max_subcompactions,
             _reservation: reservation,
         })
     }
@@ -450,8 +465,8 @@ impl Layout for Leveled {
             if level == 0 {
                 // All of L0 at once: taking only some L0 tables could put newer data below
                 // older data.
-                let inputs = v.level(0).to_vec();
-                if let Some(j) = self.plan_job(v, o, 0, inputs, None) {
+                let runs = v.level(0).iter().map(|f| vec![f.clone()]).collect();
+                if let Some(j) = self.plan_job(v, o, 0, runs, None) {
                     return Some(Box::new(j));
                 }
                 continue;
@@ -462,7 +477,7 @@ impl Layout for Leveled {
             let order = (start..files.len()).chain(0..start);
             for i in order {
                 if let Some(f) = files.get(i) {
-                    if let Some(j) = self.plan_job(v, o, level, vec![f.clone()], None) {
+                    if let Some(j) = self.plan_job(v, o, level, vec![vec![f.clone()]], None) {
                         return Some(Box::new(j));
                     }
                 }
@@ -498,9 +513,15 @@ impl Layout for Leveled {
         if !above && (deepest >= 1 || !in_deepest) {
             return ManualStep::Done;
         }
-        // Everything goes into the deepest level in one merge (later data with it: it overlaps).
-        let inputs: Vec<Arc<TableFile>> = v.levels.iter().flatten().cloned().collect();
-        match self.plan_job(v, &ctx.opts.leveled, 0, inputs, Some(deepest.max(1))) {
+        // Everything goes into the deepest level in one merge (later data with it: it overlaps):
+        // each L0 table a source of its own, each deeper level one sorted source.
+        let runs: Vec<Vec<Arc<TableFile>>> = v
+            .level(0)
+            .iter()
+            .map(|f| vec![f.clone()])
+            .chain(v.levels.iter().skip(1).filter(|l| !l.is_empty()).cloned())
+            .collect();
+        match self.plan_job(v, &ctx.opts.leveled, 0, runs, Some(deepest.max(1))) {
             Some(j) => ManualStep::Run(Box::new(j)),
             None => ManualStep::Wait,
         }
@@ -566,10 +587,74 @@ struct LeveledJob {
     out_level: usize,
     inputs: Vec<Arc<TableFile>>,
     next: Vec<Arc<TableFile>>,
+    /// `inputs` and `next` as the sorted runs the merge reads, one source each: a merge over
+    /// one source per table compared every L1 table's key at each entry.
+    runs: Vec<Vec<Arc<TableFile>>>,
     bottommost: bool,
     grandparents: Vec<Arc<TableFile>>,
     target: u64,
+    /// Most key ranges a merge out of L0 is split into (`LeveledOptions::max_subcompactions`).
+    subcompactions: usize,
     _reservation: Reservation,
+}
+
+impl LeveledJob {
+    /// The key ranges the merge is split into: one (all keys) unless it comes out of L0 and
+    /// sub-compactions are allowed, then up to `subcompactions` of about equal input bytes,
+    /// each worth at least four output tables.
+    fn ranges(&self) -> Result<Vec<KeyRange>> {
+        if self.level != 0 || self.subcompactions <= 1 {
+            return Ok(key_ranges(&[]));
+        }
+        let all: Vec<Arc<TableFile>> = self
+            .inputs
+            .iter()
+            .chain(self.next.iter())
+            .cloned()
+            .collect();
+        let bounds = split_keys(&all, self.subcompactions, self.target.saturating_mul(4))?;
+        Ok(key_ranges(&bounds))
+    }
+}
+
+/// What each part of a job's merge reads (the job itself holds its reservation, which
+/// parts on other threads must not share).
+struct MergeSpec<'a> {
+    runs: &'a [Vec<Arc<TableFile>>],
+    grandparents: &'a [Arc<TableFile>],
+    target: u64,
+    bottommost: bool,
+    zeroed_max: u64,
+}
+
+impl MergeSpec<'_> {
+    /// The merge of the inputs' keys in `range` into output tables.
+    fn merge_range(&self, ctx: &JobCtx<'_>, range: &KeyRange) -> Result<Vec<TableMeta>> {
+        let mut children: Vec<Box<dyn InternalIter>> = Vec::with_capacity(self.runs.len());
+        for run in self.runs {
+            match run.as_slice() {
+                [one] => children.push(Box::new(one.iter(false)?)),
+                _ => children.push(Box::new(ConcatIter::new(run.clone(), false))),
+            }
+        }
+        let mut it = BoundedIter::new(MergingIter::new(children), range.0.clone(), range.1.clone());
+        let mut cutter = LeveledCutter {
+            size: SizeCutter(self.target),
+            grandparents: self.grandparents.to_vec(),
+            gp_index: 0,
+            overlap: 0,
+            limit: self.target.saturating_mul(10),
+            started: false,
+        };
+        merge_into_tables(
+            ctx,
+            &mut it,
+            self.bottommost,
+            self.zeroed_max,
+            &mut cutter,
+            WriteCause::Compaction,
+        )
+    }
 }
 
 impl Job for LeveledJob {
@@ -594,33 +679,20 @@ impl Job for LeveledJob {
             }
             return Ok(e);
         }
-        let mut children: Vec<Box<dyn InternalIter>> = Vec::new();
-        // L0 inputs overlap each other; deeper inputs come from sorted levels.
-        let mut by_level: Vec<Arc<TableFile>> = Vec::new();
-        for f in self.inputs.iter().chain(self.next.iter()) {
-            by_level.push(f.clone());
-        }
-        for f in &by_level {
-            children.push(Box::new(f.iter(false)?));
-        }
-        let mut it = MergingIter::new(children);
-        let mut cutter = LeveledCutter {
-            size: SizeCutter(self.target),
-            grandparents: self.grandparents.clone(),
-            gp_index: 0,
-            overlap: 0,
-            limit: self.target.saturating_mul(10),
-            started: false,
+        let ranges = self.ranges()?;
+        let spec = MergeSpec {
+            runs: &self.runs,
+            grandparents: &self.grandparents,
+            target: self.target,
+            bottommost: self.bottommost,
+            zeroed_max: zeroed_bound(self.inputs.iter().chain(self.next.iter())),
         };
-        let outs = merge_into_tables(
-            ctx,
-            &mut it,
-            self.bottommost,
-            zeroed_bound(&by_level),
-            &mut cutter,
-            WriteCause::Compaction,
-        )?;
-        for f in &by_level {
+        let parts = run_parts(&ranges, &|r: &KeyRange| spec.merge_range(ctx, r))?;
+        ctx.stats
+            .subcompactions
+            .fetch_add(ranges.len().saturating_sub(1) as u64, Ordering::Relaxed);
+        let outs: Vec<TableMeta> = parts.into_iter().flatten().collect();
+        for f in self.inputs.iter().chain(self.next.iter()) {
             e.removed.push(f.meta.file_no);
         }
         for meta in outs {
@@ -701,7 +773,7 @@ mod tests {
         let lv: &LeveledVersion = v.as_any().downcast_ref().expect("leveled");
         let policy = Leveled::new();
         let o = LeveledOptions::default();
-        let l0 = lv.level(0).to_vec();
+        let l0 = lv.level(0).iter().map(|f| vec![f.clone()]).collect();
         let job = policy.plan_job(lv, &o, 0, l0, None).expect("job");
         assert_eq!(job.next.len(), 1, "L1's [a, z] is merged");
         assert!(
@@ -713,10 +785,176 @@ mod tests {
         // Without the L2 table the same merge is bottommost.
         let v = version(vec![table(1, 2, "a", "z", 10), table(0, 3, "m", "n", 20)]);
         let lv: &LeveledVersion = v.as_any().downcast_ref().expect("leveled");
-        let job = policy
-            .plan_job(lv, &o, 0, lv.level(0).to_vec(), None)
-            .expect("job");
+        let l0 = lv.level(0).iter().map(|f| vec![f.clone()]).collect();
+        let job = policy.plan_job(lv, &o, 0, l0, None).expect("job");
         assert!(job.bottommost);
+    }
+
+    /// A table's user keys, each with its sequence number and whether it is a tombstone.
+    type Entries = Vec<(String, u64, bool)>;
+    /// Internal keys and values.
+    type Written = Vec<(Vec<u8>, Vec<u8>)>;
+
+    /// Real tables for the sub-compaction tests: each of `tables` is (level, entries),
+    /// written with 256-byte blocks.
+    fn real_version(
+        ctx: &Arc<crate::table::TableCtx>,
+        tables: &[(u32, Entries)],
+    ) -> Arc<dyn LayoutVersion> {
+        use crate::key::{make_ikey, ValueKind};
+        use crate::stats::WriteCause;
+        use crate::table::{table_path, TableBuilder};
+        let mut added = Vec::new();
+        for (i, (level, entries)) in tables.iter().enumerate() {
+            let no = i as u64 + 1;
+            let w = ctx
+                .env
+                .create(&table_path(&ctx.dir, no), WriteCause::Flush)
+                .expect("create");
+            let mut b = TableBuilder::new(w, no, 256, 10);
+            let mut sorted = entries.clone();
+            sorted.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+            for (k, seq, del) in &sorted {
+                let kind = if *del {
+                    ValueKind::Delete
+                } else {
+                    ValueKind::Put
+                };
+                let v = if *del {
+                    String::new()
+                } else {
+                    format!("{k}@{seq}:{}", "v".repeat(40))
+                };
+                b.add(&make_ikey(k.as_bytes(), *seq, kind), v.as_bytes())
+                    .expect("add");
+            }
+            added.push(AddedTable {
+                level: *level,
+                slot: 0,
+                format: 0,
+                meta: b.finish().expect("finish"),
+            });
+        }
+        let e = KsEdit {
+            added,
+            ..KsEdit::default()
+        };
+        Leveled::new()
+            .empty_version(ctx)
+            .apply(&e, ctx)
+            .expect("apply")
+    }
+
+    /// Every entry of `v`'s level `level`, in order, as (internal key, value).
+    fn level_entries(v: &Arc<dyn LayoutVersion>, level: usize) -> Written {
+        use crate::iter::InternalIter;
+        let lv: &LeveledVersion = v.as_any().downcast_ref().expect("leveled");
+        let mut out = Vec::new();
+        for f in lv.level(level) {
+            let mut it = f.iter(false).expect("iter");
+            it.seek_to_first().expect("seek");
+            while it.valid() {
+                out.push((it.key().to_vec(), it.value().to_vec()));
+                it.next().expect("next");
+            }
+        }
+        out
+    }
+
+    /// The L0→L1 merge of `v` with at most `parts` sub-compactions, as the version after its
+    /// edit, the number of parts beyond the first, and the merged level's entries.
+    fn merge_l0(
+        ctx: &Arc<crate::table::TableCtx>,
+        v: &Arc<dyn LayoutVersion>,
+        next: &AtomicU64,
+        parts: usize,
+        smallest_snapshot: u64,
+    ) -> (Arc<dyn LayoutVersion>, u64, Written) {
+        use crate::layout::Job;
+        let mut opts = KeyspaceOptions::new(LayoutKind::Leveled);
+        opts.leveled.target_table_bytes = 4096;
+        opts.leveled.max_subcompactions = parts;
+        opts.block_size = 256;
+        let stats: Arc<crate::stats::IoStats> = Arc::default();
+        let jc = JobCtx {
+            tables: ctx,
+            next_file: next,
+            smallest_snapshot,
+            opts: &opts,
+            stats: &stats,
+            hash_key: [0; 16],
+            flush_point: None,
+        };
+        let lv: &LeveledVersion = v.as_any().downcast_ref().expect("leveled");
+        let policy = Leveled::new();
+        let l0 = lv.level(0).iter().map(|f| vec![f.clone()]).collect();
+        let mut job = policy
+            .plan_job(lv, &opts.leveled, 0, l0, None)
+            .expect("job");
+        let edit = job.run(&jc).expect("run");
+        drop(job);
+        let after = v.apply(&edit, ctx).expect("apply");
+        after.check_invariants().expect("L1 sorted, no overlap");
+        let split = stats
+            .subcompactions
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let entries = level_entries(&after, 1);
+        (after, split, entries)
+    }
+
+    /// Three L0 tables over the whole key space (overwrites and tombstones, some newer than
+    /// the snapshot) and an L1 of three tables: the merge split in up to four parts writes
+    /// exactly the entries of the merge in one part, in order, into L1 tables that do not
+    /// overlap (every key in exactly one part), for any snapshot.
+    #[test]
+    fn a_merge_split_into_parts_writes_what_the_whole_merge_writes() {
+        let dir = tempfile::tempdir().expect("dir");
+        let t = crate::table::test_support::std_ctx(dir.path(), 0);
+        let key = |i: u32| format!("k{i:05}");
+        let mut tables: Vec<(u32, Entries)> = Vec::new();
+        // L1: three sorted tables of every third key, sequence numbers 1..
+        for part in 0..3u32 {
+            let entries = (part * 1000..(part + 1) * 1000)
+                .filter(|i| i % 3 == 0)
+                .map(|i| (key(i), u64::from(i) + 1, false))
+                .collect();
+            tables.push((1, entries));
+        }
+        // L0: overwrites of every 5th, 7th and 11th key, tombstones among them.
+        for (n, step) in [5u32, 7, 11].into_iter().enumerate() {
+            let entries = (0..3000)
+                .filter(|i| i % step == 0)
+                .map(|i| {
+                    let seq = 10_000 * (n as u64 + 1) + u64::from(i);
+                    (key(i), seq, i % 4 == 0)
+                })
+                .collect();
+            tables.push((0, entries));
+        }
+        let v = real_version(&t, &tables);
+        let next = AtomicU64::new(100);
+        for snapshot in [u64::MAX >> 8, 15_000, 0] {
+            let (_, split, whole) = merge_l0(&t, &v, &next, 1, snapshot);
+            assert_eq!(split, 0);
+            assert!(!whole.is_empty());
+            for parts in [2, 4] {
+                let (after, split, got) = merge_l0(&t, &v, &next, parts, snapshot);
+                assert_eq!(
+                    split,
+                    parts as u64 - 1,
+                    "{parts} parts at snapshot {snapshot}"
+                );
+                assert!(
+                    got == whole,
+                    "{parts} parts at snapshot {snapshot}: {} entries, the whole merge {}",
+                    got.len(),
+                    whole.len()
+                );
+                let lv: &LeveledVersion = after.as_any().downcast_ref().expect("leveled");
+                assert!(lv.level(0).is_empty());
+                assert!(lv.level(1).len() >= parts);
+            }
+        }
     }
 
     /// `Db::compact` answers for the tables present at its call (and what is made from
