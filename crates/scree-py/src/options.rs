@@ -260,6 +260,7 @@ fn set_layout_option(o: &mut KeyspaceOptions, name: &str, v: &Bound<'_, PyAny>) 
                 dtable_max_bytes,
                 division_count,
                 balance_factor,
+                concurrent_jobs,
             ]
         ),
         // A layout added to the engine later: only the common options until listed here.

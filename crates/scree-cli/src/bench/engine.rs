@@ -246,6 +246,8 @@ pub struct ScreeTuning {
     pub lwc_division_count: Option<usize>,
     /// `LightweightOptions::dtable_max_bytes`, in MiB.
     pub lwc_dtable_mb: Option<u64>,
+    /// `LightweightOptions::concurrent_jobs`.
+    pub lwc_concurrent_jobs: bool,
     /// `Options::parallel_search` (search the last level on a search thread).
     pub parallel_search: bool,
     /// `Options::mmap_reads`.
@@ -277,6 +279,9 @@ impl Default for ScreeTuning {
                 .parallel_seeks,
             lwc_division_count: None,
             lwc_dtable_mb: None,
+            lwc_concurrent_jobs: scree::KeyspaceOptions::new(scree::Layout::Lightweight)
+                .lightweight
+                .concurrent_jobs,
             parallel_search: scree::Options::default().parallel_search,
             mmap_reads: scree::Options::default().mmap_reads,
             max_open_files: scree::Options::default().max_open_files,

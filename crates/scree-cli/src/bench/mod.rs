@@ -178,6 +178,10 @@ pub struct BenchArgs {
     /// reads).
     #[arg(long)]
     pub frag_parallel_seeks: bool,
+    /// `lightweight`: let light-weight compactions on disjoint key ranges run at the same time
+    /// (`LightweightOptions::concurrent_jobs`; off by default).
+    #[arg(long)]
+    pub lwc_concurrent_jobs: bool,
     /// `semisorted`: each level's structure as rows of SlimDB's Table 1, level 0 first (0 LSM,
     /// 1 LSM+CF, 2 LSM+CF+TL, 3 LSM+TL, 4 SM, 5 SM+MLCF, 6 SM+MLCF+TL, 7 SM+TL; `scree advise`
     /// prints one) [default: every level 6].
@@ -385,6 +389,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             frag_parallel_seeks: args.frag_parallel_seeks,
             lwc_division_count: args.lwc_division_count,
             lwc_dtable_mb: args.lwc_dtable_mb,
+            lwc_concurrent_jobs: args.lwc_concurrent_jobs,
             parallel_search: args.parallel_search,
             mmap_reads: !args.no_mmap_reads,
             max_open_files: args.max_open_files,

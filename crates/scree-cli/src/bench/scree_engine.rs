@@ -124,6 +124,7 @@ impl ScreeEngine {
         if let Some(mb) = t.lwc_dtable_mb {
             ko.lightweight.dtable_max_bytes = mb.saturating_mul(1 << 20);
         }
+        ko.lightweight.concurrent_jobs = t.lwc_concurrent_jobs;
         let mut settings = vec![
             (
                 "write_buffer_bytes".into(),
@@ -211,6 +212,10 @@ impl ScreeEngine {
                 settings.push((
                     "lightweight.dtable_max_bytes".into(),
                     l.dtable_max_bytes.to_string(),
+                ));
+                settings.push((
+                    "lightweight.concurrent_jobs".into(),
+                    l.concurrent_jobs.to_string(),
                 ));
             }
             _ => {}

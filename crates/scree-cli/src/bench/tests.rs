@@ -380,6 +380,7 @@ fn scree_tuning_flags_reach_the_keyspace() {
             frag_parallel_seeks: true,
             lwc_division_count: Some(4),
             lwc_dtable_mb: Some(8),
+            lwc_concurrent_jobs: true,
             parallel_search: true,
             mmap_reads: false,
             max_open_files: 0,

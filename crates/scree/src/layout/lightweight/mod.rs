@@ -214,6 +214,9 @@ impl Lightweight {
     fn reserve(&self, ctx: &JobCtx<'_>, claims: Vec<LwcClaim>) -> Option<Reservation> {
         let mut t = self.claims.lock();
         let others = !t.is_empty();
+        if others && !ctx.opts.lightweight.concurrent_jobs {
+            return None;
+        }
         let shared = t.any_held(|h| claims.iter().any(|c| c.level == h.level));
         let job = t.new_job();
         if !t.take_all(job, claims) {

@@ -609,6 +609,7 @@ fn concurrent_jobs_on_disjoint_ranges_keep_the_model_across_reopens() {
     // Four levels of many small tables, so that most jobs leave other ranges free.
     ko.lightweight.max_levels = 5;
     ko.lightweight.level_base_bytes = 16 * 1024;
+    ko.lightweight.concurrent_jobs = true;
     let open = |fs: &FaultFs| -> Result<(Db, Keyspace)> {
         let mut o = Options::default();
         o.background_threads = 4;
@@ -665,4 +666,31 @@ fn concurrent_jobs_on_disjoint_ranges_keep_the_model_across_reopens() {
     drop(db);
     let (_db, ks) = open(&fs).expect("second reopen");
     check_model(&ks, &model, "after a second reopen");
+}
+
+/// By default (`concurrent_jobs` off) one light-weight job runs at a time per keyspace, even
+/// with four background threads and work due on several levels.
+#[test]
+fn without_concurrent_jobs_one_job_runs_at_a_time() {
+    let fs = FaultFs::new(5);
+    let mut ko = ks_opts(true);
+    ko.lightweight.max_levels = 5;
+    ko.lightweight.level_base_bytes = 16 * 1024;
+    assert!(!ko.lightweight.concurrent_jobs, "the default");
+    let mut o = Options::default();
+    o.background_threads = 4;
+    o.fs = Some(fs.as_dyn());
+    o.keyspace_options = vec![(KS.to_string(), ko.clone())];
+    let db = Db::open("/db", o).expect("open");
+    let ks = db.keyspace(KS, ko).expect("keyspace");
+    let mut model = Model::new();
+    for round in 0..20 {
+        write(&ks, &mut model, round, round * 500..round * 500 + 1200);
+    }
+    db.flush().expect("flush");
+    db.wait_for_compactions().expect("compactions");
+    let s = db.stats().lightweight;
+    assert!(s.compactions > 10, "{s:?}");
+    assert_eq!(s.concurrent_jobs, 0, "{s:?}");
+    check_model(&ks, &model, "after the run");
 }
