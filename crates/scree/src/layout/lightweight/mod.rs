@@ -6,8 +6,9 @@
 //! neighbour that takes over the victim's range stores the targets' new tails (metadata
 //! aggregation); an overly full target hands part of its range to its next neighbour
 //! (workload balance); a DTable past the band size is divided into n equal ones (equal
-//! division). Jobs run at the same time when the key ranges they hold on their levels are
-//! disjoint ([`LwcClaim`]).
+//! division). Every job claims the key ranges it holds on its levels ([`LwcClaim`]); with
+//! `LightweightOptions::concurrent_jobs` (off by default: it wrote more) jobs whose ranges
+//! are disjoint run at the same time, otherwise one runs at a time.
 //!
 //! `dtable` owns the file format, `version` the version (lookups, scans, the range records),
 //! `jobs` the compaction and division; this module the policy.
@@ -40,8 +41,8 @@ use version::{Level, LwcVersion};
 /// The LWC-tree policy of one keyspace.
 #[derive(Default)]
 pub struct Lightweight {
-    /// The key ranges running jobs hold, per level: jobs whose ranges are disjoint run at
-    /// the same time.
+    /// The key ranges running jobs hold, per level (several jobs only with
+    /// `concurrent_jobs`, on disjoint ranges).
     claims: Reservations<LwcClaim, LwcVersion>,
     /// When a manual compaction last found its ranges held: background picks defer to it
     /// for a moment, so that a stream of background jobs does not starve it.
