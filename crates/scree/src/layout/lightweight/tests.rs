@@ -39,8 +39,13 @@ fn ks_opts(background: bool) -> KeyspaceOptions {
 }
 
 fn open_fault(fs: &FaultFs, ko: &KeyspaceOptions) -> Result<(Db, Keyspace)> {
+    open_threads(fs, ko, 1)
+}
+
+/// [`open_fault`] with `threads` background threads.
+fn open_threads(fs: &FaultFs, ko: &KeyspaceOptions, threads: usize) -> Result<(Db, Keyspace)> {
     let mut o = Options::default();
-    o.background_threads = 1;
+    o.background_threads = threads;
     o.fs = Some(fs.as_dyn());
     o.keyspace_options = vec![(KS.to_string(), ko.clone())];
     let db = Db::open("/db", o)?;
@@ -597,6 +602,14 @@ fn the_guard_spills_what_a_target_has_no_room_for() {
     check_model(&ks, &model, "after a reopen");
 }
 
+/// Four levels of many small tables, so that most jobs leave other ranges free.
+fn many_levels_opts() -> KeyspaceOptions {
+    let mut ko = ks_opts(true);
+    ko.lightweight.max_levels = 5;
+    ko.lightweight.level_base_bytes = 16 * 1024;
+    ko
+}
+
 /// Jobs on disjoint key ranges run at the same time — two compactions into one level, a
 /// compaction appending to a level while another compacts a different group of it down
 /// (neighbouring levels), divisions beside both — and the keyspace stays the model's:
@@ -605,20 +618,9 @@ fn the_guard_spills_what_a_target_has_no_room_for() {
 #[test]
 fn concurrent_jobs_on_disjoint_ranges_keep_the_model_across_reopens() {
     let fs = FaultFs::new(5);
-    let mut ko = ks_opts(true);
-    // Four levels of many small tables, so that most jobs leave other ranges free.
-    ko.lightweight.max_levels = 5;
-    ko.lightweight.level_base_bytes = 16 * 1024;
+    let mut ko = many_levels_opts();
     ko.lightweight.concurrent_jobs = true;
-    let open = |fs: &FaultFs| -> Result<(Db, Keyspace)> {
-        let mut o = Options::default();
-        o.background_threads = 4;
-        o.fs = Some(fs.as_dyn());
-        o.keyspace_options = vec![(KS.to_string(), ko.clone())];
-        let db = Db::open("/db", o)?;
-        let ks = db.keyspace(KS, ko.clone())?;
-        Ok((db, ks))
-    };
+    let open = |fs: &FaultFs| open_threads(fs, &ko, 4);
     let mut model = Model::new();
     let (db, ks) = open(&fs).expect("open");
     for round in 0..30 {
@@ -673,16 +675,9 @@ fn concurrent_jobs_on_disjoint_ranges_keep_the_model_across_reopens() {
 #[test]
 fn without_concurrent_jobs_one_job_runs_at_a_time() {
     let fs = FaultFs::new(5);
-    let mut ko = ks_opts(true);
-    ko.lightweight.max_levels = 5;
-    ko.lightweight.level_base_bytes = 16 * 1024;
+    let ko = many_levels_opts();
     assert!(!ko.lightweight.concurrent_jobs, "the default");
-    let mut o = Options::default();
-    o.background_threads = 4;
-    o.fs = Some(fs.as_dyn());
-    o.keyspace_options = vec![(KS.to_string(), ko.clone())];
-    let db = Db::open("/db", o).expect("open");
-    let ks = db.keyspace(KS, ko).expect("keyspace");
+    let (db, ks) = open_threads(&fs, &ko, 4).expect("open");
     let mut model = Model::new();
     for round in 0..20 {
         write(&ks, &mut model, round, round * 500..round * 500 + 1200);
