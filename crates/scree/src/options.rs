@@ -121,6 +121,10 @@ pub struct Options {
     pub parallel_search: bool,
     /// The file layer (default: real files). [`Options::device`] sets it to the band emulator.
     pub fs: Option<Arc<dyn FileSystem>>,
+    /// Test-only: the order in which background compactions run their phases
+    /// (`db::script`).
+    #[cfg(test)]
+    pub(crate) job_script: Option<Arc<crate::db::script::JobScript>>,
 }
 
 /// The storage device a database runs on ([`Options::device`]).
@@ -215,6 +219,8 @@ impl Default for Options {
             keyspace_options: Vec::new(),
             parallel_search: false,
             fs: None,
+            #[cfg(test)]
+            job_script: None,
         }
     }
 }

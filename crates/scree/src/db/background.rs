@@ -86,10 +86,20 @@ impl DbInner {
         let all: Vec<Arc<KsCore>> = self.keyspaces.read().values().cloned().collect();
         let smallest = self.smallest_snapshot();
         let _pick = self.pick_lock.lock();
+        #[cfg(test)]
+        if let Some(s) = &self.opts.job_script {
+            if !s.may_pick() {
+                return None;
+            }
+        }
         for ks in &all {
             let opts = ks.opts();
             let ctx = self.job_ctx(&opts, smallest);
             if let Some(job) = ks.layout.pick(&ks.sv().version, &ctx) {
+                #[cfg(test)]
+                if let Some(s) = &self.opts.job_script {
+                    s.picked();
+                }
                 return Some(Work::Compact(ks.clone(), job));
             }
         }
@@ -173,7 +183,19 @@ impl DbInner {
         ctx: &JobCtx<'_>,
         trivial: bool,
     ) -> Result<()> {
-        let mut edit = job.run(ctx)?;
+        #[cfg(test)]
+        let script = self.opts.job_script.clone();
+        #[cfg(test)]
+        if let Some(s) = &script {
+            s.wait_turn(super::script::Phase::Run);
+        }
+        let res = job.run(ctx);
+        #[cfg(test)]
+        if let Some(s) = &script {
+            s.step_done(super::script::Phase::Run, res.is_ok());
+            s.wait_turn(super::script::Phase::Install);
+        }
+        let mut edit = res?;
         if trivial {
             self.stats.trivial_moves.fetch_add(1, Ordering::Relaxed);
         } else {
@@ -184,6 +206,13 @@ impl DbInner {
         // The job's input reservation ends only now that its edit is installed.
         drop(job);
         drop(pick);
+        #[cfg(test)]
+        if let Some(s) = &script {
+            if r.is_ok() {
+                self.tables.purge.wait_idle();
+            }
+            s.step_done(super::script::Phase::Install, r.is_ok());
+        }
         r
     }
 }

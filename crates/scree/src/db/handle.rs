@@ -233,6 +233,13 @@ impl Db {
         inner.wait_for_immutable_memtables()
     }
 
+    /// The script of this database's background compactions, if it was opened with one
+    /// (`db::script`).
+    #[cfg(test)]
+    pub(crate) fn job_script(&self) -> Option<Arc<super::script::JobScript>> {
+        self.inner().opts.job_script.clone()
+    }
+
     /// Flushes, then compacts every keyspace as far as its layout goes: the tables present
     /// at the call, and every table made from them while it runs, end where the layout puts
     /// fully compacted data (one sorted level at the bottom for `leveled`, one table per

@@ -33,6 +33,8 @@ mod open;
 mod read;
 mod recovery;
 #[cfg(test)]
+pub(crate) mod script;
+#[cfg(test)]
 mod tests;
 mod write;
 

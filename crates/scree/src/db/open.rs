@@ -32,6 +32,10 @@ impl Drop for DbHandle {
             bg.closing = true;
             self.inner.bg_cv.notify_all();
         }
+        #[cfg(test)]
+        if let Some(s) = &self.inner.opts.job_script {
+            s.abort("the database closed");
+        }
         for w in self.workers.lock().drain(..) {
             let _ = w.join();
         }

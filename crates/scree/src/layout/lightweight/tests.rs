@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::dtable::{self, SegmentEntry, Tail};
 use super::version::LwcVersion;
+use crate::db::script::{JobScript, Phase};
 use crate::error::Error;
 use crate::key::{make_ikey, ValueKind};
 use crate::layout::LayoutVersion;
@@ -387,6 +388,20 @@ fn image() -> (FaultFs, Model) {
     (fs, model)
 }
 
+/// How a crash test opens the database and runs the job it crashes.
+struct Scenario<'a> {
+    /// Opens the database for a run of the job (crashed or not).
+    open: &'a dyn Fn(&FaultFs) -> Result<(Db, Keyspace)>,
+    /// The job, on a database `open` opened.
+    run: &'a dyn Fn(&Db) -> Result<()>,
+    /// Opens the recovered database.
+    reopen: &'a dyn Fn(&FaultFs) -> Result<(Db, Keyspace)>,
+    /// The job again, on a database `reopen` opened, after more writes.
+    rerun: &'a dyn Fn(&Db) -> Result<()>,
+    /// The size limit no DTable may pass once the job ran.
+    limit: u64,
+}
+
 /// Loses power at every `stride`-th I/O operation of `run` (opened with `ko`), the crash
 /// mode and the order of directory entries rotating from one operation to the next: the
 /// recovered keyspace matches the model (every write was flushed before), keeps its
@@ -397,25 +412,52 @@ fn crash_at_every_io(
     what_runs: &str,
     run: &dyn Fn(&Db) -> Result<()>,
 ) -> crate::LightweightStats {
-    let (base, model) = image();
-    let ran;
-    let ops = {
-        let fs = base.deep_clone();
-        let (db, ks) = open_fault(&fs, ko).expect("open");
-        let start = fs.ops();
-        let s1 = db.stats().lightweight;
-        run(&db).expect("runs");
-        let s2 = db.stats().lightweight;
-        assert!(s2 != s1, "{what_runs}: something ran");
-        all_within(&ks, ko.lightweight.dtable_max_bytes, what_runs);
-        ran = s2;
-        drop(ks);
-        drop(db);
-        fs.ops() - start
+    let open = |fs: &FaultFs| open_fault(fs, ko);
+    let sc = Scenario {
+        open: &open,
+        run,
+        reopen: &open,
+        rerun: run,
+        limit: ko.lightweight.dtable_max_bytes,
     };
+    crash_scenario(&sc, 1, stride, what_runs)
+}
+
+/// One uncrashed run of the scenario on a copy of `base`: its operations from the first one
+/// after the open to the end of the close (each as `index kind path`), and the lightweight
+/// counters after it.
+fn reference_run(
+    base: &FaultFs,
+    sc: &Scenario<'_>,
+    what_runs: &str,
+) -> (Vec<String>, crate::LightweightStats) {
+    let fs = base.deep_clone();
+    let (db, ks) = (sc.open)(&fs).expect("open");
+    fs.start_trace();
+    let s1 = db.stats().lightweight;
+    (sc.run)(&db).expect("runs");
+    let s2 = db.stats().lightweight;
+    assert!(s2 != s1, "{what_runs}: something ran");
+    all_within(&ks, sc.limit, what_runs);
+    drop(ks);
+    drop(db);
+    (fs.trace(), s2)
+}
+
+/// Loses power at operations `first`, `first + stride`, … of the scenario's job (see
+/// [`crash_at_every_io`]).
+fn crash_scenario(
+    sc: &Scenario<'_>,
+    first: u64,
+    stride: u64,
+    what_runs: &str,
+) -> crate::LightweightStats {
+    let (base, model) = image();
+    let (trace, ran) = reference_run(&base, sc, what_runs);
+    let ops = trace.len() as u64;
     let modes = CrashMode::ALL;
     let mut points = 0;
-    let mut n = 1;
+    let mut n = first;
     while n <= ops + 1 {
         let mode = modes[(n as usize / stride as usize) % modes.len()];
         let out_of_order = (n / stride) % 3 == 1;
@@ -425,22 +467,22 @@ fn crash_at_every_io(
         let fs = base.deep_clone();
         fs.set_dir_entries_out_of_order(out_of_order);
         fs.reseed(n);
-        let (db, ks) = open_fault(&fs, ko).expect("open");
+        let (db, ks) = (sc.open)(&fs).expect("open");
         fs.freeze_at_op(fs.ops() + n);
-        let _ = run(&db);
+        let _ = (sc.run)(&db);
         drop(ks);
         drop(db);
         fs.crash(mode);
-        let (db, ks) = open_fault(&fs, ko).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+        let (db, ks) = (sc.reopen)(&fs).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
         db.check_invariants()
             .unwrap_or_else(|e| panic!("{what}: invariants: {e}"));
         check_model(&ks, &model, &what);
-        if n % (8 * stride) == 1 {
+        if n % (8 * stride) == first % (8 * stride) {
             // Now and then: more writes, the job again, and a clean `scree check`.
             let mut m = model.clone();
             write(&ks, &mut m, 7, 100..300);
             db.flush().expect("flush");
-            run(&db).unwrap_or_else(|e| panic!("{what}: run again: {e}"));
+            (sc.rerun)(&db).unwrap_or_else(|e| panic!("{what}: run again: {e}"));
             check_model(&ks, &m, &format!("{what}, then more"));
             drop(ks);
             drop(db);
@@ -496,6 +538,137 @@ fn every_crash_of_an_equal_division_recovers() {
     ko.lightweight.dtable_max_bytes = 16 * 1024;
     let ran = crash_at_every_io(&ko, 2, "division", &|db| db.compact());
     assert!(ran.divisions > 0, "{ran:?}");
+}
+
+/// Options for two concurrent jobs on [`image`]: level 0 not due, levels 1 and 2 over their
+/// budgets, so that the two background threads pick compactions of disjoint key ranges —
+/// with `max_levels` 4, two groups of level 2 into level 3 (one level shared), with 5, a
+/// group of level 3 into level 4 beside a group of level 2 appending to level 3
+/// (neighbouring levels).
+fn two_jobs_opts(max_levels: usize, dtable_kib: u64) -> KeyspaceOptions {
+    let mut ko = ks_opts(true);
+    ko.lightweight.l0_compaction_trigger = 1000;
+    ko.lightweight.level_base_bytes = 4096;
+    ko.lightweight.balance_factor = 1.0;
+    ko.lightweight.max_levels = max_levels;
+    ko.lightweight.dtable_max_bytes = dtable_kib * 1024;
+    ko.lightweight.concurrent_jobs = true;
+    ko
+}
+
+/// Opens [`image`] with two background threads whose compactions follow `steps` (jobs 0
+/// and 1 in the order the threads picked them, both picked before either runs).
+fn open_scripted(
+    fs: &FaultFs,
+    ko: &KeyspaceOptions,
+    steps: &[(usize, Phase)],
+) -> Result<(Db, Keyspace)> {
+    let mut o = Options::default();
+    o.background_threads = 2;
+    o.fs = Some(fs.as_dyn());
+    o.keyspace_options = vec![(KS.to_string(), ko.clone())];
+    o.job_script = Some(Arc::new(JobScript::new(2, steps.to_vec())));
+    let db = Db::open("/db", o)?;
+    let ks = db.keyspace(KS, ko.clone())?;
+    Ok((db, ks))
+}
+
+/// Lets a scripted database's jobs go and waits for the script to end.
+fn run_script(db: &Db) -> Result<()> {
+    let script = db.job_script().expect("a scripted database");
+    script.arm();
+    script
+        .wait_done(std::time::Duration::from_secs(60))
+        .map_err(|why| Error::BackgroundError(format!("job script: {why}")))
+}
+
+/// Job 0 writes its data, job 1 runs and installs while job 0's outputs are not yet in the
+/// manifest, then job 0 installs.
+const NESTED: [(usize, Phase); 4] = [
+    (0, Phase::Run),
+    (1, Phase::Run),
+    (1, Phase::Install),
+    (0, Phase::Install),
+];
+
+/// Both jobs write their data, then install in the order they were picked.
+const OVERLAPPED: [(usize, Phase); 4] = [
+    (0, Phase::Run),
+    (1, Phase::Run),
+    (0, Phase::Install),
+    (1, Phase::Install),
+];
+
+/// Crashes every operation of two light-weight jobs in flight at once on disjoint key
+/// ranges (options `ko`), in the order `steps`; the recovered database is reopened with two
+/// free-running background threads (concurrent jobs on) for the rerun. Returns what the two
+/// jobs did.
+fn crash_two_jobs(
+    ko: &KeyspaceOptions,
+    steps: &[(usize, Phase)],
+    what: &str,
+) -> crate::LightweightStats {
+    let open = |fs: &FaultFs| open_scripted(fs, ko, steps);
+    let reopen = |fs: &FaultFs| open_threads(fs, ko, 2);
+    let sc = Scenario {
+        open: &open,
+        run: &run_script,
+        reopen: &reopen,
+        rerun: &|db: &Db| db.wait_for_compactions(),
+        limit: ko.lightweight.dtable_max_bytes,
+    };
+    // Deterministic: two runs do the same operations in the same order (else a crash point
+    // would land on a different operation from one run to the next).
+    let (base, _) = image();
+    let (t1, s) = reference_run(&base, &sc, what);
+    let (t2, _) = reference_run(&base, &sc, what);
+    assert!(t1 == t2, "{what}: two runs differ:\n{t1:#?}\n{t2:#?}");
+    assert_eq!(s.compactions, 2, "{what}: {s:?}");
+    assert_eq!(s.concurrent_jobs, 1, "{what}: one job at a time: {s:?}");
+    assert_eq!(s.shared_level_jobs, 1, "{what}: no level shared: {s:?}");
+    crash_scenario(&sc, 1, 1, what)
+}
+
+/// A crash at every I/O of two concurrent light-weight compactions of one level into the
+/// next (two background threads, `concurrent_jobs` on, disjoint key ranges of levels 2 and
+/// 3): in one order the first job writes its appends and new tails, the second runs and
+/// installs while the first's bytes are unsynced or not in the manifest, then the first
+/// installs; in the other both write before either installs. Appends, the aggregation
+/// writes, balance shifts and a rewrite of a full target with its arrival all run; the
+/// recovered database holds every acknowledged (flushed) write.
+#[test]
+fn every_crash_of_two_concurrent_compactions_of_one_level_recovers() {
+    let ko = two_jobs_opts(4, 40);
+    for (steps, what) in [
+        (NESTED, "one level, nested"),
+        (OVERLAPPED, "one level, overlapped"),
+    ] {
+        let s = crash_two_jobs(&ko, &steps, what);
+        assert!(
+            s.appended_segments > 0
+                && s.aggregation_writes > 0
+                && s.balance_shifts > 0
+                && s.full_rewrites > 0,
+            "{what}: {s:?}"
+        );
+    }
+}
+
+/// The same for a compaction appending to level 3 while another compacts a group of level 3
+/// into level 4 (neighbouring levels).
+#[test]
+fn every_crash_of_two_concurrent_compactions_of_neighbouring_levels_recovers() {
+    let ko = two_jobs_opts(5, 48);
+    for (steps, what) in [
+        (NESTED, "neighbouring levels, nested"),
+        (OVERLAPPED, "neighbouring levels, overlapped"),
+    ] {
+        let s = crash_two_jobs(&ko, &steps, what);
+        assert!(
+            s.appended_segments > 0 && s.aggregation_writes > 0 && s.balance_shifts > 0,
+            "{what}: {s:?}"
+        );
+    }
 }
 
 /// Opens the test keyspace on the file system `fs` (a band emulator over a fault one).
