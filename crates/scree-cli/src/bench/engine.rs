@@ -246,6 +246,8 @@ pub struct ScreeTuning {
     pub lwc_division_count: Option<usize>,
     /// `LightweightOptions::dtable_max_bytes`, in MiB.
     pub lwc_dtable_mb: Option<u64>,
+    /// `LightweightOptions::level_base_bytes`, in MiB.
+    pub lwc_base_mb: Option<u64>,
     /// `LightweightOptions::concurrent_jobs`.
     pub lwc_concurrent_jobs: bool,
     /// `Options::parallel_search` (search the last level on a search thread).
@@ -279,6 +281,7 @@ impl Default for ScreeTuning {
                 .parallel_seeks,
             lwc_division_count: None,
             lwc_dtable_mb: None,
+            lwc_base_mb: None,
             lwc_concurrent_jobs: scree::KeyspaceOptions::new(scree::Layout::Lightweight)
                 .lightweight
                 .concurrent_jobs,

@@ -173,6 +173,10 @@ pub struct BenchArgs {
     /// [default: LightweightOptions::default(), 40].
     #[arg(long)]
     pub lwc_dtable_mb: Option<u64>,
+    /// `lightweight`: target size of level 1 in MiB (`LightweightOptions::level_base_bytes`)
+    /// [default: LightweightOptions::default(), 10].
+    #[arg(long)]
+    pub lwc_base_mb: Option<u64>,
     /// `fragmented`: position the tables of a guard of the level holding the most data on the
     /// seek pool (`FragmentedOptions::parallel_seeks`; off by default: it pays only for cold
     /// reads).
@@ -389,6 +393,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             frag_parallel_seeks: args.frag_parallel_seeks,
             lwc_division_count: args.lwc_division_count,
             lwc_dtable_mb: args.lwc_dtable_mb,
+            lwc_base_mb: args.lwc_base_mb,
             lwc_concurrent_jobs: args.lwc_concurrent_jobs,
             parallel_search: args.parallel_search,
             mmap_reads: !args.no_mmap_reads,

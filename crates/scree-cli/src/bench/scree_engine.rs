@@ -124,6 +124,9 @@ impl ScreeEngine {
         if let Some(mb) = t.lwc_dtable_mb {
             ko.lightweight.dtable_max_bytes = mb.saturating_mul(1 << 20);
         }
+        if let Some(mb) = t.lwc_base_mb {
+            ko.lightweight.level_base_bytes = mb.saturating_mul(1 << 20);
+        }
         ko.lightweight.concurrent_jobs = t.lwc_concurrent_jobs;
         let mut settings = vec![
             (
@@ -212,6 +215,10 @@ impl ScreeEngine {
                 settings.push((
                     "lightweight.dtable_max_bytes".into(),
                     l.dtable_max_bytes.to_string(),
+                ));
+                settings.push((
+                    "lightweight.level_base_bytes".into(),
+                    l.level_base_bytes.to_string(),
                 ));
                 settings.push((
                     "lightweight.concurrent_jobs".into(),

@@ -380,6 +380,7 @@ fn scree_tuning_flags_reach_the_keyspace() {
             frag_parallel_seeks: true,
             lwc_division_count: Some(4),
             lwc_dtable_mb: Some(8),
+            lwc_base_mb: Some(2),
             lwc_concurrent_jobs: true,
             parallel_search: true,
             mmap_reads: false,
@@ -430,6 +431,22 @@ fn scree_tuning_flags_reach_the_keyspace() {
         parse_args(["bench", "--frag-parallel-seeks"])
             .expect("args")
             .frag_parallel_seeks
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let e = super::scree_engine::ScreeEngine::open(dir.path(), scree::Layout::Lightweight, &cfg)
+        .expect("open lightweight");
+    let s = e.settings();
+    assert!(s
+        .iter()
+        .any(|(n, v)| n == "lightweight.level_base_bytes" && v == "2097152"));
+    assert!(s
+        .iter()
+        .any(|(n, v)| n == "lightweight.dtable_max_bytes" && v == "8388608"));
+    assert_eq!(
+        parse_args(["bench", "--lwc-base-mb", "256"])
+            .expect("args")
+            .lwc_base_mb,
+        Some(256)
     );
     let dir = tempfile::tempdir().expect("tempdir");
     let e = super::scree_engine::ScreeEngine::open(dir.path(), scree::Layout::Leveled, &cfg)
