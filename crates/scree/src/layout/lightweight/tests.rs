@@ -1,7 +1,7 @@
 //! Tests of the `lightweight` layout: the DTable tail against damage, light-weight
 //! compactions that only append (bytes read and written per compaction), aggregation,
 //! balance and division against a model, and crashes at every I/O of a compaction, a balance
-//! step and a division.
+//! step and a division, and of two light-weight compactions in flight at once (`db::script`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
