@@ -1,6 +1,7 @@
 //! The block cache: decoded data blocks keyed by (file number, offset), bounded in bytes
 //! (quick_cache, a CLOCK-Pro cache). With `Options::cache_index_and_filter_blocks` it also
-//! holds sorted tables' index blocks and Bloom filters, charged to the same budget.
+//! holds sorted tables' index blocks and Bloom filters, charged to the same budget; layouts
+//! with a block format of their own (`semisorted`) keep their checked blocks' bytes in it.
 
 use std::sync::Arc;
 
@@ -18,10 +19,27 @@ pub(crate) enum Item {
     Data(Arc<DataBlock>),
     Index(Arc<TableIndex>),
     Filter(Arc<LoadedFilter>),
+    Checked(Arc<CheckedBytes>),
 }
 
-/// The kinds of item besides data blocks (index blocks and filters), as they go in and out
-/// of an [`Item`].
+/// The bytes of a block whose checksum was verified when it was read, for a layout whose
+/// blocks are not sorted-table blocks (the `semisorted` table's fixed-size blocks).
+pub(crate) struct CheckedBytes(pub Box<[u8]>);
+
+impl MetaItem for CheckedBytes {
+    fn wrap(item: Arc<Self>) -> Item {
+        Item::Checked(item)
+    }
+    fn unwrap(item: Item) -> Option<Arc<Self>> {
+        match item {
+            Item::Checked(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+/// The kinds of item besides sorted tables' data blocks (index blocks, filters, checked
+/// blocks of other formats), as they go in and out of an [`Item`].
 pub(crate) trait MetaItem: Sized {
     fn wrap(item: Arc<Self>) -> Item;
     fn unwrap(item: Item) -> Option<Arc<Self>>;
@@ -60,6 +78,7 @@ impl Weighter<(u64, u64), Item> for ItemWeighter {
             Item::Data(b) => b.weight(),
             Item::Index(b) => b.weight(),
             Item::Filter(f) => filter_weight(f),
+            Item::Checked(b) => b.0.len() + 64,
         }) as u64
     }
 }

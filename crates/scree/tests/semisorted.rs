@@ -211,7 +211,10 @@ fn snapshots_see_their_moment_through_merges() {
 #[test]
 fn gets_read_about_one_block() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), common::small_db()).unwrap();
+    // No block cache: every block a lookup needs is read from its file.
+    let mut dbo = common::small_db();
+    dbo.block_cache_bytes = 0;
+    let db = Db::open(dir.path(), dbo).unwrap();
     let mut o = opts();
     o.write_buffer_bytes = 256 * 1024;
     let ks = db.keyspace("s", o).unwrap();
@@ -235,6 +238,48 @@ fn gets_read_about_one_block() {
     let missing = (reads(&db) - before) as f64 / n as f64;
     assert!(present <= 1.05, "{present} data blocks per present get");
     assert!(missing <= 0.02, "{missing} data blocks per missing get");
+}
+
+/// Lookups and prefix scans keep the blocks they read in the block cache: a second pass over
+/// the same keys reads nothing from the files and counts hits, and returns the same values.
+#[test]
+fn lookups_keep_their_blocks_in_the_block_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut dbo = common::small_db();
+    dbo.block_cache_bytes = 64 << 20;
+    let db = Db::open(dir.path(), dbo).unwrap();
+    let mut o = opts();
+    o.write_buffer_bytes = 256 * 1024;
+    let ks = db.keyspace("s", o).unwrap();
+    let n = 20_000u64;
+    for i in 0..n {
+        ks.put(key(i % 500, i), value(0, i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.compact().unwrap();
+    let pass = || {
+        let before = db.stats();
+        for i in 0..n {
+            assert_eq!(ks.get(key(i % 500, i)).unwrap(), Some(value(0, i, 0)));
+        }
+        for g in 0..500u64 {
+            assert_eq!(ks.prefix(g.to_be_bytes()).count(), 40, "group {g}");
+        }
+        let after = db.stats();
+        (
+            after.data_block_reads - before.data_block_reads,
+            after.cache_hits - before.cache_hits,
+            after.cache_misses - before.cache_misses,
+        )
+    };
+    let (reads, _, misses) = pass();
+    assert!(
+        reads > 0 && misses == reads,
+        "first pass: {reads} reads, {misses} misses"
+    );
+    let (reads, hits, misses) = pass();
+    assert_eq!((reads, misses), (0, 0), "second pass read from the files");
+    assert!(hits >= n, "{hits} hits for {n} gets");
 }
 
 /// Flushes and stepped merges (merges down, in place at the last level, with sub-levels of

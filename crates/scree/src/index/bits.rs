@@ -90,6 +90,27 @@ impl<'a> BitReader<'a> {
         Some(b)
     }
 
+    /// The next `n` bits (n ≤ 32) in stream order, the next bit the lowest, and how many of
+    /// them lie before the end (bits past it read as 0). Does not move.
+    pub(crate) fn peek(&self, n: u32) -> (u64, u32) {
+        let avail = self.end.saturating_sub(self.pos).min(u64::from(n)) as u32;
+        if avail == 0 {
+            return (0, 0);
+        }
+        let (w, s) = ((self.pos / 64) as usize, (self.pos % 64) as u32);
+        let lo = self.words.get(w).copied().unwrap_or(0) >> s;
+        let hi = match s {
+            0 => 0,
+            _ => self.words.get(w + 1).copied().unwrap_or(0) << (64 - s),
+        };
+        ((lo | hi) & ((1u64 << avail) - 1), avail)
+    }
+
+    /// Moves past `n` bits (at most to the end).
+    pub(crate) fn advance(&mut self, n: u32) {
+        self.pos = (self.pos + u64::from(n)).min(self.end);
+    }
+
     /// The position of the next bit.
     pub(crate) fn pos(&self) -> u64 {
         self.pos

@@ -71,7 +71,15 @@ struct Table {
     offset: Vec<u32>,
     /// Symbols sorted by (length, symbol).
     symbols: Vec<u8>,
+    /// The decoding table of codes up to [`FAST_BITS`] long, indexed by the next
+    /// `FAST_BITS` bits in stream order (the first bit the lowest): `symbol << 8 | length`, or
+    /// 0 where the code is longer (decoded bit by bit).
+    fast: Vec<u16>,
 }
+
+/// Bits a [`Table`]'s fast decoding table looks at: codes this short are decoded with one
+/// lookup; longer ones (the least likely counts) bit by bit.
+const FAST_BITS: u32 = 8;
 
 impl Table {
     fn new(lengths: &[u8]) -> Table {
@@ -105,12 +113,29 @@ impl Table {
                 *n += 1;
             }
         }
+        let mut fast = vec![0u16; 1 << FAST_BITS];
+        for (sym, &(code, len)) in codes.iter().enumerate() {
+            let len = u32::from(len);
+            if len == 0 || len > FAST_BITS {
+                continue;
+            }
+            // The code's first (most significant) bit is the stream's first, index bit 0.
+            let stream = (0..len).fold(0usize, |acc, j| {
+                acc | ((((code >> (len - 1 - j)) & 1) as usize) << j)
+            });
+            for high in 0..1usize << (FAST_BITS - len) {
+                if let Some(slot) = fast.get_mut(stream | high << len) {
+                    *slot = (sym as u16) << 8 | len as u16;
+                }
+            }
+        }
         Table {
             codes,
             first,
             count,
             offset,
             symbols,
+            fast,
         }
     }
 }
@@ -160,6 +185,13 @@ pub(crate) fn put_left(w: &mut BitWriter, n: usize, left: usize) {
 pub(crate) fn get_left(r: &mut BitReader<'_>, n: usize) -> Option<usize> {
     if n <= HUFFMAN_MAX_N {
         let t = TABLES.get(n.checked_sub(2)?)?;
+        let (next, avail) = r.peek(FAST_BITS);
+        let e = t.fast.get(next as usize).copied().unwrap_or(0);
+        let len = u32::from(e & 0xff);
+        if len != 0 && len <= avail {
+            r.advance(len);
+            return Some(usize::from(e >> 8));
+        }
         let mut code = 0u32;
         for len in 1..t.first.len() {
             code = (code << 1) | u32::from(r.read()?);
@@ -232,6 +264,34 @@ mod tests {
                 assert_eq!(get_left(&mut r, n), Some(left), "n {n} left {left}");
             }
             assert_eq!(r.pos(), len);
+        }
+    }
+
+    /// Every code, at every alignment and with the stream ending right after it or running
+    /// on, decodes through the fast table to what the bit-by-bit decoding gives.
+    #[test]
+    fn fast_table_agrees_with_the_codes() {
+        for n in 2..=HUFFMAN_MAX_N {
+            let t = &TABLES[n - 2];
+            for left in 0..=n {
+                for pad in [0u32, 3, 61, 63] {
+                    for tail in [0u64, 13] {
+                        let mut w = BitWriter::default();
+                        w.push_bits(0, pad);
+                        put_left(&mut w, n, left);
+                        let code_end = w.len();
+                        w.push_bits(u64::MAX, tail as u32);
+                        let (words, len) = w.finish();
+                        let mut r = BitReader::new(&words, u64::from(pad), len);
+                        assert_eq!(get_left(&mut r, n), Some(left), "n {n} left {left}");
+                        assert_eq!(r.pos(), code_end);
+                    }
+                }
+                let (_, l) = t.codes[left];
+                if u32::from(l) <= FAST_BITS {
+                    assert!(t.fast.iter().any(|&e| usize::from(e >> 8) == left));
+                }
+            }
         }
     }
 

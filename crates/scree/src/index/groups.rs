@@ -98,15 +98,41 @@ impl Groups {
         u32::try_from(pos - r as usize).ok()
     }
 
-    /// First and last block (inclusive) of group `r`.
-    pub(crate) fn range(&self, r: u32, cost: &mut LookupCost) -> Option<(u32, u32)> {
-        let last = self.last_block(r)?;
-        cost.rank_select += 1;
-        if r == 0 {
-            return Some((0, last));
+    /// The position of the first set bit of `last` at or after `pos`, looked for in the next
+    /// two words (a group's delta is short: its blocks); past them, `None`.
+    fn next_end_near(&self, pos: usize) -> Option<usize> {
+        let mut p = pos;
+        while p < self.last.len() && p < pos + 128 {
+            let n = (self.last.len() - p).min(64);
+            let w = self.last.get_bits(p, n)?;
+            if w != 0 {
+                return Some(p + w.trailing_zeros() as usize);
+            }
+            p += n;
         }
-        let prev = self.last_block(r - 1)?;
+        None
+    }
+
+    /// First and last block (inclusive) of group `r`: one select for the group before it, and
+    /// its own end found by scanning on from there (a second select only for a long group).
+    pub(crate) fn range(&self, r: u32, cost: &mut LookupCost) -> Option<(u32, u32)> {
+        if r == 0 {
+            cost.rank_select += 1;
+            return Some((0, self.last_block(0)?));
+        }
+        let prev_pos = self.last.select1(r as usize - 1);
         cost.rank_select += 1;
+        if prev_pos >= self.last.len() {
+            return None;
+        }
+        let prev = u32::try_from(prev_pos - (r as usize - 1)).ok()?;
+        let last = match self.next_end_near(prev_pos + 1) {
+            Some(pos) => u32::try_from(pos - r as usize).ok()?,
+            None => {
+                cost.rank_select += 1;
+                self.last_block(r)?
+            }
+        };
         if last == prev {
             return Some((last, last));
         }
@@ -143,5 +169,51 @@ impl Groups {
     /// Bytes of the heap this level holds.
     pub(crate) fn heap_bytes(&self) -> usize {
         self.last.heap_size() + self.cont.heap_size()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Groups ending after gaps short and long (past the scan's two words) have the ranges
+    /// the unary deltas say, found with one select where the gap is short.
+    #[test]
+    fn ranges_follow_the_deltas_short_and_long() {
+        // Last blocks of 6 groups; groups 2 and 4 span many blocks.
+        let lasts = [0u32, 0, 150, 151, 400, 401];
+        let num_blocks = 402u32;
+        let mut bits = Vec::new();
+        let mut prev = 0u32;
+        for &l in &lasts {
+            bits.extend(std::iter::repeat_n(false, (l - prev) as usize));
+            bits.push(true);
+            prev = l;
+        }
+        let mut words = vec![0u64; bits.len().div_ceil(64)];
+        for (i, &b) in bits.iter().enumerate() {
+            if b {
+                words[i / 64] |= 1 << (i % 64);
+            }
+        }
+        // Continuations: inside groups 2 (blocks 1..=150) and 4 (152..=400).
+        let mut cont = vec![0u64; (num_blocks as usize).div_ceil(64)];
+        for b in (2..=150).chain(153..=400) {
+            cont[b / 64] |= 1 << (b % 64);
+        }
+        let g = Groups::new(
+            rs_vec(words, bits.len() as u64),
+            rs_vec(cont, u64::from(num_blocks)),
+            lasts.len() as u32,
+            num_blocks,
+        )
+        .unwrap();
+        let mut cost = LookupCost::default();
+        let want = [(0, 0), (0, 0), (1, 150), (151, 151), (152, 400), (401, 401)];
+        for (r, w) in want.iter().enumerate() {
+            assert_eq!(g.range(r as u32, &mut cost), Some(*w), "group {r}");
+        }
+        // Groups 1, 3 and 5 end within the scan of their predecessor's end; 2 and 4 do not.
+        assert_eq!(cost.rank_select, 1 + 1 + 2 + 1 + 2 + 1);
     }
 }

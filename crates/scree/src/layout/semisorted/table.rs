@@ -10,6 +10,10 @@
 
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering as AtOrd;
+use std::sync::Arc;
+
+use crate::cache::{BlockCache, CheckedBytes};
 
 use crate::coding::{crc, get_u32, get_u64, put_u32, put_u64, put_varint, Reader};
 use crate::error::{Error, Result};
@@ -110,6 +114,95 @@ enum Stored<'a> {
         offset: u64,
         len: u64,
     },
+}
+
+/// A data block's bytes: borrowed from the file's memory map, read, or from the block cache.
+enum BlockBytes<'a> {
+    Mapped(&'a [u8]),
+    Read(Vec<u8>),
+    Cached(Arc<CheckedBytes>),
+}
+
+impl std::ops::Deref for BlockBytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            BlockBytes::Mapped(m) => m,
+            BlockBytes::Read(v) => v,
+            BlockBytes::Cached(c) => &c.0,
+        }
+    }
+}
+
+/// The entries of one data block in order, each decoded and checked when reached; a damaged
+/// entry is `Corruption` naming the file and its offset, and ends the walk.
+struct BlockEntries<'a> {
+    path: &'a Path,
+    /// The block's offset in the file.
+    off: u64,
+    b: u32,
+    r: Reader<'a>,
+    i: usize,
+    count: usize,
+}
+
+impl<'a> BlockEntries<'a> {
+    fn decode(&mut self) -> Option<Stored<'a>> {
+        let r = &mut self.r;
+        let s = match r.u8()? {
+            TAG_INLINE => Stored::Inline {
+                ikey: r.slice()?,
+                value: r.slice()?,
+            },
+            TAG_BLOB_VALUE => Stored::BlobValue {
+                ikey: r.slice()?,
+                offset: r.varint()?,
+                len: r.varint()?,
+            },
+            TAG_BLOB_ENTRY => Stored::BlobEntry {
+                trailer: r.u64()?,
+                key_hash: r.u64()?,
+                offset: r.varint()?,
+                len: r.varint()?,
+            },
+            _ => return None,
+        };
+        match &s {
+            Stored::Inline { ikey, .. } | Stored::BlobValue { ikey, .. }
+                if !key::valid_ikey(ikey) =>
+            {
+                None
+            }
+            _ => Some(s),
+        }
+    }
+}
+
+impl<'a> Iterator for BlockEntries<'a> {
+    type Item = Result<Stored<'a>>;
+
+    fn next(&mut self) -> Option<Result<Stored<'a>>> {
+        if self.i >= self.count {
+            return None;
+        }
+        let at = self.off + 2 + self.r.pos() as u64;
+        let i = self.i;
+        match self.decode() {
+            Some(s) => {
+                self.i += 1;
+                Some(Ok(s))
+            }
+            None => {
+                // The walk ends at the first damaged entry.
+                self.i = self.count;
+                Some(Err(Error::corruption(
+                    self.path,
+                    at,
+                    format!("entry {i} of block {}", self.b),
+                )))
+            }
+        }
+    }
 }
 
 /// Writes one table.
@@ -383,6 +476,9 @@ pub struct SemiReader {
     file: CountedReader,
     footer: Footer,
     index: Option<BlockIndex>,
+    /// The block cache and this table's file number, when lookups and scans keep the blocks
+    /// they read there ([`SemiReader::cached`]).
+    cache: Option<(BlockCache, u64)>,
 }
 
 /// An index as a lookup holds it: pinned in the reader, or read for this lookup.
@@ -419,11 +515,20 @@ impl SemiReader {
             file,
             footer,
             index: None,
+            cache: None,
         };
         if pin_index {
             r.index = Some(r.read_index(kind)?);
         }
         Ok(r)
+    }
+
+    /// The reader with lookups' and scans' blocks (reads of [`ReadKind::Data`]) kept in
+    /// `cache` under `file_no`, as sorted tables keep theirs: a hit costs no read and no
+    /// checksum.
+    pub fn cached(mut self, cache: BlockCache, file_no: u64) -> SemiReader {
+        self.cache = cache.enabled().then_some((cache, file_no));
+        self
     }
 
     /// Reads and decodes the index, checking it against the footer.
@@ -478,11 +583,27 @@ impl SemiReader {
             + std::mem::size_of::<SemiReader>()
     }
 
-    /// Reads data block `b` and checks its checksum.
-    fn read_block(&self, b: u32, kind: ReadKind) -> Result<Vec<u8>> {
+    /// Data block `b`, checksum checked, and whether it was read from the file (not found in
+    /// the block cache): from the cache for a lookup or scan of a cached reader, else a slice
+    /// of the file's memory map when it has one (no copy), else read into a buffer.
+    fn read_block(&self, b: u32, kind: ReadKind) -> Result<(BlockBytes<'_>, bool)> {
         let bs = self.footer.block_size as usize;
         let off = u64::from(b) * bs as u64;
-        let block = self.file.read(off, bs, kind)?;
+        let cache = self.cache.as_ref().filter(|_| kind == ReadKind::Data);
+        if let Some((c, file_no)) = cache {
+            if let Some(hit) = c.get_meta::<CheckedBytes>(*file_no, off) {
+                self.file.io_stats().cache_hits.fetch_add(1, AtOrd::Relaxed);
+                return Ok((BlockBytes::Cached(hit), false));
+            }
+            self.file
+                .io_stats()
+                .cache_misses
+                .fetch_add(1, AtOrd::Relaxed);
+        }
+        let block = match self.file.mapped(off, bs, kind)? {
+            Some(m) => BlockBytes::Mapped(m),
+            None => BlockBytes::Read(self.file.read(off, bs, kind)?),
+        };
         let body = bs - 4;
         if get_u32(&block, body) != block.get(..body).map(crc) {
             return Err(Error::corruption(
@@ -491,57 +612,28 @@ impl SemiReader {
                 format!("data block {b} checksum mismatch"),
             ));
         }
-        Ok(block)
+        if let Some((c, file_no)) = cache {
+            c.insert_meta(*file_no, off, Arc::new(CheckedBytes(Box::from(&*block))));
+        }
+        Ok((block, true))
     }
 
-    /// Decodes the entries of block `b` (read at `off`).
-    fn entries_of<'a>(&self, block: &'a [u8], b: u32) -> Result<Vec<Stored<'a>>> {
-        let off = u64::from(b) * u64::from(self.footer.block_size);
-        let body = block.len() - 4;
+    /// The entries of block `b`, decoded one at a time as the caller walks them (a lookup
+    /// stops at its key).
+    fn entries_of<'a>(&'a self, block: &'a [u8], b: u32) -> BlockEntries<'a> {
+        let body = block.len().saturating_sub(4);
         let head: [u8; 2] = block
             .get(..2)
             .and_then(|h| h.try_into().ok())
             .unwrap_or([0, 0]);
-        let count = usize::from(u16::from_le_bytes(head));
-        let mut r = Reader::new(block.get(2..body).unwrap_or_default());
-        let mut out = Vec::with_capacity(count);
-        for i in 0..count {
-            let at = off + 2 + r.pos() as u64;
-            let bad = || Error::corruption(self.path(), at, format!("entry {i} of block {b}"));
-            let s = match r.u8().ok_or_else(bad)? {
-                TAG_INLINE => {
-                    let ikey = r.slice().ok_or_else(bad)?;
-                    let value = r.slice().ok_or_else(bad)?;
-                    Stored::Inline { ikey, value }
-                }
-                TAG_BLOB_VALUE => {
-                    let ikey = r.slice().ok_or_else(bad)?;
-                    let offset = r.varint().ok_or_else(bad)?;
-                    let len = r.varint().ok_or_else(bad)?;
-                    Stored::BlobValue { ikey, offset, len }
-                }
-                TAG_BLOB_ENTRY => {
-                    let trailer = r.u64().ok_or_else(bad)?;
-                    let key_hash = r.u64().ok_or_else(bad)?;
-                    let offset = r.varint().ok_or_else(bad)?;
-                    let len = r.varint().ok_or_else(bad)?;
-                    Stored::BlobEntry {
-                        trailer,
-                        key_hash,
-                        offset,
-                        len,
-                    }
-                }
-                _ => return Err(bad()),
-            };
-            if let Stored::Inline { ikey, .. } | Stored::BlobValue { ikey, .. } = &s {
-                if !key::valid_ikey(ikey) {
-                    return Err(bad());
-                }
-            }
-            out.push(s);
+        BlockEntries {
+            path: self.path(),
+            off: u64::from(b) * u64::from(self.footer.block_size),
+            b,
+            r: Reader::new(block.get(2..body).unwrap_or_default()),
+            i: 0,
+            count: usize::from(u16::from_le_bytes(head)),
         }
-        Ok(out)
     }
 
     /// Reads `len` bytes of the blob area at `offset` and checks their checksum.
@@ -634,9 +726,10 @@ impl SemiReader {
         };
         let mut khash = None;
         for b in blocks {
-            let block = self.read_block(b, ReadKind::Data)?;
-            *blocks_read += 1;
-            for s in self.entries_of(&block, b)? {
+            let (block, read) = self.read_block(b, ReadKind::Data)?;
+            *blocks_read += u64::from(read);
+            for s in self.entries_of(&block, b) {
+                let s = s?;
                 let (matches, trailer) = match &s {
                     Stored::Inline { ikey, .. } | Stored::BlobValue { ikey, .. } => {
                         let p = key::parse(ikey);
@@ -675,9 +768,9 @@ impl SemiReader {
         let mut out = Vec::new();
         let index = self.index_for(ReadKind::Metadata)?;
         for b in index.prefix_blocks(ph) {
-            let block = self.read_block(b, kind)?;
-            for s in self.entries_of(&block, b)? {
-                let e = self.materialize(&s, kind)?;
+            let (block, _) = self.read_block(b, kind)?;
+            for s in self.entries_of(&block, b) {
+                let e = self.materialize(&s?, kind)?;
                 if key::user_key(&e.ikey).starts_with(prefix) {
                     out.push(e);
                 }
@@ -689,9 +782,9 @@ impl SemiReader {
     /// Calls `f` with every entry in table order, reading each block once (counted as `kind`).
     pub fn for_each(&self, kind: ReadKind, mut f: impl FnMut(Entry) -> Result<()>) -> Result<()> {
         for b in 0..self.footer.blocks {
-            let block = self.read_block(b, kind)?;
-            for s in self.entries_of(&block, b)? {
-                f(self.materialize(&s, kind)?)?;
+            let (block, _) = self.read_block(b, kind)?;
+            for s in self.entries_of(&block, b) {
+                f(self.materialize(&s?, kind)?)?;
             }
         }
         Ok(())
@@ -699,10 +792,9 @@ impl SemiReader {
 
     /// Entries of block `b`, in table order.
     pub fn block_entries(&self, b: u32, kind: ReadKind) -> Result<Vec<Entry>> {
-        let block = self.read_block(b, kind)?;
-        self.entries_of(&block, b)?
-            .iter()
-            .map(|s| self.materialize(s, kind))
+        let (block, _) = self.read_block(b, kind)?;
+        self.entries_of(&block, b)
+            .map(|s| self.materialize(&s?, kind))
             .collect()
     }
 }

@@ -79,7 +79,8 @@ pub fn reader_of(f: &TableFile, pin_index: bool) -> Result<Arc<OpenSemi>> {
     }
     let file = f.open_file()?;
     let stats = file.io_stats().clone();
-    let reader = SemiReader::open(file, ReadKind::Metadata, pin_index)?;
+    let reader = SemiReader::open(file, ReadKind::Metadata, pin_index)?
+        .cached(f.ctx().cache.clone(), f.meta.file_no);
     let bytes = reader.memory_bytes();
     let open = Arc::new(OpenSemi {
         reader,
