@@ -58,7 +58,7 @@ pub mod testing;
 
 pub use batch::{WriteBatch, WriteOptions};
 pub use compaction_filter::CompactionFilter;
-pub use db::{Db, Keyspace, Snapshot};
+pub use db::{Db, Keyspace, Snapshot, WeakKeyspace};
 pub use error::{Error, Result};
 pub use iterator::{Key, RangeIter, Value};
 pub use options::{
