@@ -271,6 +271,6 @@ fn a_filter_reading_another_keyspace_through_a_weak_handle() {
         // Closed: the lock is free and the data reads back.
         let db = Db::open(dir.path(), common::small_db()).unwrap();
         let live = db.keyspace("live", common::small_ks(layout)).unwrap();
-        assert!(live.get(key(layout, 0)).unwrap().is_some(), "{layout}");
+        assert!(live.get(key(layout, 1)).unwrap().is_some(), "{layout}");
     }
 }
