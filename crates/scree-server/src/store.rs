@@ -1540,6 +1540,25 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
+        /// A sub-key parses back to its key and generation, whatever follows; cut short or
+        /// with a group that is not the key's hash, it is not a sub-key.
+        #[test]
+        fn sub_keys_parse_back(
+            key in proptest::collection::vec(proptest::num::u8::ANY, 0..40),
+            gen in proptest::num::u64::ANY,
+            rest in proptest::collection::vec(proptest::num::u8::ANY, 0..20),
+            cut in 0usize..60,
+        ) {
+            let prefix = Store::sub_prefix(&key, gen);
+            let k = Store::sub_key(&prefix, Some(b'm'), &rest);
+            proptest::prop_assert_eq!(parse_sub_key(&k), Some((&key[..], gen, prefix.len())));
+            let short = k.get(..prefix.len().saturating_sub(1 + cut % prefix.len())).unwrap();
+            proptest::prop_assert_eq!(parse_sub_key(short), None);
+            let mut other = k.clone();
+            other[0] ^= 1;
+            proptest::prop_assert_eq!(parse_sub_key(&other), None);
+        }
+
         /// The score index's byte order is the scores' numeric order (and decodes back).
         #[test]
         fn score_keys_sort_as_the_scores(a in proptest::num::f64::ANY, b in proptest::num::f64::ANY) {
