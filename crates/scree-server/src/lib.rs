@@ -15,6 +15,7 @@ use std::path::PathBuf;
 
 pub mod commands;
 pub mod expiry;
+pub mod gc;
 pub mod glob;
 pub mod info;
 pub mod resp;

@@ -19,9 +19,12 @@
 //! - `redis.sys`: the server's own records (the generation high-water mark; the fsync
 //!   heartbeat).
 //!
-//! A hash or sorted set that is deleted or expires keeps its sub-entries until compaction:
-//! they carry the generation of the header that made them, and a new header never reuses a
-//! generation, so they are never read again.
+//! Sub-entries carry the generation of the header that made them, and a new header never
+//! reuses a generation, so the sub-entries of a hash or sorted set that is replaced (a plain
+//! `SET` or `MSET` writes its header blind, without reading the old one), expires or is
+//! flushed are never read again: the compaction filter of `redis.hash` and `redis.zset`
+//! (`gc.rs`) drops them. `DEL`, and a write that finds an expired collection, delete them at
+//! once.
 
 use std::collections::HashSet;
 use std::ops::Bound;
@@ -32,6 +35,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use scree::{Db, Keyspace, KeyspaceOptions, Layout, Order, WriteBatch, WriteOptions};
 
 use crate::expiry::ExpiryFilter;
+use crate::gc::OrphanFilter;
 use crate::resp::Reply;
 
 /// The keyspace of Redis keys.
@@ -152,7 +156,7 @@ impl Entry {
     }
 
     /// A collection's generation and element count.
-    fn gen_count(&self) -> (u64, u64) {
+    pub fn gen_count(&self) -> (u64, u64) {
         let g = self.body.first_chunk::<8>().copied().unwrap_or_default();
         let c = self
             .body
@@ -373,9 +377,37 @@ fn xxh(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(key)
 }
 
+/// The stored key of Redis key `key` in `redis`: `prefix_len` bytes of its hash first (the
+/// `semisorted:N` prefix), or the key alone (`prefix_len` 0).
+pub fn main_key(prefix_len: usize, key: &[u8]) -> Vec<u8> {
+    if prefix_len == 0 {
+        return key.to_vec();
+    }
+    let h = xxhash_rust::xxh3::xxh3_128(key).to_be_bytes();
+    let mut k = h.get(..prefix_len).unwrap_or(&h).to_vec();
+    k.extend_from_slice(key);
+    k
+}
+
+/// A sub-entry key (`group | keylen | key | gen | ...`) parsed: the Redis key, the
+/// generation, and the length of the collection's sub-prefix. `None` for bytes that are not
+/// one (a group that is not the key's hash included).
+pub fn parse_sub_key(k: &[u8]) -> Option<(&[u8], u64, usize)> {
+    let (group, rest) = k.split_first_chunk::<GROUP_BYTES>()?;
+    let (len, rest) = rest.split_first_chunk::<4>()?;
+    let len = usize::try_from(u32::from_be_bytes(*len)).ok()?;
+    let key = rest.get(..len)?;
+    let gen = rest.get(len..)?.first_chunk::<8>()?;
+    if *group != xxh(key).to_be_bytes() {
+        return None;
+    }
+    Some((key, u64::from_be_bytes(*gen), GROUP_BYTES + 4 + len + 8))
+}
+
 impl Store {
     /// Opens (creating) the server's keyspaces in `db` with `layout`, the keyspace options
-    /// `base` (their layout is replaced), and the expiry compaction filter on `redis`; with
+    /// `base` (their layout is replaced), the expiry compaction filter on `redis` and the
+    /// orphan filter on `redis.hash` and `redis.zset`; with
     /// `directory`, the key directory where `layout` has no key order.
     pub fn open(
         db: Db,
@@ -425,15 +457,26 @@ impl Store {
         let mut mo = opts(lm);
         mo.compaction_filter = Some(Arc::new(ExpiryFilter));
         let main = db.keyspace(KS_MAIN, mo)?;
-        let hash = db.keyspace(KS_HASH, opts(lh))?;
-        let zset = db.keyspace(KS_ZSET, opts(lz))?;
-        let mut so = KeyspaceOptions::new(Layout::Leveled);
-        so.write_buffer_bytes = 1 << 20;
-        let sys = db.keyspace(KS_SYS, so)?;
         let main_prefix = match lm.order() {
             Order::PrefixGroups(n) => n,
             _ => 0,
         };
+        // Orphaned sub-entries go at compaction; the filters read `redis` through a handle
+        // that does not keep the database open.
+        let sub_opts = |l: Layout, kind: Kind| {
+            let mut o = opts(l);
+            o.compaction_filter = Some(Arc::new(OrphanFilter::new(
+                main.downgrade(),
+                main_prefix,
+                kind,
+            )));
+            o
+        };
+        let hash = db.keyspace(KS_HASH, sub_opts(lh, Kind::Hash))?;
+        let zset = db.keyspace(KS_ZSET, sub_opts(lz, Kind::Zset))?;
+        let mut so = KeyspaceOptions::new(Layout::Leveled);
+        so.write_buffer_bytes = 1 << 20;
+        let sys = db.keyspace(KS_SYS, so)?;
         // Generations: never below one handed out before (the persisted high-water mark),
         // and after a restart above the clock in microseconds.
         let hw = match sys.get(GEN_KEY)? {
@@ -570,13 +613,7 @@ impl Store {
 
     /// The stored key of a Redis key in `redis`.
     fn mkey(&self, key: &[u8]) -> Vec<u8> {
-        if self.main_prefix == 0 {
-            return key.to_vec();
-        }
-        let h = xxhash_rust::xxh3::xxh3_128(key).to_be_bytes();
-        let mut k = h.get(..self.main_prefix).unwrap_or(&h).to_vec();
-        k.extend_from_slice(key);
-        k
+        main_key(self.main_prefix, key)
     }
 
     /// The Redis key of a stored key of `redis`.
@@ -675,6 +712,11 @@ impl Store {
     }
 
     /// `SET` with its options: whether it was set, and the old value (for `GET`).
+    ///
+    /// Without `NX`, `XX`, `GET` and `KEEPTTL` nothing depends on the old value: the header
+    /// is written blind (no read), with the key's directory entry when there is a directory
+    /// (an idempotent put). A hash or sorted set it replaces leaves its sub-entries to the
+    /// orphan filter.
     pub fn set(
         &self,
         key: &[u8],
@@ -684,6 +726,17 @@ impl Store {
         want_old: bool,
     ) -> Res<(bool, Option<Vec<u8>>)> {
         let _g = self.lock(&[key]);
+        let blind_ttl = match ttl {
+            Ttl::Clear => Some(None),
+            Ttl::At(t) => Some(Some(t)),
+            Ttl::Keep => None,
+        };
+        if let (Cond::Any, Some(expire_at), false) = (cond, blind_ttl, want_old) {
+            let mut b = WriteBatch::new();
+            self.put_header(&mut b, key, &Entry::string(value, expire_at), true);
+            self.write(b)?;
+            return Ok((true, None));
+        }
         let now = now_ms();
         let mut b = WriteBatch::new();
         let old = self.entry_w(key, now, &mut b)?;
@@ -727,21 +780,13 @@ impl Store {
             .collect()
     }
 
-    /// `MSET`: all at once.
+    /// `MSET`: all at once, blind as a plain [`Store::set`].
     pub fn mset(&self, pairs: &[(&[u8], &[u8])]) -> Res<()> {
         let keys: Vec<&[u8]> = pairs.iter().map(|p| p.0).collect();
         let _g = self.lock(&keys);
-        let now = now_ms();
         let mut b = WriteBatch::new();
-        let mut seen = HashSet::new();
         for (k, v) in pairs {
-            let old = self.entry_w(k, now, &mut b)?;
-            if let Some(e) = &old {
-                self.purge_subs(&mut b, k, e)?;
-            }
-            // A key given twice is new only the first time.
-            let new = old.is_none() && seen.insert(*k);
-            self.put_header(&mut b, k, &Entry::string(v, None), new);
+            self.put_header(&mut b, k, &Entry::string(v, None), true);
         }
         self.write(b)
     }
@@ -1495,6 +1540,25 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
+        /// A sub-key parses back to its key and generation, whatever follows; cut short or
+        /// with a group that is not the key's hash, it is not a sub-key.
+        #[test]
+        fn sub_keys_parse_back(
+            key in proptest::collection::vec(proptest::num::u8::ANY, 0..40),
+            gen in proptest::num::u64::ANY,
+            rest in proptest::collection::vec(proptest::num::u8::ANY, 0..20),
+            cut in 0usize..60,
+        ) {
+            let prefix = Store::sub_prefix(&key, gen);
+            let k = Store::sub_key(&prefix, Some(b'm'), &rest);
+            proptest::prop_assert_eq!(parse_sub_key(&k), Some((&key[..], gen, prefix.len())));
+            let short = k.get(..prefix.len().saturating_sub(1 + cut % prefix.len())).unwrap();
+            proptest::prop_assert_eq!(parse_sub_key(short), None);
+            let mut other = k.clone();
+            other[0] ^= 1;
+            proptest::prop_assert_eq!(parse_sub_key(&other), None);
+        }
+
         /// The score index's byte order is the scores' numeric order (and decodes back).
         #[test]
         fn score_keys_sort_as_the_scores(a in proptest::num::f64::ANY, b in proptest::num::f64::ANY) {

@@ -1,10 +1,10 @@
 //! Scree: an embeddable key-value storage engine for write-heavy workloads of small items,
 //! offering the write-optimized designs of five research papers as per-keyspace *layouts*.
 //!
-//! What a user touches: [`Db`], [`Keyspace`], [`Snapshot`], [`WriteBatch`], the options
-//! ([`Options`], [`KeyspaceOptions`], [`Layout`] and its [`Order`]), [`Error`], [`Stats`], the
-//! iterators ([`RangeIter`]); [`fs`] for a custom file system; [`check`] and [`inspect`] for
-//! offline verification and WAL dumps. The modules marked hidden are the engine's internals,
+//! What a user touches: [`Db`], [`Keyspace`] (and [`WeakKeyspace`], for compaction filters
+//! that read), [`Snapshot`], [`WriteBatch`], the options ([`Options`], [`KeyspaceOptions`],
+//! [`Layout`] and its [`Order`]), [`Error`], [`Stats`], the iterators ([`RangeIter`]); [`fs`]
+//! for a custom file system; [`check`] and [`inspect`] for offline verification and WAL dumps. The modules marked hidden are the engine's internals,
 //! public only for the project's own tests, fuzz targets and tools: they are not a stable API.
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 // Unit tests may unwrap and index: a panic there is a failed test, not a crashed user.
@@ -58,7 +58,7 @@ pub mod testing;
 
 pub use batch::{WriteBatch, WriteOptions};
 pub use compaction_filter::CompactionFilter;
-pub use db::{Db, Keyspace, Snapshot};
+pub use db::{Db, Keyspace, Snapshot, WeakKeyspace};
 pub use error::{Error, Result};
 pub use iterator::{Key, RangeIter, Value};
 pub use options::{

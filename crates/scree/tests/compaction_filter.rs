@@ -195,3 +195,82 @@ fn a_dropped_put_never_resurrects_an_older_version() {
         db.check_invariants().unwrap();
     }
 }
+
+/// Drops a value of `data` whose key is absent from another keyspace (`live`), read through a
+/// `WeakKeyspace` from the compaction thread; counts the reads that failed.
+#[derive(Debug)]
+struct LiveIn {
+    live: scree::WeakKeyspace,
+    failed: AtomicU64,
+}
+
+impl CompactionFilter for LiveIn {
+    fn drop_value(&self, key: &[u8], _value: &[u8]) -> bool {
+        match self.live.get(key) {
+            Ok(v) => v.is_none(),
+            Err(_) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+}
+
+/// A filter that reads another keyspace: compactions of `data` keep exactly the keys `live`
+/// holds (on every layout, both keyspaces of it), without deadlock; the filter's handle does
+/// not keep the database open (dropping the handles closes it, so it reopens at once; a
+/// `Keyspace` in the filter would make a cycle and leave the lock held); reads after the
+/// close are `Closed`.
+#[test]
+fn a_filter_reading_another_keyspace_through_a_weak_handle() {
+    for layout in Layout::implemented() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), common::small_db()).unwrap();
+        let live = db.keyspace("live", common::small_ks(layout)).unwrap();
+        let f = Arc::new(LiveIn {
+            live: live.downgrade(),
+            failed: AtomicU64::new(0),
+        });
+        let mut o = common::small_ks(layout);
+        o.compaction_filter = Some(f.clone());
+        let data = db.keyspace("data", o).unwrap();
+        let n = 2000u32;
+        let mut model = BTreeMap::new();
+        for round in 0..3u32 {
+            for i in 0..n {
+                let k = key(layout, i);
+                let v = value(i, round, false);
+                data.put(&k, &v).unwrap();
+                model.insert(k.clone(), v);
+                if (i + round) % 3 == 0 {
+                    live.put(&k, b"").unwrap();
+                } else if round == 2 {
+                    live.delete(&k).unwrap();
+                }
+            }
+            db.flush().unwrap();
+        }
+        db.compact().unwrap();
+        db.wait_for_compactions().unwrap();
+        for (k, v) in &model {
+            let is_live = live.get(k).unwrap().is_some();
+            let got = data.get(k).unwrap();
+            if is_live {
+                assert_eq!(got.as_ref(), Some(v), "{layout}: a live key was dropped");
+            } else {
+                assert_eq!(got, None, "{layout}: a key absent from `live` survived");
+            }
+        }
+        assert_eq!(f.failed.load(Ordering::Relaxed), 0, "{layout}");
+        let weak = live.downgrade();
+        drop((data, live, db));
+        assert!(
+            matches!(weak.get(b"k"), Err(scree::Error::Closed)),
+            "{layout}"
+        );
+        // Closed: the lock is free and the data reads back.
+        let db = Db::open(dir.path(), common::small_db()).unwrap();
+        let live = db.keyspace("live", common::small_ks(layout)).unwrap();
+        assert!(live.get(key(layout, 1)).unwrap().is_some(), "{layout}");
+    }
+}

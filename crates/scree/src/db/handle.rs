@@ -45,6 +45,42 @@ impl std::fmt::Debug for Keyspace {
     }
 }
 
+/// A handle to a keyspace that does not keep the database open: point reads at the latest
+/// state, and `Err(Error::Closed)` once the database has closed (or the keyspace is gone).
+///
+/// Made for a [`CompactionFilter`](crate::CompactionFilter) that decides by reading another
+/// keyspace: a filter is owned by the database (through its keyspace's options), so a
+/// [`Keyspace`] inside it would keep the database open forever (a reference cycle: the close,
+/// which syncs the WAL and stops the background threads, would never run). Reading from a
+/// compaction thread is safe: jobs run holding none of the database's locks (only installing
+/// their result takes them), and a read takes only its keyspace's super-version lock
+/// momentarily (docs/compaction-filter.md, "Filters that read").
+#[derive(Clone)]
+pub struct WeakKeyspace {
+    inner: std::sync::Weak<DbInner>,
+    core: std::sync::Weak<KsCore>,
+}
+
+impl std::fmt::Debug for WeakKeyspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.core.upgrade() {
+            Some(c) => write!(f, "WeakKeyspace({}, {})", c.name, c.kind),
+            None => write!(f, "WeakKeyspace(closed)"),
+        }
+    }
+}
+
+impl WeakKeyspace {
+    /// The current value of `key`, as [`Keyspace::get`]; `Err(Error::Closed)` once the
+    /// database has closed.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
+        let (Some(inner), Some(core)) = (self.inner.upgrade(), self.core.upgrade()) else {
+            return Err(Error::Closed);
+        };
+        super::read::get_in(&inner, &core, key.as_ref(), None)
+    }
+}
+
 /// A consistent read view of the whole database at one moment.
 pub struct Snapshot {
     pub(super) h: Arc<DbHandle>,
@@ -587,6 +623,15 @@ impl Keyspace {
     /// The current value of `key`.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
         self.get_at(key.as_ref(), None)
+    }
+
+    /// A handle that reads this keyspace without keeping the database open (for compaction
+    /// filters: [`WeakKeyspace`]).
+    pub fn downgrade(&self) -> WeakKeyspace {
+        WeakKeyspace {
+            inner: Arc::downgrade(&self.h.inner),
+            core: Arc::downgrade(&self.core),
+        }
     }
 
     /// Iterates `range` in key order (reverse with `.rev()` / `next_back`). Served by layouts

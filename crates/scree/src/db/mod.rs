@@ -38,7 +38,7 @@ pub(crate) mod script;
 mod tests;
 mod write;
 
-pub use handle::{Db, Keyspace, Snapshot};
+pub use handle::{Db, Keyspace, Snapshot, WeakKeyspace};
 pub(crate) use ks_core::{KsCore, SuperVersion};
 
 use background::guard_panic;

@@ -10,7 +10,7 @@ use crate::iterator::{self, prefix_end, RangeIter, Value};
 use crate::key::ValueKind;
 use crate::memtable::{Lookup, Memtable};
 
-use super::Keyspace;
+use super::{DbInner, Keyspace, KsCore};
 
 impl Keyspace {
     /// Reads at `seq`, or (None) at the latest sequence number. The latest one is loaded after
@@ -20,26 +20,7 @@ impl Keyspace {
     /// the key. Loaded after, every output in the super-version was made with a smallest
     /// snapshot at or below it (tests/concurrency.rs found this on `fragmented`).
     pub(super) fn get_at(&self, key: &[u8], seq: Option<u64>) -> Result<Option<Value>> {
-        self.h.inner.stats.gets.fetch_add(1, Ordering::Relaxed);
-        let sv = self.core.sv();
-        let seq = seq.unwrap_or_else(|| self.h.inner.last_seq.load(Ordering::Acquire));
-        let lk = crate::key::InternalKey::new(key, seq, ValueKind::Put);
-        for m in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
-            match m.get_key(key, &lk) {
-                Lookup::Value(v) => return Ok(Some(v)),
-                Lookup::Deleted => return Ok(None),
-                Lookup::Absent => {}
-            }
-        }
-        // Parallel search: the last level on a search thread, the levels above it here.
-        let found = match &self.h.inner.search_pool {
-            Some(pool) => pool.get(&sv.version, key, seq)?,
-            None => sv.version.get(key, seq)?,
-        };
-        match found {
-            Lookup::Value(v) => Ok(Some(v)),
-            _ => Ok(None),
-        }
+        get_in(&self.h.inner, &self.core, key, seq)
     }
 
     /// Iterates at `seq`, or (None) at the latest sequence number, loaded after the
@@ -96,5 +77,35 @@ impl Keyspace {
             hi,
         )
         .holding(self.h.clone())
+    }
+}
+
+/// [`Keyspace::get_at`] on the shared state alone (also what a [`super::WeakKeyspace`] reads
+/// through, which holds no `DbHandle`).
+pub(super) fn get_in(
+    inner: &DbInner,
+    core: &KsCore,
+    key: &[u8],
+    seq: Option<u64>,
+) -> Result<Option<Value>> {
+    inner.stats.gets.fetch_add(1, Ordering::Relaxed);
+    let sv = core.sv();
+    let seq = seq.unwrap_or_else(|| inner.last_seq.load(Ordering::Acquire));
+    let lk = crate::key::InternalKey::new(key, seq, ValueKind::Put);
+    for m in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
+        match m.get_key(key, &lk) {
+            Lookup::Value(v) => return Ok(Some(v)),
+            Lookup::Deleted => return Ok(None),
+            Lookup::Absent => {}
+        }
+    }
+    // Parallel search: the last level on a search thread, the levels above it here.
+    let found = match &inner.search_pool {
+        Some(pool) => pool.get(&sv.version, key, seq)?,
+        None => sv.version.get(key, seq)?,
+    };
+    match found {
+        Lookup::Value(v) => Ok(Some(v)),
+        _ => Ok(None),
     }
 }
