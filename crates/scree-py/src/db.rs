@@ -19,7 +19,10 @@ use crate::snapshot::PySnapshot;
 ///
 /// Options are the engine's `Options` fields (`block_cache_bytes`, `background_threads`,
 /// `read_only`, `create_if_missing`, `wal_recovery="point_in_time"`, …); values are checked by
-/// the engine (`InvalidArgumentError`), names and types here (`TypeError`). A context manager:
+/// the engine (`InvalidArgumentError`), names and types here (`TypeError`). `device="smr-host"`
+/// or `"smr-drive"` with `band_mb=40` runs it on the engine's emulated shingled device
+/// (`stats()["device"]` has its counters); such a database reopens only in this process, with
+/// the same device. A context manager:
 /// `with scree.open(path) as db:` closes it at the end of the block. After `close()` every
 /// handle made from it (keyspaces, iterators, snapshots, batches) raises `ClosedError`, and
 /// the directory can be opened again. Safe to use from several threads; the GIL is released
@@ -71,7 +74,7 @@ impl PyDb {
     #[new]
     #[pyo3(signature = (path, **options))]
     fn new(py: Python<'_>, path: PathBuf, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        let opts = db_options(options)?;
+        let opts = db_options(py, &path, options)?;
         let db = detached(py, || Ok(Db::open(&path, opts)?))?;
         Ok(PyDb {
             shared: Shared::new(path, db),

@@ -3,11 +3,16 @@
 //! Types are checked here (`TypeError` for a wrong type or an unknown name); values are left to
 //! the engine's own validation, whose `InvalidArgumentError` names the rule broken.
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
 
-use scree::{KeyspaceOptions, Layout, LevelPlan, Options, WalRecovery};
+use scree::fs::FileSystem;
+use scree::{Device, KeyspaceOptions, Layout, LevelPlan, Options, WalRecovery};
 
 use crate::errors::{to_py, Fail};
 
@@ -131,16 +136,153 @@ macro_rules! set_fields {
 const DB_OPTIONS: &str = "block_cache_bytes, max_open_files, cache_index_and_filter_blocks, \
     background_threads, flush_threads, flush_in_compactions, direct_reads, mmap_reads, \
     max_manifest_bytes, max_immutable_memtables, wal_recovery, create_if_missing, read_only, \
-    parallel_search";
+    parallel_search, device, band_mb";
 
-/// The database options named by `kwargs`, over the engine's defaults.
-pub(crate) fn db_options(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
+/// The device names `device=` takes (the `scree bench --device` names).
+const DEVICES: &str = "\"files\", \"smr-host\" or \"smr-drive\"";
+
+/// The engine's [`Device`] of `device=` and `band_mb=` (band size in MiB, default the
+/// emulator's 40); the band size is the engine's to check (`Options::device`).
+fn device(
+    py: Python<'_>,
+    name: Option<&Bound<'_, PyAny>>,
+    band_mb: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Device>> {
+    let band_needs_smr = || {
+        to_py(
+            py,
+            Fail::Invalid(
+                "option band_mb is the band size of an SMR device: it needs \
+                 device=\"smr-host\" or device=\"smr-drive\""
+                    .into(),
+            ),
+        )
+    };
+    let Some(name) = name else {
+        return match band_mb {
+            None => Ok(None),
+            Some(_) => Err(band_needs_smr()),
+        };
+    };
+    if !name.is_instance_of::<PyString>() {
+        return Err(wrong_type(name, "device", DEVICES));
+    }
+    let mb = match band_mb {
+        Some(v) => <u64 as OptValue>::from_py(v, "band_mb")?,
+        None => scree::fs::band::DEFAULT_BAND_BYTES >> 20,
+    };
+    match name.extract::<String>()?.as_str() {
+        "files" if band_mb.is_some() => Err(band_needs_smr()),
+        "files" => Ok(Some(Device::Files)),
+        "smr-host" => Ok(Some(Device::SmrHost { band_mb: mb })),
+        "smr-drive" => Ok(Some(Device::SmrDrive { band_mb: mb })),
+        other => Err(to_py(
+            py,
+            Fail::Invalid(format!("option device must be {DEVICES}, got {other:?}")),
+        )),
+    }
+}
+
+/// An emulated SMR device of this process and the database directory it was made for.
+struct Emulator {
+    dir: PathBuf,
+    device: Device,
+    fs: Option<Arc<dyn FileSystem>>,
+}
+
+/// The emulated devices made by `scree.open(..., device=...)`. The emulator keeps the placement
+/// of a database's tables in memory (docs/smr.md), so the database reopens only through the
+/// same emulator: a later open of the directory with the same device gets it back. An entry
+/// goes when its directory is gone (checked at each open on a device).
+static EMULATORS: Mutex<Vec<Emulator>> = Mutex::new(Vec::new());
+
+/// Whether `dir` holds a database (its `CURRENT` file).
+fn holds_db(dir: &Path) -> bool {
+    dir.join("CURRENT").exists()
+}
+
+/// `o` on `device` for the database at `path`: the emulator of an earlier open of it in this
+/// process, or a new one for a new database. A database this process has on an emulator, opened
+/// without it, is refused, as is an existing database opened on a new emulator (its tables
+/// would be missing from it).
+fn on_device(path: &Path, device: Option<Device>, o: Options) -> Result<Options, Fail> {
+    let dir = std::path::absolute(path)
+        .map_err(|e| Fail::Invalid(format!("database path {}: {e}", path.display())))?;
+    let mut reg = EMULATORS.lock();
+    reg.retain(|e| e.dir.exists());
+    let held = reg.iter().find(|e| e.dir == dir && holds_db(&dir));
+    match (device, held) {
+        (None | Some(Device::Files), None) => Ok(o),
+        (None | Some(Device::Files), Some(e)) => Err(Fail::Invalid(format!(
+            "the database at {} is on an emulated SMR device ({}): its tables are there, so it \
+             opens with that device= and band_mb=",
+            dir.display(),
+            describe(e.device)
+        ))),
+        (Some(d), Some(e)) if e.device == d => {
+            let mut o = o;
+            o.fs = e.fs.clone();
+            Ok(o)
+        }
+        (Some(d), Some(e)) => Err(Fail::Invalid(format!(
+            "the database at {} is on an emulated SMR device ({}), not {}: open it with that \
+             device= and band_mb=",
+            dir.display(),
+            describe(e.device),
+            describe(d)
+        ))),
+        (Some(_), None) if holds_db(&dir) => Err(Fail::Unsupported(format!(
+            "the database at {} exists, and an emulated SMR device opens only a database it made \
+             in this process: the emulator keeps its tables' placement in memory (docs/smr.md)",
+            dir.display()
+        ))),
+        (Some(d), None) => {
+            let o = o.device(d)?;
+            reg.retain(|e| e.dir != dir);
+            reg.push(Emulator {
+                dir,
+                device: d,
+                fs: o.fs.clone(),
+            });
+            Ok(o)
+        }
+    }
+}
+
+/// `smr-host, 40 MiB bands`, as `scree bench` prints a device.
+fn describe(d: Device) -> String {
+    match d {
+        Device::Files => "files".into(),
+        Device::SmrHost { band_mb } => format!("smr-host, {band_mb} MiB bands"),
+        Device::SmrDrive { band_mb } => format!("smr-drive, {band_mb} MiB bands"),
+    }
+}
+
+/// The database options named by `kwargs`, over the engine's defaults, for the database at
+/// `path` (`device=` ties it to an emulator: [`on_device`]).
+pub(crate) fn db_options(
+    py: Python<'_>,
+    path: &Path,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Options> {
     let mut o = Options::default();
     let Some(kwargs) = kwargs else {
-        return Ok(o);
+        return on_device(path, None, o).map_err(|e| to_py(py, e));
     };
+    let (mut dev, mut band_mb) = (None, None);
     for (k, v) in kwargs.iter() {
         let name: String = k.extract()?;
+        match name.as_str() {
+            "device" => {
+                dev = Some(v);
+                continue;
+            }
+            "band_mb" => {
+                band_mb = Some(v);
+                continue;
+            }
+            _ => {}
+        }
         let known = set_fields!(
             name.as_str(),
             &v,
@@ -168,7 +310,8 @@ pub(crate) fn db_options(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options
             )));
         }
     }
-    Ok(o)
+    let d = device(py, dev.as_ref(), band_mb.as_ref())?;
+    on_device(path, d, o).map_err(|e| to_py(py, e))
 }
 
 /// Sets a layout's own option; whether `name` is one.

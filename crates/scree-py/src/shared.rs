@@ -1,10 +1,12 @@
 //! The state every Python handle of one database shares ([`Shared`]): the engine's handles
-//! while the database is open, and the live iterators and snapshots, which `DB.close()` ends.
+//! while the database is open, and the live iterators, snapshots and write batches, which
+//! `DB.close()` ends.
 //!
 //! The engine keeps a database open while any `Db`, `Keyspace`, `Snapshot` or `RangeIter`
 //! lives. Python objects can outlive `close()` (an iterator kept in a variable), so no Python
 //! object owns an engine handle directly: `Shared` owns the `Db` and the `Keyspace`s, and the
-//! iterators and snapshots sit in slots that `close()` empties. After it, every handle raises
+//! iterators, snapshots and batches (which keep the handles of the keyspaces they name) sit in
+//! slots that `close()` empties. After it, every handle raises
 //! `ClosedError` and the directory lock is free for the next open.
 //!
 //! Lock order: `state` (read by every call, written by `close`), then an iterator's or
@@ -29,7 +31,7 @@ pub(crate) struct Open {
     pub(crate) keyspaces: Vec<Keyspace>,
 }
 
-/// Something `close()` must end: an iterator or a snapshot slot.
+/// Something `close()` must end: an iterator's, a snapshot's or a write batch's slot.
 pub(crate) trait Closable: Send + Sync {
     /// Drops the engine handle it holds; later calls raise `ClosedError`.
     fn close(&self);
@@ -40,7 +42,8 @@ pub(crate) struct Shared {
     /// The directory, for messages and `repr`.
     pub(crate) path: PathBuf,
     pub(crate) state: RwLock<Option<Open>>,
-    /// Iterators and snapshots not yet dropped (dead entries are pruned as new ones come).
+    /// Iterators, snapshots and batches not yet dropped (dead entries are pruned as new ones
+    /// come).
     live: Mutex<Vec<Weak<dyn Closable>>>,
 }
 
@@ -80,7 +83,7 @@ impl Shared {
         self.with(|open| f(ks_at(open, idx)?))
     }
 
-    /// Registers an iterator or snapshot for `close()` to end.
+    /// Registers an iterator, snapshot or batch for `close()` to end.
     pub(crate) fn register(&self, c: Weak<dyn Closable>) {
         let mut live = self.live.lock();
         // Prune when the list doubles: dropping an iterator costs nothing, and the list stays

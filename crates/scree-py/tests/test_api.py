@@ -374,6 +374,50 @@ def test_closed_database_raises_everywhere(tmp_path):
         assert db.existing_keyspace("k")[b"0999"] == b"v"
 
 
+def test_batch_with_puts_open_at_close_holds_nothing(tmp_path):
+    # A batch keeps the engine handles of the keyspaces it names; close() drops them, so the
+    # directory opens again at once, and the batch raises ClosedError (written: nothing).
+    db = scree.open(tmp_path / "b", **small())
+    ks = db.keyspace("k", layout="leveled")
+    other = db.keyspace("o", layout="trie")
+    ks[b"kept"] = b"1"
+    with pytest.raises(RuntimeError, match="boom"):
+        with db.write_batch() as wb:
+            wb.put(ks, b"a", b"1")
+            wb.put(other, b"b", b"2")
+            db.close()
+            with pytest.raises(scree.ClosedError, match="closed"):
+                wb.put(ks, b"c", b"3")
+            with pytest.raises(scree.ClosedError, match="closed"):
+                wb.clear()
+            assert len(wb) == 0
+            raise RuntimeError("boom")  # the block's own exception goes on
+    wb2 = None
+    with scree.open(tmp_path / "b", **small()) as db2:
+        ks2 = db2.existing_keyspace("k")
+        assert ks2[b"kept"] == b"1" and b"a" not in ks2
+        assert b"b" not in db2.existing_keyspace("o")
+        wb2 = db2.write_batch()
+        wb2.put(ks2, b"late", b"x")
+    with pytest.raises(scree.ClosedError, match="closed"):
+        wb2.__exit__(None, None, None)
+    with scree.open(tmp_path / "b", **small()) as db3:
+        assert b"late" not in db3.existing_keyspace("k")
+
+
+def test_dropped_batch_with_puts_releases_the_lock(tmp_path):
+    import gc
+
+    db = scree.open(tmp_path / "d", **small())
+    ks = db.keyspace("k", layout="leveled")
+    wb = db.write_batch()
+    wb.put(ks, b"a", b"1")
+    del db, ks, wb
+    gc.collect()
+    with scree.open(tmp_path / "d", **small()) as db:
+        assert b"a" not in db.existing_keyspace("k")
+
+
 def test_dropping_handles_without_close_releases_the_lock(tmp_path):
     import gc
 

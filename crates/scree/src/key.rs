@@ -120,7 +120,10 @@ pub fn user_key(ikey: &[u8]) -> &[u8] {
     parse(ikey).user_key
 }
 
-/// Compares two internal keys: user key ascending, then trailer descending.
+/// Compares two internal keys: user key ascending, then trailer descending. The first 8 bytes
+/// of the user keys are compared as integers ([`user_prefix`]) before the rest: most
+/// comparisons end there without a call to `memcmp` (the sorted memtable's B-tree search makes
+/// ~30 comparisons per insert).
 #[inline]
 pub fn cmp_ikey(a: &[u8], b: &[u8]) -> Ordering {
     if a.len() < 8 || b.len() < 8 {
@@ -128,7 +131,11 @@ pub fn cmp_ikey(a: &[u8], b: &[u8]) -> Ordering {
     }
     let (ua, ta) = a.split_at(a.len() - 8);
     let (ub, tb) = b.split_at(b.len() - 8);
-    match ua.cmp(ub) {
+    let user = match user_prefix(ua).cmp(&user_prefix(ub)) {
+        Ordering::Equal => ua.cmp(ub),
+        o => o,
+    };
+    match user {
         Ordering::Equal => {
             let ta = u64::from_le_bytes(ta.try_into().unwrap_or([0; 8]));
             let tb = u64::from_le_bytes(tb.try_into().unwrap_or([0; 8]));
@@ -188,5 +195,33 @@ mod tests {
         assert_eq!(cmp_ikey(&a1, &ab), Ordering::Less);
         let p = parse(&a2);
         assert_eq!((p.user_key, p.seq, p.kind), (&b"a"[..], 2, 1));
+    }
+
+    #[test]
+    fn cmp_ikey_matches_user_key_then_trailer_descending() {
+        // Keys of 0 to 12 bytes over a 3-letter alphabet with a zero byte (a shorter key
+        // against its zero-padded longer self, long shared prefixes), every pair.
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut x = 5u64;
+        for _ in 0..400 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let len = (x >> 59) as usize % 13;
+            let key: Vec<u8> = (0..len)
+                .map(|i| [0u8, 1, 0xff][(x >> (i * 3 % 50)) as usize % 3])
+                .collect();
+            keys.push(make_ikey(&key, (x >> 20) % 4, ValueKind::Put));
+        }
+        for a in &keys {
+            for b in &keys {
+                let (pa, pb) = (parse(a), parse(b));
+                let want = pa
+                    .user_key
+                    .cmp(pb.user_key)
+                    .then(pb.trailer().cmp(&pa.trailer()));
+                assert_eq!(cmp_ikey(a, b), want, "{a:?} {b:?}");
+            }
+        }
     }
 }

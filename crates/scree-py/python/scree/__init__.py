@@ -43,7 +43,11 @@ from ._scree import (
 
 
 def open(path: Union[str, "os.PathLike[str]"], **options: Any) -> DB:  # noqa: A001
-    """Opens the database at ``path`` (``scree.DB(path, **options)``)."""
+    """Opens the database at ``path`` (``scree.DB(path, **options)``).
+
+    ``device="smr-host"`` or ``"smr-drive"`` (with ``band_mb=40``) runs it on the engine's
+    emulated shingled device; ``db.stats()["device"]`` then holds the device's counters.
+    """
     return DB(path, **options)
 
 

@@ -3,7 +3,7 @@
 import os
 import pathlib
 from types import TracebackType
-from typing import Any, Dict, Iterator as _Iterator, List, Optional, Tuple, Type, TypeVar, Union, final, overload
+from typing import Any, Dict, Iterator as _Iterator, List, Literal, Optional, Tuple, Type, TypeVar, Union, final, overload
 
 _T = TypeVar("_T")
 _Path = Union[str, "os.PathLike[str]"]
@@ -134,7 +134,17 @@ class Snapshot:
 class DB:
     """An open Scree database."""
 
-    def __new__(cls, path: _Path, **options: Any) -> "DB": ...
+    def __new__(
+        cls,
+        path: _Path,
+        *,
+        device: Literal["files", "smr-host", "smr-drive"] = "files",
+        band_mb: int = ...,
+        **options: Any,
+    ) -> "DB":
+        """Opens the database at `path`; `device="smr-host"|"smr-drive"` (bands of `band_mb`
+        MiB, default 40) runs it on the engine's emulated shingled device."""
+        ...
     def keyspace(self, name: str, layout: str = "trie", **options: Any) -> Keyspace: ...
     def existing_keyspace(self, name: str) -> Keyspace: ...
     def keyspace_names(self) -> List[str]: ...

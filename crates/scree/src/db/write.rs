@@ -248,17 +248,41 @@ impl DbInner {
         // The memtables stay current while the WAL lock is held (only `rotate` swaps them).
         let mems: Vec<(u32, Arc<Memtable>)> =
             cores.iter().map(|k| (k.id, k.sv().mem.clone())).collect();
-        let mut s = first_seq;
-        let mut user_bytes = 0;
-        for p in group {
-            // `rep` was encoded by this crate (WriteBatch or batch::single): every entry decodes.
-            for e in batch::entries(&p.rep, p.count).flatten() {
-                if let Some((_, mem)) = mems.iter().find(|(id, _)| *id == e.ks) {
-                    mem.insert(e.key, s, e.kind, e.value);
+        let user_bytes = group.iter().map(|p| p.user_bytes).sum();
+        if let [p] = group {
+            if p.count == 1 {
+                // One put or delete (`Keyspace::put`): no list to build.
+                // `rep` was encoded by this crate (WriteBatch or batch::single): it decodes.
+                for e in batch::entries(&p.rep, 1).flatten() {
+                    if let Some((_, mem)) = mems.iter().find(|(id, _)| *id == e.ks) {
+                        mem.insert(e.key, first_seq, e.kind, e.value);
+                    }
                 }
-                s += 1;
+                self.stats
+                    .user_bytes
+                    .fetch_add(user_bytes, Ordering::Relaxed);
+                self.last_seq.store(first_seq, Ordering::Release);
+                return;
             }
-            user_bytes += p.user_bytes;
+        }
+        // Each memtable takes the group's entries for it in one call, which locks its index
+        // once per run of entries rather than per entry.
+        let total: usize = group.iter().map(|p| p.count as usize).sum();
+        let mut entries = Vec::with_capacity(total);
+        for (id, mem) in &mems {
+            entries.clear();
+            let mut s = first_seq;
+            for p in group {
+                // `rep` was encoded by this crate (WriteBatch or batch::single): every entry
+                // decodes.
+                for e in batch::entries(&p.rep, p.count).flatten() {
+                    if e.ks == *id {
+                        entries.push((e.key, s, e.kind, e.value));
+                    }
+                    s += 1;
+                }
+            }
+            mem.insert_batch(&entries);
         }
         self.stats
             .user_bytes
