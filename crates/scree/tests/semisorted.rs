@@ -153,6 +153,9 @@ fn model_run(o: KeyspaceOptions, rounds: u64) {
                 db.compact().unwrap();
                 check(&ks, &model, groups, per);
             }
+            // The merges the round made due run in the background: the shape is theirs once
+            // they are done (read earlier, a loaded machine could see level 0 only).
+            db.wait_for_compactions().unwrap();
             let shape: Vec<u64> = db.stats().keyspaces[0]
                 .levels
                 .iter()

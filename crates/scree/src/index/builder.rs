@@ -126,7 +126,18 @@ impl IndexBuilder {
         } else {
             bucket_bits_for(self.prefixes.len(), self.bucket_keys)
         };
-        let l1 = ect::encode(&self.prefixes, bucket_bits);
+        // Leading bits all the prefix hashes share (a merge output covers a narrow hash range):
+        // level 1 keys the hashes past them, so its buckets split the table's own range.
+        let shared_bits = match (self.prefixes.first(), self.prefixes.last()) {
+            (Some(&a), Some(&b)) if self.prefixes.len() >= 2 => (a ^ b).leading_zeros().min(63),
+            _ => 0,
+        };
+        let shared_top = self
+            .prefixes
+            .first()
+            .map_or(0, |&a| a & !(u64::MAX >> shared_bits));
+        let shifted: Vec<u64> = self.prefixes.iter().map(|&p| p << shared_bits).collect();
+        let l1 = ect::encode(&shifted, bucket_bits);
         let mut last = BitWriter::default();
         let mut prev_last = 0u32;
         for &l in &self.group_last {
@@ -144,6 +155,8 @@ impl IndexBuilder {
             num_blocks,
             num_groups,
             bucket_bits,
+            shared_bits: shared_bits as u8,
+            shared_top,
             bucket_counts: l1.counts,
             bucket_bit_lens: l1.bit_lens,
             trie_words: l1.words,

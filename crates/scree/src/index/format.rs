@@ -8,8 +8,9 @@ use std::path::Path;
 use crate::coding::{crc, get_u32, put_u32, put_u64, put_varint, Reader};
 use crate::error::{Error, Result};
 
-/// The format version this build writes and reads.
-pub(crate) const VERSION: u8 = 1;
+/// The format version this build writes; it reads this one and version 1 (which has no
+/// shared leading bits: a table's prefix hashes were bucketed by their own top bits).
+pub(crate) const VERSION: u8 = 2;
 
 /// The largest number of bucket bits a reader accepts.
 pub(crate) const MAX_BUCKET_BITS: u8 = 32;
@@ -21,6 +22,11 @@ pub(crate) struct Parts {
     pub(crate) num_blocks: u32,
     pub(crate) num_groups: u32,
     pub(crate) bucket_bits: u8,
+    /// Leading bits every prefix hash of the table shares (0..=63), and those bits (the rest
+    /// zero): level 1 holds the hashes shifted left past them, so that its buckets split the
+    /// table's own hash range (a merge's output table covers a narrow one).
+    pub(crate) shared_bits: u8,
+    pub(crate) shared_top: u64,
     /// Level 1: per bucket, its key count and its trie's length in bits; the code stream.
     pub(crate) bucket_counts: Vec<u64>,
     pub(crate) bucket_bit_lens: Vec<u64>,
@@ -73,6 +79,8 @@ pub(crate) fn encode(p: &Parts) -> Vec<u8> {
     put_varint(&mut out, u64::from(p.num_blocks));
     put_varint(&mut out, u64::from(p.num_groups));
     out.push(p.bucket_bits);
+    out.push(p.shared_bits);
+    put_u64(&mut out, p.shared_top);
     for &c in &p.bucket_counts {
         put_varint(&mut out, c);
     }
@@ -106,7 +114,7 @@ pub(crate) fn decode(bytes: &[u8], file: &Path, offset: u64) -> Result<(Parts, O
     }
     let mut r = Reader::new(body);
     let version = r.u8().ok_or_else(|| bad(0, "compact index: no version"))?;
-    if version != VERSION {
+    if version != 1 && version != VERSION {
         return Err(bad(0, &format!("compact index: unknown version {version}")));
     }
     let mut p = Parts::default();
@@ -116,10 +124,17 @@ pub(crate) fn decode(bytes: &[u8], file: &Path, offset: u64) -> Result<(Parts, O
         let blocks = u32::try_from(r.varint()?).ok()?;
         let groups = u32::try_from(r.varint()?).ok()?;
         let bb = r.u8()?;
-        Some((entries, blocks, groups, bb))
+        let shared = match version {
+            1 => (0, 0),
+            _ => (r.u8()?, r.u64()?),
+        };
+        Some((entries, blocks, groups, bb, shared))
     })();
-    let (entries, blocks, groups, bb) =
+    let (entries, blocks, groups, bb, (shared_bits, shared_top)) =
         counts.ok_or_else(|| bad(r.pos(), "compact index: truncated counts"))?;
+    if shared_bits > 63 || shared_top & (u64::MAX >> shared_bits) != 0 {
+        return Err(bad(1, "compact index: bad shared leading bits"));
+    }
     if bb > MAX_BUCKET_BITS
         || (groups == 0) != (blocks == 0)
         || (groups == 0) != (entries == 0)
@@ -131,6 +146,8 @@ pub(crate) fn decode(bytes: &[u8], file: &Path, offset: u64) -> Result<(Parts, O
     p.num_blocks = blocks;
     p.num_groups = groups;
     p.bucket_bits = bb;
+    p.shared_bits = shared_bits;
+    p.shared_top = shared_top;
 
     let level1 = r.pos();
     offs.level1 = offset.saturating_add(level1 as u64);

@@ -20,6 +20,10 @@ use crate::error::{Error, Result};
 pub struct BlockIndex {
     num_entries: u64,
     num_blocks: u32,
+    /// Leading bits all the table's prefix hashes share, and their value (format version 2):
+    /// level 1 holds the hashes shifted past them.
+    shared_bits: u8,
+    shared_top: u64,
     ect: Ect,
     groups: Groups,
     separators: Separators,
@@ -101,6 +105,8 @@ impl BlockIndex {
         Ok(BlockIndex {
             num_entries: p.num_entries,
             num_blocks: p.num_blocks,
+            shared_bits: p.shared_bits,
+            shared_top: p.shared_top,
             ect,
             groups,
             separators,
@@ -129,7 +135,7 @@ impl BlockIndex {
         cost: &mut LookupCost,
     ) -> Option<Range<u32>> {
         cost.lookups += 1;
-        let r = match self.ect.find(prefix_hash, cost) {
+        let r = match self.level1(prefix_hash, cost) {
             Some(Found::Leaf(r)) => r,
             Some(Found::Absent(_)) => return None,
             // Unreachable for a checked index; "anywhere" is never a wrong answer.
@@ -158,7 +164,7 @@ impl BlockIndex {
     pub fn prefix_blocks(&self, prefix_hash: u64) -> Range<u32> {
         let cost = &mut LookupCost::default();
         cost.lookups += 1;
-        match self.ect.find(prefix_hash, cost) {
+        match self.level1(prefix_hash, cost) {
             Some(Found::Leaf(r)) => match self.groups.range(r, cost) {
                 Some((first, last)) => first..last + 1,
                 None => 0..self.num_blocks,
@@ -169,6 +175,22 @@ impl BlockIndex {
             },
             None => 0..self.num_blocks,
         }
+    }
+
+    /// Level 1's answer for `prefix_hash`: a hash outside the table's shared leading bits sorts
+    /// before or after every group; any other is looked up shifted past them.
+    fn level1(&self, prefix_hash: u64, cost: &mut LookupCost) -> Option<Found> {
+        let mask = !(u64::MAX >> self.shared_bits);
+        let top = prefix_hash & mask;
+        if top != self.shared_top {
+            let before = if top < self.shared_top {
+                0
+            } else {
+                self.groups.len()
+            };
+            return Some(Found::Absent(before));
+        }
+        self.ect.find(prefix_hash << self.shared_bits, cost)
     }
 
     /// Number of data blocks the index covers.

@@ -361,11 +361,85 @@ fn a_fixed_group_table_is_exact_and_small() {
 fn an_unknown_version_is_corruption() {
     let (bytes, _) = build(&[(1, 1, 0)], 64);
     let mut body = bytes[..bytes.len() - 4].to_vec();
-    body[0] = 2;
+    body[0] = 3;
     let c = crc(&body);
     put_u32(&mut body, c);
     let Err(Error::Corruption { detail, .. }) = BlockIndex::decode(&body, Path::new("t"), 0) else {
-        panic!("accepted version 2");
+        panic!("accepted version 3");
     };
-    assert!(detail.contains("version 2"), "{detail}");
+    assert!(detail.contains("version 3"), "{detail}");
+}
+
+/// 2000 groups in a 1/4096 slice of the hash space (a merge's output table): level 1 buckets
+/// the bits past the shared ones, so every lookup decodes about as many codes as in a table
+/// spread over the whole space (a bucket of all 2000 would take hundreds), and hashes outside
+/// the slice are absent with the right rank.
+#[test]
+fn a_table_of_a_narrow_hash_range_buckets_its_own_bits() {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let base = 0xa5a0_0000_0000_0000u64;
+    let groups: Vec<(u64, Vec<u64>)> = (0..2000)
+        .map(|_| (base | next() >> 12, (0..16).map(|_| next()).collect()))
+        .collect();
+    let entries = table(groups, &[17]);
+    let (bytes, idx) = build(&entries, 32);
+    let mut cost = LookupCost::default();
+    for &(p, s, b) in &entries {
+        assert_eq!(idx.locate_counted(p, s, &mut cost), Some(b..b + 1));
+    }
+    let per = cost.trie_codes as f64 / cost.lookups as f64;
+    assert!(per < 40.0, "{per} codes per lookup");
+    let last = entries.last().unwrap().2;
+    assert_eq!(idx.locate(base - 1, 0), None);
+    assert_eq!(idx.prefix_blocks(base - 1), 0..0);
+    assert_eq!(idx.locate(u64::MAX, 0), None);
+    assert_eq!(idx.prefix_blocks(u64::MAX), last..last);
+    check(&entries, &idx, &near(&entries));
+    // The shared bits are in the bytes; a flipped one is caught (checksum) or refused.
+    assert_eq!(bytes[0], format::VERSION);
+}
+
+/// An index of format version 1 (no shared-bits field: level 1 keyed by the hashes' own top
+/// bits) still loads and answers as it did.
+#[test]
+fn version_1_indexes_still_load() {
+    let mut x = 0x1234_5678_9abc_def1u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    // Hashes over the whole space: the builder shares no leading bits (as version 1 wrote).
+    let mut groups: Vec<(u64, Vec<u64>)> = (0..300)
+        .map(|_| (next(), (0..5).map(|_| next()).collect()))
+        .collect();
+    groups.push((0, vec![1]));
+    groups.push((u64::MAX, vec![1]));
+    let entries = table(groups, &[9]);
+    let mut b = IndexBuilder::with_bucket_keys(32);
+    for &(p, s, blk) in &entries {
+        b.add(p, s, blk).unwrap();
+    }
+    let parts = b.into_parts().unwrap();
+    assert_eq!((parts.shared_bits, parts.shared_top), (0, 0));
+    let v2 = format::encode(&parts);
+    // Version 1: the same bytes without the shared-bits byte and word after `bucket_bits`.
+    let mut head = vec![1u8];
+    crate::coding::put_varint(&mut head, parts.num_entries);
+    crate::coding::put_varint(&mut head, u64::from(parts.num_blocks));
+    crate::coding::put_varint(&mut head, u64::from(parts.num_groups));
+    head.push(parts.bucket_bits);
+    let mut v1 = head.clone();
+    v1.extend_from_slice(&v2[head.len() + 9..v2.len() - 4]);
+    let c = crc(&v1);
+    put_u32(&mut v1, c);
+    let idx = BlockIndex::decode(&v1, Path::new("t"), 0).unwrap();
+    check(&entries, &idx, &near(&entries));
 }
