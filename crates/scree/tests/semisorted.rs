@@ -211,23 +211,29 @@ fn snapshots_see_their_moment_through_merges() {
 
 /// With every filter present, a get of a present key reads one data block (two when its
 /// versions straddle a block boundary) and a missing key almost none.
-#[test]
-fn gets_read_about_one_block() {
+/// A database with a block cache of `cache_bytes` and a keyspace of `n` keys in 500 groups
+/// (key `i` in group `i % 500`), flushed and compacted (filter rebuilds and merges done).
+fn filled(cache_bytes: usize, n: u64) -> (tempfile::TempDir, Db, scree::Keyspace) {
     let dir = tempfile::tempdir().unwrap();
-    // No block cache: every block a lookup needs is read from its file.
     let mut dbo = common::small_db();
-    dbo.block_cache_bytes = 0;
+    dbo.block_cache_bytes = cache_bytes;
     let db = Db::open(dir.path(), dbo).unwrap();
     let mut o = opts();
     o.write_buffer_bytes = 256 * 1024;
     let ks = db.keyspace("s", o).unwrap();
-    let n = 20_000u64;
     for i in 0..n {
         ks.put(key(i % 500, i), value(0, i, 0)).unwrap();
     }
     db.flush().unwrap();
-    // Let filter rebuilds and merges finish.
     db.compact().unwrap();
+    (dir, db, ks)
+}
+
+#[test]
+fn gets_read_about_one_block() {
+    // No block cache: every block a lookup needs is read from its file.
+    let n = 20_000u64;
+    let (_dir, db, ks) = filled(0, n);
     let reads = |db: &Db| db.stats().data_block_reads;
     let before = reads(&db);
     for i in 0..n {
@@ -247,19 +253,8 @@ fn gets_read_about_one_block() {
 /// the same keys reads nothing from the files and counts hits, and returns the same values.
 #[test]
 fn lookups_keep_their_blocks_in_the_block_cache() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut dbo = common::small_db();
-    dbo.block_cache_bytes = 64 << 20;
-    let db = Db::open(dir.path(), dbo).unwrap();
-    let mut o = opts();
-    o.write_buffer_bytes = 256 * 1024;
-    let ks = db.keyspace("s", o).unwrap();
     let n = 20_000u64;
-    for i in 0..n {
-        ks.put(key(i % 500, i), value(0, i, 0)).unwrap();
-    }
-    db.flush().unwrap();
-    db.compact().unwrap();
+    let (_dir, db, ks) = filled(64 << 20, n);
     let pass = || {
         let before = db.stats();
         for i in 0..n {

@@ -121,6 +121,16 @@ fn check(entries: &[Entry], idx: &BlockIndex, queries: &[(u64, u64)]) {
     }
 }
 
+/// A deterministic pseudo-random sequence from `seed` (≠ 0).
+fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
 /// A table: groups of entries (prefix hash, suffix hashes), sorted, cut into blocks of the given
 /// capacities (cycled).
 fn table(groups: Vec<(u64, Vec<u64>)>, caps: &[u32]) -> Vec<Entry> {
@@ -336,13 +346,7 @@ fn versions_straddling_a_boundary_need_both_blocks() {
 /// found in one block, and the index stays under 2.5 bits per key.
 #[test]
 fn a_fixed_group_table_is_exact_and_small() {
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     let groups: Vec<(u64, Vec<u64>)> = (0..2000)
         .map(|_| (next(), (0..16).map(|_| next()).collect()))
         .collect();
@@ -376,13 +380,7 @@ fn an_unknown_version_is_corruption() {
 /// the slice are absent with the right rank.
 #[test]
 fn a_table_of_a_narrow_hash_range_buckets_its_own_bits() {
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     let base = 0xa5a0_0000_0000_0000u64;
     let groups: Vec<(u64, Vec<u64>)> = (0..2000)
         .map(|_| (base | next() >> 12, (0..16).map(|_| next()).collect()))
@@ -409,13 +407,7 @@ fn a_table_of_a_narrow_hash_range_buckets_its_own_bits() {
 /// bits) still loads and answers as it did.
 #[test]
 fn version_1_indexes_still_load() {
-    let mut x = 0x1234_5678_9abc_def1u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = xorshift(0x1234_5678_9abc_def1);
     // Hashes over the whole space: the builder shares no leading bits (as version 1 wrote).
     let mut groups: Vec<(u64, Vec<u64>)> = (0..300)
         .map(|_| (next(), (0..5).map(|_| next()).collect()))

@@ -228,10 +228,14 @@ impl Memtable {
         }
         let ik = InternalKey::new(user_key, seq, kind);
         let mut g = self.map.write();
-        // The filter bit is set before the entry becomes visible in the map, so a reader that
-        // can see the entry (its sequence number is published after this insert) also passes
-        // the filter.
-        self.filter_add(&mut g, user_key);
+        self.insert_locked(&mut g, ik, user_key, value);
+    }
+
+    /// Inserts one entry into the sorted index under its write lock. The filter bit is set
+    /// before the entry becomes visible in the map, so a reader that can see the entry (its
+    /// sequence number is published after this insert) also passes the filter.
+    fn insert_locked(&self, g: &mut Sorted, ik: InternalKey, user_key: &[u8], value: &[u8]) {
+        self.filter_add(g, user_key);
         let at = g.values.append(&[value]);
         g.map.insert(
             ik,
@@ -268,15 +272,7 @@ impl Memtable {
                 .collect();
             let mut g = self.map.write();
             for (ik, &(k, _, _, v)) in keys.into_iter().zip(run) {
-                self.filter_add(&mut g, k);
-                let at = g.values.append(&[v]);
-                g.map.insert(
-                    ik,
-                    ValueRef {
-                        at,
-                        len: v.len() as u32,
-                    },
-                );
+                self.insert_locked(&mut g, ik, k, v);
             }
         }
     }
