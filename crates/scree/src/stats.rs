@@ -365,6 +365,11 @@ pub struct LevelStats {
     pub bytes: u64,
     /// Layout-specific detail (guards, containers, sub-levels), free text.
     pub detail: String,
+    /// Heap bytes of the level's own in-memory filter, when the layout keeps one per level
+    /// rather than per table (`semisorted`'s multi-level cuckoo filter); filters tables hold
+    /// are in [`Stats::table_reader_bytes`]. 0 otherwise.
+    #[serde(default)]
+    pub filter_bytes: u64,
 }
 
 /// Block reads of point lookups at one level of a keyspace (layouts that count them).

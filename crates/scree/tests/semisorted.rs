@@ -247,6 +247,17 @@ fn gets_read_about_one_block() {
     let missing = (reads(&db) - before) as f64 / n as f64;
     assert!(present <= 1.05, "{present} data blocks per present get");
     assert!(missing <= 0.02, "{missing} data blocks per missing get");
+    // The filters that answered are reported with the levels, as the heap they hold: at least
+    // the fingerprint bits of every key (8 bits or more each).
+    let filter_bytes: u64 = db.stats().keyspaces[0]
+        .levels
+        .iter()
+        .map(|l| l.filter_bytes)
+        .sum();
+    assert!(
+        filter_bytes >= n,
+        "{filter_bytes} filter bytes for {n} keys"
+    );
 }
 
 /// Lookups and prefix scans keep the blocks they read in the block cache: a second pass over

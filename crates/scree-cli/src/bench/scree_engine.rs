@@ -351,7 +351,15 @@ impl BenchEngine for ScreeEngine {
                 device_read: d.device_bytes_read,
                 rmws: d.read_modify_writes,
             }),
-            pinned_metadata_bytes: Some(s.table_reader_bytes),
+            // Table readers' indexes and filters, and filters kept per level (semisorted).
+            pinned_metadata_bytes: Some(
+                s.table_reader_bytes
+                    + s.keyspaces
+                        .iter()
+                        .flat_map(|k| &k.levels)
+                        .map(|l| l.filter_bytes)
+                        .sum::<u64>(),
+            ),
         }
     }
 

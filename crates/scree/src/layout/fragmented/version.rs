@@ -792,6 +792,7 @@ impl LayoutVersion for FragmentedVersion {
             }
         }
         let mut out = vec![LevelStats {
+            filter_bytes: 0,
             level: 0,
             tables: self.l0.len() as u64,
             bytes: self.level_bytes(0),
@@ -800,6 +801,7 @@ impl LayoutVersion for FragmentedVersion {
         for (j, lvl) in self.levels.iter().enumerate().skip(1) {
             let nonempty = lvl.guards.iter().filter(|g| !g.tables.is_empty()).count();
             out.push(LevelStats {
+                filter_bytes: 0,
                 level: j as u32,
                 tables: lvl.tables as u64,
                 bytes: lvl.bytes,

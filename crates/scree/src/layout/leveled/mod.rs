@@ -243,6 +243,7 @@ impl LayoutVersion for LeveledVersion {
             .iter()
             .enumerate()
             .map(|(l, files)| LevelStats {
+                filter_bytes: 0,
                 level: l as u32,
                 tables: files.len() as u64,
                 bytes: self.bytes_of(l),

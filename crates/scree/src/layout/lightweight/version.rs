@@ -384,6 +384,7 @@ impl LayoutVersion for LwcVersion {
 
     fn level_stats(&self) -> Vec<LevelStats> {
         let mut out = vec![LevelStats {
+            filter_bytes: 0,
             level: 0,
             tables: self.l0.len() as u64,
             bytes: self.l0.iter().map(|t| t.meta.size).sum(),
@@ -391,6 +392,7 @@ impl LayoutVersion for LwcVersion {
         }];
         for (i, lv) in self.levels.iter().enumerate() {
             out.push(LevelStats {
+                filter_bytes: 0,
                 level: i as u32 + 1,
                 tables: lv.tables.len() as u64,
                 bytes: lv.bytes,

@@ -385,6 +385,7 @@ impl LayoutVersion for SegVersion {
         [(0, &self.l0[..]), (1, self.l1.as_slice())]
             .into_iter()
             .map(|(level, ts)| LevelStats {
+                filter_bytes: 0,
                 level,
                 tables: ts.len() as u64,
                 bytes: ts.iter().map(|t| t.meta.size).sum(),

@@ -694,6 +694,7 @@ impl LayoutVersion for SemiVersion {
                     format!("index {:.2} bits/key", (heap * 8) as f64 / covered as f64)
                 };
                 LevelStats {
+                    filter_bytes: l.filter().map_or(0, |f| f.heap_bytes() as u64),
                     level: i as u32,
                     tables: l.subs.iter().map(|s| s.tables.len() as u64).sum(),
                     bytes: l.subs.iter().map(|s| s.bytes()).sum(),

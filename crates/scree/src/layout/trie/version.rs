@@ -717,6 +717,7 @@ impl LayoutVersion for TrieVersion {
                     "upper level"
                 };
                 LevelStats {
+                    filter_bytes: 0,
                     level: d,
                     tables,
                     bytes,
