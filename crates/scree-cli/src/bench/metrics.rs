@@ -421,17 +421,23 @@ RssAnon:\t   300 kB\nRssFile:\t    90 kB\nRssShmem:\t 10 kB\n";
     /// resident set once the memory is freed (where the kernel lets the process reset it).
     #[test]
     fn peak_rss_rises_and_resets() {
-        let Some(before) = memory(false) else {
-            return;
+        // Other tests of this binary allocate and free on their threads meanwhile, which can
+        // hide the rise in one attempt (CI saw +21 MiB once): three attempts, each of which
+        // must see the whole rise for the test to pass.
+        let mut seen = Vec::new();
+        let (big, during) = loop {
+            let Some(before) = memory(false) else {
+                return;
+            };
+            let big = vec![1u8; 64 << 20];
+            std::hint::black_box(&big);
+            let during = memory(false).expect("memory");
+            if during.peak >= before.rss + (60 << 20) && during.anon >= 60 << 20 {
+                break (big, during);
+            }
+            seen.push((before, during));
+            assert!(seen.len() < 3, "no rise of 64 MiB seen: {seen:?}");
         };
-        let big = vec![1u8; 64 << 20];
-        std::hint::black_box(&big);
-        let during = memory(false).expect("memory");
-        assert!(
-            during.peak >= before.rss + (60 << 20),
-            "{before:?} {during:?}"
-        );
-        assert!(during.anon >= 60 << 20);
         drop(big);
         if reset_peak_rss() {
             let after = memory(true).expect("memory");
