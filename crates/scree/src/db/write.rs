@@ -265,23 +265,22 @@ impl DbInner {
                 return;
             }
         }
-        // Each memtable takes the group's entries for it in one call, which locks its index
-        // once per run of entries rather than per entry.
+        // The group is decoded once; each memtable then takes its entries in one call, which
+        // locks its index once per run of entries rather than per entry.
         let total: usize = group.iter().map(|p| p.count as usize).sum();
-        let mut entries = Vec::with_capacity(total);
+        let mut all = Vec::with_capacity(total);
+        let mut s = first_seq;
+        for p in group {
+            // `rep` was encoded by this crate (WriteBatch or batch::single): every entry decodes.
+            for e in batch::entries(&p.rep, p.count).flatten() {
+                all.push((e.ks, (e.key, s, e.kind, e.value)));
+                s += 1;
+            }
+        }
+        let mut entries = Vec::with_capacity(all.len());
         for (id, mem) in &mems {
             entries.clear();
-            let mut s = first_seq;
-            for p in group {
-                // `rep` was encoded by this crate (WriteBatch or batch::single): every entry
-                // decodes.
-                for e in batch::entries(&p.rep, p.count).flatten() {
-                    if e.ks == *id {
-                        entries.push((e.key, s, e.kind, e.value));
-                    }
-                    s += 1;
-                }
-            }
+            entries.extend(all.iter().filter(|(ks, _)| ks == id).map(|&(_, e)| e));
             mem.insert_batch(&entries);
         }
         self.stats

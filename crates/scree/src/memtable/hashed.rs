@@ -25,6 +25,7 @@ use parking_lot::RwLock;
 
 use super::arena::{Arena, Loc};
 use crate::coding::{get_u32, get_u64};
+use crate::key::ValueKind;
 
 /// Shards (a power of two); the top bits of a key's hash choose one.
 const SHARDS: usize = 16;
@@ -266,17 +267,17 @@ impl HashIndex {
         self.insert_locked(&mut shard.write(), key, hash, group_hash, trailer, value);
     }
 
-    /// Adds the versions `(key, trailer, value)` of one write batch. The hashes are computed
+    /// Adds the versions `(key, sequence number, kind, value)` of one write batch. The hashes are computed
     /// first, then each shard's entries are inserted in batch order under one write lock per
     /// run of at most [`LOCKED_RUN`] entries. Taking and releasing a shard's lock per insert
     /// (a locked instruction each way, which waits for the insert's stores, cache misses into
     /// a table of tens of MiB, to complete) was most of a `trie` batch fill's insert time;
     /// without it the misses of neighbouring inserts overlap.
-    pub(super) fn insert_batch(&self, entries: &[(&[u8], u64, &[u8])]) {
+    pub(super) fn insert_batch(&self, entries: &[(&[u8], u64, ValueKind, &[u8])]) {
         // (shard, hash, group hash) of each entry, in batch order.
         let placed: Vec<(usize, u64, Option<u64>)> = entries
             .iter()
-            .map(|&(key, _, _)| {
+            .map(|&(key, _, _, _)| {
                 let hash = self.hasher.hash_one(key);
                 let gh = self.group_hash(key);
                 (Self::shard_of(hash, gh), hash, gh)
@@ -314,9 +315,10 @@ impl HashIndex {
             for run in order.get(from..to).unwrap_or_default().chunks(LOCKED_RUN) {
                 let mut g = shard.write();
                 for &i in run {
-                    if let (Some(&(key, trailer, value)), Some(&(_, hash, gh))) =
+                    if let (Some(&(key, seq, kind, value)), Some(&(_, hash, gh))) =
                         (entries.get(i), placed.get(i))
                     {
+                        let trailer = crate::key::trailer(seq, kind);
                         self.insert_locked(&mut g, key, hash, gh, trailer, value);
                     }
                 }

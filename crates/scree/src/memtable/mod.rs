@@ -258,11 +258,7 @@ impl Memtable {
         let bytes = entries.iter().map(|e| e.0.len() + e.3.len()).sum();
         self.count(bytes, entries.len(), max_seq);
         if let Some(h) = &self.hashed {
-            let t: Vec<(&[u8], u64, &[u8])> = entries
-                .iter()
-                .map(|&(k, seq, kind, v)| (k, key::trailer(seq, kind), v))
-                .collect();
-            h.insert_batch(&t);
+            h.insert_batch(entries);
             return;
         }
         for run in entries.chunks(LOCKED_RUN) {
