@@ -141,6 +141,24 @@ fn model_run(o: KeyspaceOptions, rounds: u64) {
                         assert_eq!(put, !model.contains_key(&k));
                         model.entry(k).or_insert(v);
                     }
+                    2 => {
+                        // A read-modify-write: a non-blind write whose read tells the flush
+                        // where the key was (SlimDB's Algorithm 2); every fifth one deletes.
+                        let v = value(g, i, round * 10_000 + n);
+                        let new = (n % 5 != 0).then(|| v.clone());
+                        let old = model.get(&k).cloned();
+                        let got = ks
+                            .update(&k, |cur| {
+                                assert_eq!(cur.map(<[u8]>::to_vec), old);
+                                new.clone()
+                            })
+                            .unwrap();
+                        assert_eq!(got, new);
+                        match new {
+                            Some(v) => model.insert(k, v),
+                            None => model.remove(&k),
+                        };
+                    }
                     _ => {
                         let v = value(g, i, round * 10_000 + n);
                         ks.put(&k, &v).unwrap();
@@ -329,4 +347,81 @@ fn filters_follow_merges_without_rebuilds() {
     for i in (0..40_000u64).step_by(97) {
         assert_eq!(ks.get(key(i % 300, i)).unwrap(), Some(value(0, i, 0)));
     }
+}
+
+/// The secondary-table keys of each level's filter, from `stats()`.
+fn secondary_keys(db: &Db) -> Vec<u64> {
+    db.stats().keyspaces[0]
+        .levels
+        .iter()
+        .map(|l| {
+            let d = &l.detail;
+            let end = d.find(" keys in its secondary table").unwrap_or(0);
+            let start = d[..end].rfind(' ').map_or(0, |p| p + 1);
+            d[start..end].parse().unwrap_or(u64::MAX)
+        })
+        .collect()
+}
+
+/// A non-blind rewrite of keys level 0 holds updates each key's own filter entry, as SlimDB's
+/// Algorithm 2 does with the read the write made: level 0's secondary table stays empty,
+/// where blind rewrites of the same keys put conflicting ones there up to its budget. Gets still read
+/// about one data block and see the newest values.
+#[test]
+fn non_blind_rewrites_update_their_own_filter_entries() {
+    let n = 2_000u64;
+    let run = |blind: bool| -> (Vec<u64>, f64) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), common::small_db()).unwrap();
+        // One table per flush: each memtable holds all `n` keys.
+        let mut o = opts();
+        o.write_buffer_bytes = 4 << 20;
+        let ks = db.keyspace("s", o).unwrap();
+        for i in 0..n {
+            ks.put(key(i % 50, i), value(0, i, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        for i in 0..n {
+            let k = key(i % 50, i);
+            if blind {
+                ks.put(&k, value(0, i, 1)).unwrap();
+            } else {
+                ks.update(&k, |old| {
+                    assert_eq!(old, Some(&value(0, i, 0)[..]));
+                    Some(value(0, i, 1))
+                })
+                .unwrap();
+            }
+        }
+        db.flush().unwrap();
+        let shape: Vec<u64> = db.stats().keyspaces[0]
+            .levels
+            .iter()
+            .map(|l| l.tables)
+            .collect();
+        assert_eq!(
+            shape.first(),
+            Some(&2),
+            "both flushes in level 0: {shape:?}"
+        );
+        let before = db.stats().keyspaces[0].level_reads.clone();
+        for i in 0..n {
+            assert_eq!(ks.get(key(i % 50, i)).unwrap(), Some(value(0, i, 1)));
+        }
+        let after = db.stats().keyspaces[0].level_reads.clone();
+        let blocks: u64 = after.iter().map(|r| r.data_block_reads).sum::<u64>()
+            - before.iter().map(|r| r.data_block_reads).sum::<u64>();
+        (secondary_keys(&db), blocks as f64 / n as f64)
+    };
+    let (non_blind, nb_blocks) = run(false);
+    let (blind, b_blocks) = run(true);
+    assert_eq!(non_blind.first(), Some(&0), "non-blind: {non_blind:?}");
+    // Each blind rewrite conflicts with its key's own entry: the secondary table fills to
+    // its budget (4 KiB here, 64 keys) and the other classes turn ambiguous.
+    assert!(
+        blind.first().is_some_and(|&k| k >= 32),
+        "blind rewrites conflict with their own entries: {blind:?}"
+    );
+    assert!(nb_blocks <= 1.01, "{nb_blocks} data blocks per get");
+    assert!(b_blocks <= 1.01, "{b_blocks} data blocks per get");
 }

@@ -549,9 +549,10 @@ impl Keyspace {
         self.h
             .inner
             .write_exclusive(KsIds::from_elem(self.core.id, 1), opts.sync, || {
-                Ok(match self.get_at(k, None)? {
+                let (old, placed) = super::read::get_placed_in(&self.h.inner, &self.core, k)?;
+                Ok(match old {
                     Some(_) => None,
-                    None => Some(self.single(ValueKind::Put, k, v)),
+                    None => Some(self.single_placed(ValueKind::Put, k, v, placed)),
                 })
             })
     }
@@ -581,18 +582,36 @@ impl Keyspace {
         self.h
             .inner
             .write_exclusive(KsIds::from_elem(self.core.id, 1), opts.sync, || {
-                let old = self.get_at(k, None)?;
+                let (old, placed) = super::read::get_placed_in(&self.h.inner, &self.core, k)?;
                 new = f(old.as_deref());
                 match (&old, &new) {
                     (None, None) => Ok(None),
                     (_, Some(v)) => {
                         check_value(v)?;
-                        Ok(Some(self.single(ValueKind::Put, k, v)))
+                        Ok(Some(self.single_placed(ValueKind::Put, k, v, placed)))
                     }
-                    (Some(_), None) => Ok(Some(self.single(ValueKind::Delete, k, &[]))),
+                    (Some(_), None) => {
+                        Ok(Some(self.single_placed(ValueKind::Delete, k, &[], placed)))
+                    }
                 }
             })?;
         Ok(new)
+    }
+
+    /// [`Keyspace::single`] for a non-blind write: what its read learned about the key's
+    /// place in the first level is left with the memtable it read, whose flush gives it to the
+    /// layout (SlimDB's Algorithm 2). Called where no other write can land before this one.
+    fn single_placed(
+        &self,
+        kind: ValueKind,
+        k: &[u8],
+        v: &[u8],
+        placed: Option<super::read::Placed>,
+    ) -> (Vec<u8>, u32, u64) {
+        if let Some((mem, place)) = placed {
+            mem.note_first_level(k, place);
+        }
+        self.single(kind, k, v)
     }
 
     /// One entry of this keyspace as a write path batch: (`rep`, count, user bytes).

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::iterator::{self, prefix_end, RangeIter, Value};
 use crate::key::ValueKind;
-use crate::memtable::{Lookup, Memtable};
+use crate::memtable::{FirstLevel, Lookup, Memtable};
 
 use super::{DbInner, Keyspace, KsCore};
 
@@ -88,24 +88,52 @@ pub(super) fn get_in(
     key: &[u8],
     seq: Option<u64>,
 ) -> Result<Option<Value>> {
+    Ok(lookup(inner, core, key, seq, false)?.0)
+}
+
+/// Where a non-blind write's key was found: the memtable the write will go to and what the
+/// read learned about the key in the first level (see [`FirstLevel`]).
+pub(super) type Placed = (Arc<Memtable>, FirstLevel);
+
+/// The latest value of `key` for a non-blind write, with [`Placed`] when no memtable held the
+/// key and the layout uses it.
+pub(super) fn get_placed_in(
+    inner: &DbInner,
+    core: &KsCore,
+    key: &[u8],
+) -> Result<(Option<Value>, Option<Placed>)> {
+    lookup(inner, core, key, None, true)
+}
+
+/// A point read at `seq` (or the latest): memtables newest first, then the layout's version
+/// (through the parallel search pool when there is one and `placed` is not asked for).
+fn lookup(
+    inner: &DbInner,
+    core: &KsCore,
+    key: &[u8],
+    seq: Option<u64>,
+    placed: bool,
+) -> Result<(Option<Value>, Option<Placed>)> {
     inner.stats.gets.fetch_add(1, Ordering::Relaxed);
     let sv = core.sv();
     let seq = seq.unwrap_or_else(|| inner.last_seq.load(Ordering::Acquire));
     let lk = crate::key::InternalKey::new(key, seq, ValueKind::Put);
     for m in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
         match m.get_key(key, &lk) {
-            Lookup::Value(v) => return Ok(Some(v)),
-            Lookup::Deleted => return Ok(None),
+            Lookup::Value(v) => return Ok((Some(v), None)),
+            Lookup::Deleted => return Ok((None, None)),
             Lookup::Absent => {}
         }
     }
-    // Parallel search: the last level on a search thread, the levels above it here.
-    let found = match &inner.search_pool {
-        Some(pool) => pool.get(&sv.version, key, seq)?,
-        None => sv.version.get(key, seq)?,
+    let (found, place) = match &inner.search_pool {
+        _ if placed => sv.version.get_placed(key, seq)?,
+        // Parallel search: the last level on a search thread, the levels above it here.
+        Some(pool) => (pool.get(&sv.version, key, seq)?, None),
+        None => (sv.version.get(key, seq)?, None),
     };
+    let place = place.map(|p| (sv.mem.clone(), p));
     match found {
-        Lookup::Value(v) => Ok(Some(v)),
-        _ => Ok(None),
+        Lookup::Value(v) => Ok((Some(v), place)),
+        _ => Ok((None, place)),
     }
 }

@@ -1023,6 +1023,11 @@ impl MultiLevelCuckoo {
         self.table.heap_bytes() + self.secondary.heap_bytes()
     }
 
+    /// Keys held in the secondary table (conflicting fingerprints, with their full keys).
+    pub fn secondary_len(&self) -> usize {
+        self.secondary.len()
+    }
+
     /// [`heap_bytes`](Self::heap_bytes) in bits per key for a level of `keys` keys.
     pub fn bits_per_key(&self, keys: usize) -> f64 {
         (self.heap_bytes() * 8) as f64 / keys.max(1) as f64

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::iter::InternalIter;
 use crate::manifest::edit::{format_is_appendable, KsEdit};
-use crate::memtable::{Lookup, Memtable};
+use crate::memtable::{FirstLevel, Lookup, Memtable};
 use crate::options::{KeyspaceOptions, Layout as LayoutKind};
 use crate::stats::{IoStats, LevelReads, LevelStats};
 use crate::table::{TableCtx, TableFile};
@@ -152,6 +152,13 @@ pub struct TablePlace {
 pub trait LayoutVersion: Send + Sync {
     /// Newest version of `user_key` visible at `seq`.
     fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup>;
+    /// [`LayoutVersion::get`] for a non-blind write, which also says where the key's newest
+    /// version is in the first level, when the layout's flushes use that (`semisorted`: its
+    /// filter then updates the key's own entry instead of taking a conflict, SlimDB's
+    /// Algorithm 2). Default: `None`.
+    fn get_placed(&self, user_key: &[u8], seq: u64) -> Result<(Lookup, Option<FirstLevel>)> {
+        Ok((self.get(user_key, seq)?, None))
+    }
     /// Pushes iterators covering every table (sorted layouts); `Unsupported` otherwise.
     fn add_iters(&self, out: &mut Vec<Box<dyn InternalIter>>) -> Result<()>;
     /// Pushes iterators covering every entry whose user key starts with `prefix` (they may

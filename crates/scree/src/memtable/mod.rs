@@ -19,9 +19,9 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 mod arena;
 pub mod hashed;
@@ -42,6 +42,18 @@ pub enum Lookup {
     Absent,
 }
 
+/// What a non-blind write's read learned about its key in the first level below the
+/// memtables (SlimDB's Algorithm 2 uses it when the flush inserts the key into that level's
+/// filter): recorded only when no memtable held the key, so it stays true until the level's
+/// sub-levels are merged (the flush checks the sub-level is still there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstLevel {
+    /// The key had no version in the first level.
+    Absent,
+    /// The key's newest version in the first level was in the sub-level of this slot.
+    SubLevel(u64),
+}
+
 /// One memtable generation.
 pub struct Memtable {
     /// The sorted index (empty and unused in a hashed memtable).
@@ -58,6 +70,8 @@ pub struct Memtable {
     /// for a key the memtable never saw skips the skiplist search. Allocated on first insert.
     filter: OnceLock<Box<[AtomicU64]>>,
     filter_words: usize,
+    /// [`FirstLevel`] of the keys non-blind writes put here, the first recorded per key.
+    places: Mutex<HashMap<Box<[u8]>, FirstLevel>>,
 }
 
 /// The sorted index: internal keys (inline for short keys) to values in an arena.
@@ -92,6 +106,9 @@ const LOCKED_RUN: usize = 64;
 /// Approximate per-entry overhead of the skiplist, counted against the budget.
 const ENTRY_OVERHEAD: usize = 64;
 
+/// Bytes a [`FirstLevel`] record costs besides its key (map slot, box header, allocation).
+const PLACE_OVERHEAD: usize = 48;
+
 /// Budget bytes per entry assumed when a hashed memtable's table is sized: a 16-byte key and
 /// a 100-byte value count 188 bytes (with [`ENTRY_OVERHEAD`] and the trailer).
 const HASHED_ENTRY_GUESS: usize = 192;
@@ -114,6 +131,7 @@ impl Memtable {
             max_seq: AtomicU64::new(0),
             filter: OnceLock::new(),
             filter_words,
+            places: Mutex::new(HashMap::new()),
         }
     }
 
@@ -140,6 +158,7 @@ impl Memtable {
             max_seq: AtomicU64::new(0),
             filter: OnceLock::new(),
             filter_words: 0,
+            places: Mutex::new(HashMap::new()),
         }
     }
 
@@ -285,6 +304,23 @@ impl Memtable {
     /// Approximate memory used.
     pub fn approximate_bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Records what a non-blind write's read learned about `key` in the first level (kept
+    /// if the key has a record already: the first read's knowledge is the one about the
+    /// level as this memtable's flush will find it). Counted in the memtable's bytes.
+    pub fn note_first_level(&self, key: &[u8], place: FirstLevel) {
+        let mut places = self.places.lock();
+        if !places.contains_key(key) {
+            places.insert(key.into(), place);
+            self.bytes
+                .fetch_add(key.len() + PLACE_OVERHEAD, Ordering::Relaxed);
+        }
+    }
+
+    /// Runs `f` with the [`FirstLevel`] records of this memtable (a flush reads them).
+    pub fn with_first_levels<R>(&self, f: impl FnOnce(&HashMap<Box<[u8]>, FirstLevel>) -> R) -> R {
+        f(&self.places.lock())
     }
 
     /// Whether the memtable holds no entry.

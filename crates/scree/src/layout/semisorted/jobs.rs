@@ -335,7 +335,15 @@ impl Job for MergeJob {
                     })
                     .collect();
                 let pl = self.shared.prefix_len;
-                let filter = filter_with(ctx, pl, f.as_deref(), self.stepped, slots.len(), &items);
+                let filter = filter_with(
+                    ctx,
+                    pl,
+                    f.as_deref(),
+                    self.stepped,
+                    slots.len(),
+                    &items,
+                    &[],
+                );
                 if let Ok(filter) = filter {
                     self.shared.pending.lock().insert(
                         slot,

@@ -24,7 +24,7 @@ use crate::hint::{prefetch, prefetch_lines};
 use crate::layout::reserve::{self, Claim, Reservations};
 use crate::layout::{Job, JobCtx, Layout, LayoutVersion, ManualScope, ManualStep, Pressure};
 use crate::manifest::edit::{AddedTable, KsEdit};
-use crate::memtable::Memtable;
+use crate::memtable::{FirstLevel, Memtable};
 use crate::options::{KeyspaceOptions, Layout as LayoutKind};
 use crate::stats::WriteCause;
 use crate::table::TableCtx;
@@ -190,7 +190,8 @@ pub(crate) fn new_filter(
 
 /// A new filter of `base` (a clone, or an empty one for a level of `stepped` structure sized
 /// for `r` times the keys — the keys for an LSM level, whose filter is made anew at each
-/// merge), `keys` (each `(split_hash, user key)`, distinct) inserted as the newest sub-level.
+/// merge), `keys` (each `(split_hash, user key)`, distinct) inserted as the newest sub-level,
+/// each with its [`Prior`] from `priors` (empty: every key's is `Unknown`, a blind insert).
 pub(crate) fn filter_with(
     ctx: &JobCtx<'_>,
     prefix_len: usize,
@@ -198,6 +199,7 @@ pub(crate) fn filter_with(
     stepped: bool,
     base_len: usize,
     keys: &[(u64, &[u8])],
+    priors: &[Prior],
 ) -> Result<MultiLevelCuckoo> {
     let mut f = match base {
         Some(f) => f.clone(),
@@ -215,8 +217,47 @@ pub(crate) fn filter_with(
         .ok()
         .filter(|id| *id < f.id_capacity())
         .ok_or_else(|| Error::InvalidArgument("semisorted: no filter id left".into()))?;
-    f.insert_all(keys, id, Prior::Unknown)?;
+    if priors.is_empty() {
+        f.insert_all(keys, id, Prior::Unknown)?;
+        return Ok(f);
+    }
+    // Runs of keys with the same prior, in order (inserts of a run prefetch ahead).
+    let mut start = 0;
+    while let Some(&prior) = priors.get(start) {
+        let len = priors
+            .iter()
+            .skip(start)
+            .take_while(|p| **p == prior)
+            .count();
+        let run = keys.get(start..start + len).unwrap_or_default();
+        f.insert_all(run, id, prior)?;
+        start += len;
+    }
     Ok(f)
+}
+
+/// Each flushed key's [`Prior`] for level 0's filter, from what non-blind writes' reads
+/// recorded in the memtable (empty when none did): `Present(id)` for a key whose newest
+/// version was in a sub-level still in level 0 (`slots`, oldest first, the filter's id
+/// order), `Absent` for a key level 0 did not hold, `Unknown` otherwise (a blind write, or a
+/// sub-level merged away since the read).
+fn flush_priors(mem: &Memtable, keys: &[FlushKey<'_>], slots: &[u64]) -> Vec<Prior> {
+    mem.with_first_levels(|places| {
+        if places.is_empty() {
+            return Vec::new();
+        }
+        keys.iter()
+            .map(|k| match places.get(k.key) {
+                Some(FirstLevel::Absent) => Prior::Absent,
+                Some(FirstLevel::SubLevel(slot)) => slots
+                    .iter()
+                    .position(|s| s == slot)
+                    .and_then(|p| u8::try_from(p).ok())
+                    .map_or(Prior::Unknown, Prior::Present),
+                None => Prior::Unknown,
+            })
+            .collect()
+    })
 }
 
 /// The merges due, as (level, in place, sub-levels): a stepped level with `sub_levels`
@@ -382,7 +423,16 @@ impl Layout for SemiSorted {
                 .iter()
                 .map(|k| (split_hash(k.ph, k.sh), k.key))
                 .collect();
-            let filter = filter_with(ctx, pl, f.as_deref(), plan0.stepped, slots.len(), &items);
+            let priors = flush_priors(mem, &keys, &slots);
+            let filter = filter_with(
+                ctx,
+                pl,
+                f.as_deref(),
+                plan0.stepped,
+                slots.len(),
+                &items,
+                &priors,
+            );
             // No id left (the level is past its stop point): the filter goes missing, and is
             // rebuilt after the level's next merge.
             if let Ok(filter) = filter {

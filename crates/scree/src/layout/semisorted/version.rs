@@ -23,7 +23,7 @@ use crate::iter::{InternalIter, VecIter};
 use crate::key::cmp_ikey;
 use crate::layout::{check_edit_tables, LayoutVersion, TablePlace};
 use crate::manifest::edit::KsEdit;
-use crate::memtable::Lookup;
+use crate::memtable::{FirstLevel, Lookup};
 use crate::options::LevelPlan;
 use crate::stats::{LevelReads, LevelStats, Pinned, ReadKind};
 use crate::table::{TableAux, TableCtx, TableFile};
@@ -401,8 +401,15 @@ fn adopt_pending(
     Some(f)
 }
 
-impl LayoutVersion for SemiVersion {
-    fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
+impl SemiVersion {
+    /// The newest version of `user_key` visible at `seq`; when `first` is given, it is set to
+    /// where the key's newest version is in level 0 (the level flushes add sub-levels to).
+    fn lookup(
+        &self,
+        user_key: &[u8],
+        seq: u64,
+        mut first: Option<&mut FirstLevel>,
+    ) -> Result<Lookup> {
         let sk = &self.shared;
         let h = hashes(&sk.hash_key, sk.prefix_len, user_key);
         let kh = split_hash(h.0, h.1);
@@ -433,7 +440,12 @@ impl LayoutVersion for SemiVersion {
             for sub in level.subs.iter().skip(start) {
                 match self.get_in_sub((li, plan.index), sub, user_key, h, seq)? {
                     Lookup::Absent => {}
-                    found => return Ok(found),
+                    found => {
+                        if let (0, Some(place)) = (li, first.as_deref_mut()) {
+                            *place = FirstLevel::SubLevel(sub.slot);
+                        }
+                        return Ok(found);
+                    }
                 }
                 if !all {
                     break;
@@ -441,6 +453,18 @@ impl LayoutVersion for SemiVersion {
             }
         }
         Ok(Lookup::Absent)
+    }
+}
+
+impl LayoutVersion for SemiVersion {
+    fn get(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
+        self.lookup(user_key, seq, None)
+    }
+
+    fn get_placed(&self, user_key: &[u8], seq: u64) -> Result<(Lookup, Option<FirstLevel>)> {
+        let mut place = FirstLevel::Absent;
+        let found = self.lookup(user_key, seq, Some(&mut place))?;
+        Ok((found, Some(place)))
     }
 
     fn add_iters(&self, _out: &mut Vec<Box<dyn InternalIter>>) -> Result<()> {
@@ -675,8 +699,9 @@ impl LayoutVersion for SemiVersion {
                 let filter = match l.filter() {
                     _ if l.subs.is_empty() => "no filter (empty)".to_string(),
                     Some(f) => format!(
-                        "filter {:.1} bits/key",
-                        (f.heap_bytes() * 8) as f64 / entries.max(1) as f64
+                        "filter {:.1} bits/key, {} keys in its secondary table",
+                        (f.heap_bytes() * 8) as f64 / entries.max(1) as f64,
+                        f.secondary_len()
                     ),
                     None => "filter missing".to_string(),
                 };
