@@ -479,7 +479,7 @@ fn open_costs(n: u64, dir: &Path) -> std::io::Result<()> {
 fn fixture(dir: &Path) -> std::io::Result<()> {
     let cases = [
         ("a", 8, 4, 500, 3_000, 4_000usize, KeyHashing::Whole),
-        ("b", 4, 1, 1, 300, 2_000, KeyHashing::Whole),
+        ("b", 4, 1, 64, 2_000, 2_000, KeyHashing::Whole),
         ("c", 8, 4, 500, 3_000, 4_000, KeyHashing::Split(4)),
     ];
     for (name, f, slots, capacity, keys, budget, hashing) in cases {
