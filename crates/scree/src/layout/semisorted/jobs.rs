@@ -380,9 +380,11 @@ impl Job for RebuildJob {
         let n = self.subs.len();
         let keys: u64 = self.subs.iter().map(|s| s.entries()).sum();
         let stepped = self.shared.plan_of(self.level).stepped;
-        // Segments of the incremental shape: one per sub-level (up to the fingerprints'
-        // reserve), all the level's entries spread over them.
-        let segments = u32::try_from(n).unwrap_or(u32::MAX);
+        // Segments of the incremental shape: `SEGMENTS_PER_SUBLEVEL` per sub-level (up to the
+        // fingerprints' reserve), all the level's entries spread over them.
+        let segments = u32::try_from(n)
+            .unwrap_or(u32::MAX)
+            .saturating_mul(super::SEGMENTS_PER_SUBLEVEL);
         let mut f = super::new_filter(
             ctx,
             self.shared.prefix_len,

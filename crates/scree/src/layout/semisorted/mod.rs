@@ -166,11 +166,16 @@ fn max_ids(o: &crate::options::SemiSortedOptions, stepped: bool) -> usize {
 /// tags (the fingerprint range is made for the full level), one of more stores narrower ones.
 pub const LEVEL_TAG_BITS: u32 = 13;
 
+/// Segments of a stepped level's filter per sub-level of the size of its first: a later
+/// sub-level of another size (a merge that took more flushes) rounds up to half a first
+/// sub-level's slots, not a whole one.
+pub const SEGMENTS_PER_SUBLEVEL: u32 = 2;
+
 /// Filter parameters for a level whose first sub-level (a stepped level) or whose run (an LSM
 /// level) has `keys` keys, in `segments` segments of `keys / segments` each. A stepped level's
-/// table starts with segments for what it holds and takes one more per sub-level of that size
-/// ([`MultiLevelCuckoo::reserve`] before each arrival), its fingerprints made for `r − 1`
-/// segments of [`LEVEL_TAG_BITS`]-bit tags, its ids for the `r − 1` sub-levels it holds at rest
+/// table starts with [`SEGMENTS_PER_SUBLEVEL`] segments for what it holds and takes as many
+/// more per sub-level of that size ([`MultiLevelCuckoo::reserve`] before each arrival), its
+/// fingerprints made for the segments of `r − 1` sub-levels with [`LEVEL_TAG_BITS`]-bit tags, its ids for the `r − 1` sub-levels it holds at rest
 /// (widened when more arrive: [`MultiLevelCuckoo::ensure_ids`]). An LSM level's filter (Table
 /// 1's CF) is made anew at each merge for its run and one arrival's id.
 pub(crate) fn filter_params(
@@ -182,7 +187,7 @@ pub(crate) fn filter_params(
     let o = &opts.semisorted;
     let r = o.sub_levels as u32;
     let (reserve, ids) = if stepped {
-        ((r - 1).max(1), (r - 1).max(1))
+        (SEGMENTS_PER_SUBLEVEL * (r - 1).max(1), (r - 1).max(1))
     } else {
         (1, max_ids(o, false) as u32)
     };
@@ -229,7 +234,7 @@ pub(crate) fn filter_with(
         None => new_filter(
             ctx,
             prefix_len,
-            filter_params(ctx.opts, keys.len(), stepped, 1),
+            filter_params(ctx.opts, keys.len(), stepped, SEGMENTS_PER_SUBLEVEL),
         )?,
     };
     if base_len >= max_ids(&ctx.opts.semisorted, stepped) {
