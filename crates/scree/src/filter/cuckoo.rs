@@ -1240,7 +1240,7 @@ impl MultiLevelCuckoo {
             }
             let (seg, j) = t.place_of(idx);
             let x = t.x_of(seg, c);
-            // Searched from the pair's lower bucket, both entries of a doubled class find the
+            // Searched from the pair's lower bucket, both entries of one class find the
             // same one first.
             let lo = j.min(t.alt(j, x));
             if t.find(t.pos_of(x, lo)) != Some(idx) {
@@ -1683,7 +1683,7 @@ mod tests {
 
     #[test]
     fn a_full_table_grows_and_keeps_every_key() {
-        // Sized for 100 keys, given 2,000: the table doubles several times.
+        // Sized for 100 keys, given 2,000: the table takes many more segments.
         let mut f = MultiLevelCuckoo::new(HASH_KEY, params(16, 100, usize::MAX)).unwrap();
         for i in 0..2_000 {
             f.insert(&k(i), (i % 3) as u8, Prior::Absent).unwrap();
