@@ -113,30 +113,33 @@ class Filter:
         body = data[:-4]
         if masked_crc(body) != struct.unpack("<I", data[-4:])[0]:
             raise Corrupt("checksum mismatch")
-        if len(body) < 46:
+        if len(body) < 57:
             raise Corrupt("truncated header")
-        version, f, v, b, g, flags = body[0:6]
-        if version not in (1, 2):
+        version, kind, v, b, flags = body[0:5]
+        if version != 3:
             raise Corrupt(f"version {version}")
-        (_kicks, m, _budget, check, occupied, n_words) = struct.unpack_from("<IIQQQQ", body, 6)
-        # Version 2: the prefix length of split hashing before the bit array.
-        words_at = 46
-        self.prefix_len = None
-        if version == 2:
-            if len(body) < 50:
-                raise Corrupt("truncated header")
-            (self.prefix_len,) = struct.unpack_from("<I", body, 46)
-            words_at = 50
-        if not (4 <= f <= 32 and 1 <= v <= 8 and 1 <= b <= 8) or flags > 1 or m == 0:
+        (_kicks, big_f, s, m, prefix, _budget, check, occupied, n_words) = struct.unpack_from(
+            "<IIIIIQQQQ", body, 5
+        )
+        words_at = 57
+        if (kind, prefix == 0) == (1, True):
+            self.prefix_len = None
+        elif kind == 2:
+            self.prefix_len = prefix
+        else:
+            raise Corrupt("unknown key hashing")
+        if not (1 <= v <= 8 and 1 <= b <= 8) or flags > 1 or m == 0 or s == 0:
             raise Corrupt("parameters out of range")
-        if g > f - 2 or (m << g) > (1 << 31):
-            raise Corrupt("growth out of range")
+        self.t = (-(-big_f // s)).bit_length()
+        if m * s > (1 << 31) or self.t < 2:
+            raise Corrupt("parameters out of range")
         if check != siphash13(hash_key, b"scree multi-level cuckoo filter"):
             raise Corrupt("another hash key")
-        self.hash_key, self.f, self.v, self.b, self.g, self.m = hash_key, f, v, b, g, m
+        self.hash_key, self.big_f, self.s, self.v, self.b, self.m = hash_key, big_f, s, v, b, m
         self.overflowed = flags == 1
-        self.w = f + v
-        total_slots = (m << g) * b
+        self.w = self.t + v
+        self.lb = [-(-(i * big_f) // s) for i in range(s + 1)]
+        total_slots = m * s * b
         if n_words != (total_slots * self.w + 63) // 64:
             raise Corrupt("bit array size")
         end = words_at + 8 * n_words
@@ -149,9 +152,10 @@ class Filter:
             if c == 0:
                 continue
             seen += 1
-            fp = c & ((1 << f) - 1)
-            if fp == 0 or (fp % (1 << g)) != (i // b) // m:
-                raise Corrupt(f"slot {i} outside its bucket pair")
+            tag = c & ((1 << self.t) - 1)
+            seg = (i // b) // m
+            if tag == 0 or tag > self.lb[seg + 1] - self.lb[seg]:
+                raise Corrupt(f"slot {i} outside its segment's fingerprints")
         if seen != occupied:
             raise Corrupt("occupied count")
         n_keys, pos = varint(body, end)
@@ -185,16 +189,17 @@ class Filter:
             ph = siphash13(self.hash_key, key[: self.prefix_len])
             sh = siphash13(self.hash_key, key[self.prefix_len :])
             h = mix64(ph ^ mix64(sh))
-        fp = h >> (64 - self.f) or 1
-        s = fp % (1 << self.g)
+        x = ((h >> 32) * self.big_f) >> 32
+        seg = x * self.s // self.big_f
+        tag = x - self.lb[seg] + 1
         j = ((h & 0xFFFFFFFF) * self.m) >> 32
-        big_h = (mix64(fp) * self.m) >> 64
+        big_h = (mix64(x) * self.m) >> 64
         for jj in (j, (big_h - j) % self.m):
-            bucket = s * self.m + jj
+            bucket = seg * self.m + jj
             for k in range(self.b):
                 c = self.slot(bucket * self.b + k)
-                if c != 0 and c & ((1 << self.f) - 1) == fp:
-                    return c >> self.f
+                if c != 0 and c & ((1 << self.t) - 1) == tag:
+                    return c >> self.t
         return None
 
     def lookup(self, key):
@@ -222,7 +227,7 @@ def main():
             bad += 1
             print(f"{key_hex}: engine {want}, decoder {got}")
     print(
-        f"{n} lookups, {len(flt.secondary)} secondary keys, growth {flt.g}, "
+        f"{n} lookups, {len(flt.secondary)} secondary keys, {flt.s} segments, "
         f"overflowed {flt.overflowed}: {bad} disagreements"
     )
     print("OK" if bad == 0 else "MISMATCH")

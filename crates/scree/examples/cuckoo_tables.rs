@@ -17,6 +17,10 @@
 //! persisted filter and a file of the level's keys and 100-byte values, read back with
 //! O_DIRECT to time a rebuild's scan; `CUCKOO_TABLES_NO_IO=1` skips those files.
 //!
+//! `cargo run --release --example cuckoo_tables -- grown [N]` measures a level filter as the
+//! `semisorted` layout grows it, one sub-level of N keys at a time, against one sized for the
+//! full level when its first sub-level arrives.
+//!
 //! `cargo run --release --example cuckoo_tables -- open [N] [DIR]` measures only the opening
 //! costs; `-- fixture DIR` instead writes the fixture the format document's second decoder
 //! (`scripts/decode_mlcf.py`) is checked on.
@@ -475,7 +479,7 @@ fn open_costs(n: u64, dir: &Path) -> std::io::Result<()> {
 fn fixture(dir: &Path) -> std::io::Result<()> {
     let cases = [
         ("a", 8, 4, 500, 3_000, 4_000usize, KeyHashing::Whole),
-        ("b", 4, 1, 1, 300, 2_000, KeyHashing::Whole),
+        ("b", 4, 1, 64, 2_000, 2_000, KeyHashing::Whole),
         ("c", 8, 4, 500, 3_000, 4_000, KeyHashing::Split(4)),
     ];
     for (name, f, slots, capacity, keys, budget, hashing) in cases {
@@ -524,9 +528,104 @@ fn fixture(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A level filter as the `semisorted` layout grows it (`layout::semisorted::filter_params`
+/// and `filter_with`: 13-bit tags at 7 segments, ids for 7 sub-levels, a segment per
+/// sub-level added before each arrival, ids widened for the 8th) against the earlier sizing
+/// (14-bit fingerprints, 5-bit ids for 26 sub-levels, sized for 8 sub-levels when the first
+/// arrives), measured after each of 8 sub-levels of `n` distinct keys (d = 0, non-blind).
+fn grown(n: u64) {
+    let st = store(n, 0.0);
+    let mut grown = MultiLevelCuckoo::new(
+        HASH_KEY,
+        CuckooParams {
+            fingerprint_bits: 13,
+            reserve_segments: SUB_LEVELS as u32 - 1,
+            segments: 1,
+            ..CuckooParams::for_level(n as usize, SUB_LEVELS as u32 - 1)
+        },
+    )
+    .expect("params");
+    let mut sized = MultiLevelCuckoo::new(
+        HASH_KEY,
+        CuckooParams::for_level(n as usize * SUB_LEVELS, 26),
+    )
+    .expect("params");
+    println!(
+        "| sub-levels | grown: segments, tag + id bits | grown bits/key | grown FPR | grown \
+         Minserts/s (with its growth) | sized for 8: bits/key | sized for 8: FPR |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (s, keys) in st.levels.iter().enumerate() {
+        let id = s as u8;
+        let t = Instant::now();
+        grown.ensure_ids(s + 1).expect("ids");
+        grown.reserve(keys.len());
+        // The layout's budget: one bit per key the level holds.
+        grown.raise_secondary_budget(n as usize * (s + 1) / 8);
+        for (k, _) in keys {
+            grown.insert(k, id, Prior::Absent).expect("id");
+        }
+        let secs = t.elapsed().as_secs_f64();
+        for (k, _) in keys {
+            sized.insert(k, id, Prior::Absent).expect("id");
+        }
+        let held = n as usize * (s + 1);
+        let fpr = |f: &MultiLevelCuckoo| {
+            (0..PROBES)
+                .filter(|&i| f.lookup(&negative(i)) != Answer::Absent)
+                .count() as f64
+                / PROBES as f64
+        };
+        let g = grown.stats();
+        println!(
+            "| {} | {}, {} + {} | {:.2} | {:.5} | {:.2} | {:.2} | {:.5} |",
+            s + 1,
+            grown.segments(),
+            g.tag_bits,
+            g.id_bits,
+            grown.bits_per_key(held),
+            fpr(&grown),
+            mops(keys.len(), secs),
+            sized.bits_per_key(held),
+            fpr(&sized),
+        );
+    }
+    // Every present key: its newest sub-level, or `ProbeAll` (a class made ambiguous past the
+    // secondary budget); never `Absent` nor an older sub-level.
+    let mut probe_all = [0usize; 2];
+    for (k, newest) in &st.distinct {
+        for (f, n) in [&grown, &sized].into_iter().zip(probe_all.iter_mut()) {
+            match f.lookup(k) {
+                Answer::SubLevel(s) if s == *newest => {}
+                Answer::ProbeAll => *n += 1,
+                other => panic!("wrong answer {other:?} for a key newest in {newest}"),
+            }
+        }
+    }
+    let (g, z) = (grown.stats(), sized.stats());
+    println!(
+        "\nProbeAll of {} present keys: grown {} ({} secondary keys, {} ambiguous), sized for 8 \
+         {} ({} secondary keys, {} ambiguous).",
+        st.distinct.len(),
+        probe_all[0],
+        g.secondary_entries,
+        g.ambiguous_entries,
+        probe_all[1],
+        z.secondary_entries,
+        z.ambiguous_entries,
+    );
+}
+
 fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
     let first = args.next();
+    if first.as_deref() == Some("grown") {
+        let n = args
+            .next()
+            .map_or(1_000_000, |a| a.parse().expect("N is a number"));
+        grown(n);
+        return Ok(());
+    }
     if first.as_deref() == Some("fixture") {
         let dir = args
             .next()

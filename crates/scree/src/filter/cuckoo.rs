@@ -8,18 +8,23 @@
 //!
 //! A key's hash `h` (SipHash-1-3 keyed with the database's 16-byte hash key, 64-bit output, of
 //! the whole key; or, for the `semisorted` layout's filters, [`split_hash`] of the SipHashes of
-//! its prefix and suffix, which the layout has computed already: [`KeyHashing`]) gives
-//! an `f`-bit fingerprint `fp` (the top `f` bits; 0 is read as 1, because an all-zero slot is
-//! empty) and a home bucket `j = ⌊(h mod 2³²) × m / 2³²⌋` among `m` buckets. The other bucket is
-//! `alt(j) = (H(fp) − j) mod m` with `H(fp)` a fixed mix of the fingerprint scaled to `0..m`:
-//! an involution for any `m`, so the table is sized to the entry count, not to a power of two.
-//! A bucket has `b` slots; a slot packs `fp | id << f` in `f + v` bits of one bit array.
+//! its prefix and suffix, which the layout has computed already: [`KeyHashing`]) gives a
+//! fingerprint `x = ⌊(h >> 32) × F / 2³²⌋` in `0..F` and a home bucket
+//! `j = ⌊(h mod 2³²) × m / 2³²⌋` among the `m` buckets of a segment. The table has `s`
+//! segments: `x` names its segment `⌊x·s / F⌋`, and a slot stores only the *tag*
+//! `x − lb(seg) + 1` (`lb(i) = ⌈i·F / s⌉`; 0 is an empty slot), in the bits the widest
+//! segment's tags need. The other bucket is `alt(j) = (H(x) − j) mod m` with `H(x)` a fixed mix
+//! of the fingerprint scaled to `0..m`: an involution for any `m`, so a segment is sized to the
+//! entries, not to a power of two. A bucket has `b` slots; a slot packs `tag | id << t` in
+//! `t + v` bits of one bit array.
 //!
-//! The table *grows* when a kick walk fails: it doubles, and the low fingerprint bits choose one
-//! of `2^g` segments of `m` buckets (an entry's bucket pair stays inside its segment), so every
-//! stored entry knows its new place without its key. Each doubling spends one fingerprint bit
-//! on the choice of segment: memory and false-positive rate double, nothing is lost. A failed
-//! walk is undone before growing, so the entry in hand is always the new key's.
+//! The table *grows* when a kick walk fails: it takes one more segment, and every entry, whose
+//! fingerprint its segment and tag give back, is re-filed into the same bucket pair of the
+//! segment its fingerprint now names — so growth needs no keys, adds `1/s` to the memory, and
+//! narrows the tags by the share of the fingerprint the segment index now holds (the
+//! false-positive rate is about `2b·load·s / F`). `F = reserve × (2^f − 1)` keeps tags of `f`
+//! bits up to `reserve` segments ([`CuckooParams::reserve_segments`]). A failed walk is undone
+//! before growing, so the entry in hand is always the new key's.
 //!
 //! # The multi-level filter
 //!
@@ -50,7 +55,7 @@
 //! opaque labels: *newest* means "inserted last"; the caller keeps the order and renames ids
 //! with [`MultiLevelCuckoo::remap`].
 //!
-//! If even a grown table cannot place an entry (the fingerprint has no bits left to spend), the
+//! If even a grown table cannot place an entry (its tags would fall below 2 bits), the
 //! filter is *overflowed*: only the secondary table still answers exactly, every other lookup
 //! answers `ProbeAll` until [`MultiLevelCuckoo::clear`] or a rebuild.
 
@@ -64,10 +69,11 @@ use crate::coding::{self, Reader};
 use crate::error::{Error, Result};
 use crate::hint::prefetch;
 
-/// The newest encoding version [`MultiLevelCuckoo::encode`] writes: 2 for a filter of
-/// [`KeyHashing::Split`] (version 1 with the prefix length before the bit array), 1 for
-/// [`KeyHashing::Whole`]; `decode` reads both.
-pub const FORMAT_VERSION: u8 = 2;
+/// The encoding version [`MultiLevelCuckoo::encode`] writes and `decode` reads: 3, tables of
+/// any number of segments, either hashing. Versions 1 (whole-key hashing) and 2 (split hashing)
+/// held tables grown by doubling; `decode` refuses them as `Error::Unsupported` (the layout
+/// never wrote them to disk: it rebuilds its filters from the tables at open).
+pub const FORMAT_VERSION: u8 = 3;
 /// Smallest fingerprint width accepted.
 pub const MIN_FINGERPRINT_BITS: u32 = 4;
 /// Largest fingerprint width accepted.
@@ -78,8 +84,12 @@ pub const MAX_ID_BITS: u32 = 8;
 pub const MAX_SLOTS_PER_BUCKET: u32 = 8;
 /// Largest number of buckets a table may reach (bucket numbers and class ids use 32 bits).
 pub const MAX_BUCKETS: u64 = 1 << 31;
-/// Fingerprint bits growth never spends: a table stops doubling when `f − g` would drop below.
+/// Narrowest tag growth leaves: a table takes no more segments when its tags would be narrower.
 pub const MIN_DISCRIMINATING_BITS: u32 = 2;
+/// The load [`MultiLevelCuckoo::reserve`] plans for: about where 500-kick walks in 4-slot
+/// buckets start to fail (95.8–96.7 %, measured), so that sub-levels a little larger than the
+/// first one still fit in one segment each.
+pub const RESERVE_LOAD: f64 = 0.96;
 /// Longest key the secondary table holds (a longer key's conflicts degrade to ambiguous).
 pub const MAX_SECONDARY_KEY: usize = (1 << 24) - 1;
 
@@ -165,10 +175,18 @@ pub enum Prior {
 /// has no ids and no secondary table).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CuckooParams {
-    /// Fingerprint width `f` (4..=32): the false-positive rate is about `2b / 2^f` at full load.
+    /// Tag width `f` (4..=32) once the table has `reserve_segments` segments: fingerprints
+    /// take `F = reserve_segments × (2^f − 1)` values, a table of `s` segments stores
+    /// `⌈log2(⌈F/s⌉ + 1)⌉`-bit tags, and the false-positive rate is about `2b·load·s / F`.
     pub fingerprint_bits: u32,
+    /// Segments the fingerprint range is made for (≥ 1): growth up to this many segments keeps
+    /// the false-positive rate at or below `2b·load / (2^f − 1)`; past it each segment adds to it.
+    pub reserve_segments: u32,
+    /// Segments the table starts with (≥ 1), `capacity` spread over them.
+    pub segments: u32,
     /// Sub-level id width `v` (1..=8): `2^v − 1` sub-levels, the last value marks ambiguous
-    /// entries. A stepped level of `r` sub-levels needs `⌈log2(r + 1)⌉`.
+    /// entries. A stepped level of `r` sub-levels needs `⌈log2(r + 1)⌉`; a filter widens its
+    /// ids when asked for more ([`MultiLevelCuckoo::ensure_ids`]).
     pub id_bits: u32,
     /// Slots per bucket `b` (1..=8).
     pub slots_per_bucket: u32,
@@ -184,14 +202,15 @@ pub struct CuckooParams {
 
 impl CuckooParams {
     /// Defaults for a level of up to `capacity` distinct keys and `sub_levels` sub-levels:
-    /// 14-bit fingerprints (SlimDB's), 4-slot buckets sized for 94 % load, 500 kicks, and a
-    /// secondary-table budget of one bit per key of capacity (at least 4 KiB) — several times
-    /// the `n × ε` entries blind-free writes put there.
+    /// 14-bit fingerprints (SlimDB's) without growth reserve, 4-slot buckets sized for 94 %
+    /// load, 500 kicks, and a secondary-table budget of one bit per key of capacity (at least
+    /// 4 KiB) — several times the `n × ε` entries blind-free writes put there.
     pub fn for_level(capacity: usize, sub_levels: u32) -> CuckooParams {
-        let id_bits = (u32::BITS - sub_levels.leading_zeros()).max(1);
         CuckooParams {
             fingerprint_bits: 14,
-            id_bits,
+            reserve_segments: 1,
+            segments: 1,
+            id_bits: id_bits_for(sub_levels),
             slots_per_bucket: 4,
             capacity,
             max_load: 0.94,
@@ -200,10 +219,29 @@ impl CuckooParams {
         }
     }
 
+    /// The fingerprint range `F`.
+    fn fp_range(&self) -> u64 {
+        u64::from(self.reserve_segments) * ((1u64 << self.fingerprint_bits) - 1)
+    }
+
+    /// Buckets of each of the `segments` initial segments.
+    fn base_buckets(&self) -> u64 {
+        let per_segment = self.capacity.div_ceil(self.segments.max(1) as usize);
+        buckets_for(per_segment, self.slots_per_bucket, self.max_load)
+    }
+
     fn validate(&self, ids: bool) -> Result<()> {
         let bad = |what: &str| Err(Error::InvalidArgument(format!("cuckoo filter: {what}")));
         if !(MIN_FINGERPRINT_BITS..=MAX_FINGERPRINT_BITS).contains(&self.fingerprint_bits) {
             return bad("fingerprint_bits must be 4..=32");
+        }
+        if self.reserve_segments == 0 || self.fp_range() > u64::from(u32::MAX) {
+            return bad("reserve_segments must be >= 1 with (2^f - 1) × reserve_segments < 2^32");
+        }
+        if self.segments == 0
+            || tag_bits_for(self.fp_range(), self.segments) < MIN_DISCRIMINATING_BITS
+        {
+            return bad("segments must be >= 1 and leave tags of 2 bits or more");
         }
         if ids && !(1..=MAX_ID_BITS).contains(&self.id_bits) {
             return bad("id_bits must be 1..=8");
@@ -214,11 +252,16 @@ impl CuckooParams {
         if !(0.5..=1.0).contains(&self.max_load) {
             return bad("max_load must be 0.5..=1.0");
         }
-        if buckets_for(self.capacity, self.slots_per_bucket, self.max_load) > MAX_BUCKETS {
+        if self.base_buckets() * u64::from(self.segments) > MAX_BUCKETS {
             return bad("capacity needs more than 2^31 buckets");
         }
         Ok(())
     }
+}
+
+/// Id bits for `ids` sub-levels and the ambiguous mark: `⌈log2(ids + 1)⌉`, at least 1.
+pub fn id_bits_for(ids: u32) -> u32 {
+    (u32::BITS - ids.leading_zeros()).max(1)
 }
 
 /// Buckets of a table sized for `capacity` entries at `max_load` (at least one).
@@ -235,80 +278,110 @@ fn mix64(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// Where a key's entry may be: its fingerprint, segment and home bucket within the segment.
+/// Where a key's entry may be: its fingerprint `x` (in `0..F`), its segment, its home bucket
+/// within the segment, and the tag a slot stores for it there.
 #[derive(Clone, Copy, Debug)]
 struct Pos {
-    fp: u32,
+    x: u64,
     seg: u32,
     j: u32,
+    tag: u64,
 }
 
-/// The bucketed cuckoo table: `2^growth` segments of `base` buckets of `slots` packed slots.
+/// The bucketed cuckoo table: `segments` segments of `base` buckets of `slots` packed slots.
+/// A fingerprint `x` in `0..fp_range` names its segment `⌊x·s / F⌋`; a slot stores the tag
+/// `x − lb(seg) + 1` (1-based: 0 is an empty slot), `lb(seg) = ⌈seg·F / s⌉`, in `tag_bits`.
 #[derive(Clone, Debug)]
 struct Table {
     words: Vec<u64>,
-    fp_bits: u32,
+    fp_range: u64,
+    segments: u32,
+    tag_bits: u32,
     val_bits: u32,
     slots: u32,
     base: u32,
-    growth: u32,
     occupied: usize,
+    /// `lb(0..=segments)`: the first fingerprint of each segment, and `fp_range` last.
+    lb: Vec<u64>,
+}
+
+/// Bits a tag of a table of `segments` segments over fingerprints `0..fp_range` takes: tags
+/// run from 1 to the largest segment's width, `⌈F / s⌉`.
+fn tag_bits_for(fp_range: u64, segments: u32) -> u32 {
+    let widest = fp_range.div_ceil(u64::from(segments.max(1)));
+    u64::BITS - widest.leading_zeros()
 }
 
 impl Table {
-    fn new(fp_bits: u32, val_bits: u32, slots: u32, base: u32, growth: u32) -> Table {
-        let total_slots = (u64::from(base) << growth) * u64::from(slots);
-        let bits = total_slots * u64::from(fp_bits + val_bits);
+    fn new(fp_range: u64, val_bits: u32, slots: u32, base: u32, segments: u32) -> Table {
+        let s = u64::from(segments.max(1));
+        let tag_bits = tag_bits_for(fp_range, segments);
+        let total_slots = u64::from(base) * s * u64::from(slots);
+        let bits = total_slots * u64::from(tag_bits + val_bits);
         Table {
             words: vec![0; bits.div_ceil(64) as usize],
-            fp_bits,
+            fp_range,
+            segments: s as u32,
+            tag_bits,
             val_bits,
             slots,
             base,
-            growth,
             occupied: 0,
+            lb: (0..=s).map(|i| (i * fp_range).div_ceil(s)).collect(),
         }
     }
 
     fn slot_bits(&self) -> u32 {
-        self.fp_bits + self.val_bits
+        self.tag_bits + self.val_bits
     }
     fn slot_mask(&self) -> u64 {
         (1u64 << self.slot_bits()) - 1
     }
-    fn fp_mask(&self) -> u64 {
-        (1u64 << self.fp_bits) - 1
+    fn tag_mask(&self) -> u64 {
+        (1u64 << self.tag_bits) - 1
     }
     fn buckets(&self) -> u64 {
-        u64::from(self.base) << self.growth
+        u64::from(self.base) * u64::from(self.segments)
     }
     fn total_slots(&self) -> usize {
         (self.buckets() * u64::from(self.slots)) as usize
     }
-    fn seg_mask(&self) -> u32 {
-        (1u32 << self.growth) - 1
+    /// First fingerprint of segment `seg` (`fp_range` past the last).
+    fn lb(&self, seg: u32) -> u64 {
+        self.lb.get(seg as usize).copied().unwrap_or(self.fp_range)
     }
-    /// Whether the table may double once more.
+    /// Whether the table may take one more segment: its tags keep at least
+    /// [`MIN_DISCRIMINATING_BITS`] bits and its buckets stay countable.
     fn can_grow(&self) -> bool {
-        self.growth + 1 + MIN_DISCRIMINATING_BITS <= self.fp_bits
-            && self.buckets() * 2 <= MAX_BUCKETS
+        tag_bits_for(self.fp_range, self.segments + 1) >= MIN_DISCRIMINATING_BITS
+            && self.buckets() + u64::from(self.base) <= MAX_BUCKETS
     }
 
     fn pos(&self, h: u64) -> Pos {
-        let raw = (h >> (64 - self.fp_bits)) as u32;
-        let fp = if raw == 0 { 1 } else { raw };
-        let j = ((h & 0xFFFF_FFFF) * u64::from(self.base)) >> 32;
+        let x = ((h >> 32) * self.fp_range) >> 32;
+        self.pos_of(x, (((h & 0xFFFF_FFFF) * u64::from(self.base)) >> 32) as u32)
+    }
+
+    /// The place of fingerprint `x` with home bucket `j`.
+    fn pos_of(&self, x: u64, j: u32) -> Pos {
+        let seg = (x * u64::from(self.segments) / self.fp_range.max(1)) as u32;
         Pos {
-            fp,
-            seg: fp & self.seg_mask(),
-            j: j as u32,
+            x,
+            seg,
+            j,
+            tag: x + 1 - self.lb(seg),
         }
     }
 
-    /// The other bucket (within the segment) of an entry with fingerprint `fp` in bucket `j`.
-    fn alt(&self, j: u32, fp: u32) -> u32 {
+    /// The fingerprint of the entry `content` in segment `seg`.
+    fn x_of(&self, seg: u32, content: u64) -> u64 {
+        (self.lb(seg) + (content & self.tag_mask())).saturating_sub(1)
+    }
+
+    /// The other bucket (within the segment) of an entry of fingerprint `x` in bucket `j`.
+    fn alt(&self, j: u32, x: u64) -> u32 {
         let base = u64::from(self.base);
-        let hf = ((u128::from(mix64(u64::from(fp))) * u128::from(base)) >> 64) as u64;
+        let hf = ((u128::from(mix64(x)) * u128::from(base)) >> 64) as u64;
         // hf < base and j < base: one conditional subtraction instead of a division.
         let x = hf + base - u64::from(j);
         (if x >= base { x - base } else { x }) as u32
@@ -317,12 +390,19 @@ impl Table {
     /// The class id of `(segment, bucket pair, fingerprint)`: the lower global bucket of the
     /// pair above the fingerprint.
     fn class(&self, p: Pos) -> u64 {
-        let lo = p.j.min(self.alt(p.j, p.fp));
-        ((u64::from(p.seg) * u64::from(self.base) + u64::from(lo)) << 32) | u64::from(p.fp)
+        let lo = p.j.min(self.alt(p.j, p.x));
+        ((u64::from(p.seg) * u64::from(self.base) + u64::from(lo)) << 32) | p.x
     }
 
     fn bucket_start(&self, seg: u32, j: u32) -> usize {
         ((u64::from(seg) * u64::from(self.base) + u64::from(j)) * u64::from(self.slots)) as usize
+    }
+
+    /// (segment, bucket within it) of slot `idx`.
+    fn place_of(&self, idx: usize) -> (u32, u32) {
+        let b = (idx / self.slots as usize) as u64;
+        let base = u64::from(self.base);
+        ((b / base) as u32, (b % base) as u32)
     }
 
     fn get(&self, idx: usize) -> u64 {
@@ -355,21 +435,21 @@ impl Table {
         }
     }
 
-    fn fp_of(&self, content: u64) -> u32 {
-        (content & self.fp_mask()) as u32
+    fn tag_of(&self, content: u64) -> u64 {
+        content & self.tag_mask()
     }
     fn val_of(&self, content: u64) -> u64 {
-        content >> self.fp_bits
+        content >> self.tag_bits
     }
-    fn content(&self, fp: u32, val: u64) -> u64 {
-        u64::from(fp) | (val << self.fp_bits)
+    fn content(&self, tag: u64, val: u64) -> u64 {
+        tag | (val << self.tag_bits)
     }
 
     /// Starts loading both buckets of a key of hash `h` (see [`prefetch`]).
     fn prefetch(&self, h: u64) {
         let p = self.pos(h);
         let w = self.slot_bits() as usize;
-        for j in [p.j, self.alt(p.j, p.fp)] {
+        for j in [p.j, self.alt(p.j, p.x)] {
             let bit = self.bucket_start(p.seg, j) * w;
             if let Some(word) = self.words.get(bit / 64) {
                 prefetch(word);
@@ -379,22 +459,21 @@ impl Table {
 
     /// The slot holding an entry of `p`'s class (the home bucket is searched first).
     fn find(&self, p: Pos) -> Option<usize> {
-        self.find_in(p.seg, p.j, p.fp).or_else(|| {
-            let j2 = self.alt(p.j, p.fp);
+        self.find_in(p.seg, p.j, p.tag).or_else(|| {
+            let j2 = self.alt(p.j, p.x);
             if j2 == p.j {
                 None
             } else {
-                self.find_in(p.seg, j2, p.fp)
+                self.find_in(p.seg, j2, p.tag)
             }
         })
     }
 
-    fn find_in(&self, seg: u32, j: u32, fp: u32) -> Option<usize> {
+    fn find_in(&self, seg: u32, j: u32, tag: u64) -> Option<usize> {
         let start = self.bucket_start(seg, j);
-        let fp = u64::from(fp);
         (start..start + self.slots as usize).find(|&idx| {
             let c = self.get(idx);
-            c != 0 && c & self.fp_mask() == fp
+            c != 0 && c & self.tag_mask() == tag
         })
     }
 
@@ -415,8 +494,8 @@ impl Table {
     /// random walk of at most `max_kicks` steps. On failure the walk is undone and the table is
     /// as before.
     fn insert_new(&mut self, p: Pos, val: u64, max_kicks: u32, rng: &mut u64) -> bool {
-        let content = self.content(p.fp, val);
-        let j2 = self.alt(p.j, p.fp);
+        let content = self.content(p.tag, val);
+        let j2 = self.alt(p.j, p.x);
         if self.place(p.seg, p.j, content) || self.place(p.seg, j2, content) {
             return true;
         }
@@ -432,13 +511,13 @@ impl Table {
             let victim = self.get(idx);
             self.set(idx, cur);
             cur = victim;
-            j = self.alt(j, self.fp_of(cur));
+            j = self.alt(j, self.x_of(p.seg, cur));
             if self.place(p.seg, j, cur) {
                 return true;
             }
         }
         for k in (0..max_kicks).rev() {
-            j = self.alt(j, self.fp_of(cur));
+            j = self.alt(j, self.x_of(p.seg, cur));
             let idx = self.bucket_start(p.seg, j) + slot_at(k);
             let back = self.get(idx);
             self.set(idx, cur);
@@ -448,42 +527,39 @@ impl Table {
         false
     }
 
-    /// The table with twice the segments; every entry moves to the segment its fingerprint's
-    /// next bit names, same bucket and slot within the segment.
-    fn grown(&self) -> Table {
-        let mut t = Table::new(
-            self.fp_bits,
-            self.val_bits,
-            self.slots,
-            self.base,
-            self.growth + 1,
-        );
-        let mask = t.seg_mask();
-        for b in 0..self.buckets() {
-            let j = (b % u64::from(self.base)) as u32;
-            let start = (b * u64::from(self.slots)) as usize;
-            for s in 0..self.slots as usize {
-                let c = self.get(start + s);
-                if c != 0 {
-                    let seg = self.fp_of(c) & mask;
-                    t.set(t.bucket_start(seg, j) + s, c);
-                    t.occupied += 1;
-                }
+    /// The table with `segments` segments (more than now) and `val_bits`-bit values (at least
+    /// as wide; an ambiguous value `2^v − 1` stays ambiguous), every entry re-filed under its
+    /// fingerprint's new segment and tag, in its bucket pair. `None` if a kick walk of
+    /// `max_kicks` fails (the caller asks for more segments).
+    fn regrown(
+        &self,
+        segments: u32,
+        val_bits: u32,
+        max_kicks: u32,
+        rng: &mut u64,
+    ) -> Option<Table> {
+        let mut t = Table::new(self.fp_range, val_bits, self.slots, self.base, segments);
+        let (old_amb, new_amb) = ((1u64 << self.val_bits) - 1, (1u64 << val_bits) - 1);
+        for idx in 0..self.total_slots() {
+            let c = self.get(idx);
+            if c == 0 {
+                continue;
+            }
+            let (seg, j) = self.place_of(idx);
+            let x = self.x_of(seg, c);
+            let v = self.val_of(c);
+            let v = if v == old_amb { new_amb } else { v };
+            if !t.insert_new(t.pos_of(x, j), v, max_kicks, rng) {
+                return None;
             }
         }
-        t
+        Some(t)
     }
 
-    /// The class id of the entry in slot `idx` holding fingerprint `fp`.
-    fn class_of_slot(&self, idx: usize, fp: u32) -> u64 {
-        let b = (idx / self.slots as usize) as u64;
-        let base = u64::from(self.base);
-        let p = Pos {
-            fp,
-            seg: (b / base) as u32,
-            j: (b % base) as u32,
-        };
-        self.class(p)
+    /// The class id of the entry in slot `idx`.
+    fn class_of_slot(&self, idx: usize, content: u64) -> u64 {
+        let (seg, j) = self.place_of(idx);
+        self.class(self.pos_of(self.x_of(seg, content), j))
     }
 
     fn heap_bytes(&self) -> usize {
@@ -698,8 +774,12 @@ pub struct CuckooStats {
     pub primary_bytes: usize,
     /// Bytes allocated by the secondary table (hash table and key arena).
     pub secondary_bytes: usize,
-    /// Times the primary table doubled.
+    /// Segments of the primary table beyond the first (times a table made with one grew).
     pub growths: u32,
+    /// Bits of a slot's tag (the stored part of the fingerprint) at the current segments.
+    pub tag_bits: u32,
+    /// Bits of a slot's sub-level id.
+    pub id_bits: u32,
     /// Whether the filter overflowed (see the module documentation).
     pub overflowed: bool,
 }
@@ -730,13 +810,12 @@ impl MultiLevelCuckoo {
         params: CuckooParams,
     ) -> Result<MultiLevelCuckoo> {
         params.validate(true)?;
-        let base = buckets_for(params.capacity, params.slots_per_bucket, params.max_load);
         let table = Table::new(
-            params.fingerprint_bits,
+            params.fp_range(),
             params.id_bits,
             params.slots_per_bucket,
-            base as u32,
-            0,
+            params.base_buckets() as u32,
+            params.segments,
         );
         Ok(MultiLevelCuckoo {
             rng: key_hash(&hash_key, b"multi-level cuckoo kicks"),
@@ -873,7 +952,7 @@ impl MultiLevelCuckoo {
             if v == u64::from(s) && v != self.ambiguous_value() {
                 // The key is in the level and not in the secondary table, so this entry is
                 // its own (invariant 2): a newer level number for the same key.
-                let c = self.table.content(p.fp, u64::from(sub_level));
+                let c = self.table.content(p.tag, u64::from(sub_level));
                 self.table.set(idx, c);
                 return Ok(());
             }
@@ -881,7 +960,7 @@ impl MultiLevelCuckoo {
         // A conflicting fingerprint from another key, or from a key of unknown identity.
         let budget = self.params.secondary_budget_bytes;
         if !self.secondary.try_insert(class, key, sub_level, budget) {
-            let ambiguous = self.table.content(p.fp, self.ambiguous_value());
+            let ambiguous = self.table.content(p.tag, self.ambiguous_value());
             self.table.set(idx, ambiguous);
         }
         Ok(())
@@ -900,7 +979,7 @@ impl MultiLevelCuckoo {
             if !self.table.can_grow() {
                 break;
             }
-            self.grow();
+            self.grow(self.table.segments + 1, self.table.val_bits);
         }
         // No room even after growing: only the secondary table can still be exact.
         self.overflowed = true;
@@ -909,11 +988,28 @@ impl MultiLevelCuckoo {
         self.secondary.try_insert(class, key, id, budget);
     }
 
-    /// Doubles the table and re-files the secondary table under the keys' new classes.
-    fn grow(&mut self) {
-        self.table = self.table.grown();
+    /// Re-files the table into `segments` segments (more if a re-filing kick walk fails; fewer
+    /// than now when entries left) with `val_bits`-bit ids, and the secondary table under the
+    /// keys' new classes. Returns false, changing nothing, when no table of that shape or
+    /// larger holds the entries.
+    fn grow(&mut self, segments: u32, val_bits: u32) -> bool {
+        let mut s = segments.max(1);
+        let kicks = self.params.max_kicks;
+        let table = loop {
+            if let Some(t) = self.table.regrown(s, val_bits, kicks, &mut self.rng) {
+                break t;
+            }
+            s += 1;
+            let t = &self.table;
+            if tag_bits_for(t.fp_range, s) < MIN_DISCRIMINATING_BITS
+                || u64::from(t.base) * u64::from(s) > MAX_BUCKETS
+            {
+                return false;
+            }
+        };
+        self.table = table;
         if self.secondary.is_empty() {
-            return;
+            return true;
         }
         let old = std::mem::take(&mut self.secondary.table);
         let mut table = HashTable::with_capacity(old.len());
@@ -923,6 +1019,81 @@ impl MultiLevelCuckoo {
             table.insert_unique(class_hash(e.class), e, |e| class_hash(e.class));
         }
         self.secondary.table = table;
+        true
+    }
+
+    /// Makes room for `additional` more entries: adds the segments a load of
+    /// [`RESERVE_LOAD`] needs before the inserts, instead of one at a time after failed kick
+    /// walks. A table that cannot grow that far is left as it is (inserts still grow it, or
+    /// overflow).
+    pub fn reserve(&mut self, additional: usize) {
+        let t = &self.table;
+        let per_segment = f64::from(t.base) * f64::from(t.slots) * RESERVE_LOAD;
+        let want = ((t.occupied + additional) as f64 / per_segment.max(1.0)).ceil() as u64;
+        let want = u32::try_from(want).unwrap_or(u32::MAX);
+        if want > t.segments
+            && tag_bits_for(t.fp_range, want) >= MIN_DISCRIMINATING_BITS
+            && u64::from(t.base) * u64::from(want) <= MAX_BUCKETS
+        {
+            self.grow(want, t.val_bits);
+        }
+    }
+
+    /// Gives back the segments the entries no longer need (after sub-levels retired): the
+    /// table is re-filed into as few segments as hold its entries at [`RESERVE_LOAD`], when
+    /// that is fewer than now. The tags widen with it (the fingerprints are whole).
+    pub fn shrink_to_fit(&mut self) {
+        let t = &self.table;
+        let per_segment = f64::from(t.base) * f64::from(t.slots) * RESERVE_LOAD;
+        let want = ((t.occupied as f64 / per_segment.max(1.0)).ceil() as u32).max(1);
+        if want < t.segments {
+            self.grow(want, t.val_bits);
+        }
+    }
+
+    /// Widens the ids, if needed, so that sub-levels `0..ids` have one (at most 255; an
+    /// ambiguous entry stays ambiguous). The table keeps its entries and segments.
+    pub fn ensure_ids(&mut self, ids: usize) -> Result<()> {
+        if ids <= usize::from(self.id_capacity()) {
+            return Ok(());
+        }
+        let bits = u32::try_from(ids)
+            .ok()
+            .map(id_bits_for)
+            .filter(|b| *b <= MAX_ID_BITS)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!("cuckoo filter: {ids} sub-level ids (at most 255)"))
+            })?;
+        // The same segments: only the slots widen (a re-filing kick walk that fails asks for
+        // one more segment).
+        if !self.grow(self.table.segments, bits) {
+            return Err(Error::InvalidArgument(
+                "cuckoo filter: no room to widen the ids".into(),
+            ));
+        }
+        self.params.id_bits = bits;
+        Ok(())
+    }
+
+    /// Raises the secondary table's budget to `bytes` (a level that grew may keep more keys).
+    pub fn raise_secondary_budget(&mut self, bytes: usize) {
+        let b = &mut self.params.secondary_budget_bytes;
+        *b = (*b).max(bytes);
+    }
+
+    /// Entries held: the primary table's (ambiguous ones included) and the secondary table's.
+    pub fn len(&self) -> usize {
+        self.table.occupied + self.secondary.len()
+    }
+
+    /// Whether the filter holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Segments of the primary table.
+    pub fn segments(&self) -> u32 {
+        self.table.segments
     }
 
     /// `key` left the level (every version of it was moved out or dropped): its entry goes.
@@ -950,7 +1121,8 @@ impl MultiLevelCuckoo {
     /// `old`'s contents are now in `new`, `None` when it was retired and every key whose newest
     /// version was there has left the level. Ids at or beyond `map.len()` are unchanged. The map
     /// must keep the order of the ids it keeps (merging neighbours into one is allowed). A map
-    /// retiring every id clears the filter.
+    /// retiring every id clears the filter; one retiring some gives back the segments the
+    /// remaining entries do not need ([`shrink_to_fit`](Self::shrink_to_fit)).
     pub fn remap(&mut self, map: &[Option<u8>]) -> Result<()> {
         let cap = self.id_capacity();
         if let Some(bad) = map.iter().flatten().find(|&&n| n >= cap) {
@@ -978,35 +1150,40 @@ impl MultiLevelCuckoo {
         self.secondary.garbage += removed;
         self.secondary.maybe_compact();
         let amb = self.ambiguous_value();
+        let mut emptied = false;
         for idx in 0..self.table.total_slots() {
             let c = self.table.get(idx);
             let v = self.table.val_of(c);
             if c == 0 || v == amb {
                 continue;
             }
-            let fp = self.table.fp_of(c);
+            let tag = self.table.tag_of(c);
             match target(v as u8) {
-                Some(Some(n)) => self.table.set(idx, self.table.content(fp, u64::from(n))),
+                Some(Some(n)) => self.table.set(idx, self.table.content(tag, u64::from(n))),
                 Some(None) => {
-                    let class = self.table.class_of_slot(idx, fp);
+                    let class = self.table.class_of_slot(idx, c);
                     if self.secondary.has_class(class) {
                         // Still the gate of secondary keys; its id names nothing any more.
-                        self.table.set(idx, self.table.content(fp, amb));
+                        self.table.set(idx, self.table.content(tag, amb));
                     } else {
                         self.table.set(idx, 0);
                         self.table.occupied -= 1;
+                        emptied = true;
                     }
                 }
                 None => {}
             }
         }
+        if emptied {
+            self.shrink_to_fit();
+        }
         Ok(())
     }
 
-    /// Empties the filter (the level is empty), back to its initial size.
+    /// Empties the filter (the level is empty), back to one segment.
     pub fn clear(&mut self) {
         let t = &self.table;
-        self.table = Table::new(t.fp_bits, t.val_bits, t.slots, t.base, 0);
+        self.table = Table::new(t.fp_range, t.val_bits, t.slots, t.base, 1);
         self.secondary.clear();
         self.overflowed = false;
     }
@@ -1049,7 +1226,9 @@ impl MultiLevelCuckoo {
             secondary_entries: self.secondary.len(),
             primary_bytes: self.table.heap_bytes(),
             secondary_bytes: self.secondary.heap_bytes(),
-            growths: self.table.growth,
+            growths: self.table.segments - 1,
+            tag_bits: self.table.tag_bits,
+            id_bits: self.table.val_bits,
             overflowed: self.overflowed,
         }
     }
@@ -1059,20 +1238,18 @@ impl MultiLevelCuckoo {
     /// a filter decoded from `file` at `offset`; a failure is `Error::Corruption`.
     pub fn verify(&self, file: &Path, offset: u64) -> Result<()> {
         let t = &self.table;
-        let base = u64::from(t.base);
         for idx in 0..t.total_slots() {
             let c = t.get(idx);
             if c == 0 {
                 continue;
             }
-            let fp = t.fp_of(c);
-            let b = (idx / t.slots as usize) as u64;
-            let (seg, j) = ((b / base) as u32, (b % base) as u32);
-            // Searched from the pair's lower bucket, both entries of a doubled class find the
+            let (seg, j) = t.place_of(idx);
+            let x = t.x_of(seg, c);
+            // Searched from the pair's lower bucket, both entries of one class find the
             // same one first.
-            let lo = j.min(t.alt(j, fp));
-            if t.find(Pos { fp, seg, j: lo }) != Some(idx) {
-                let at = offset + slot_offset(words_at(self.hashing), idx, t.slot_bits()) as u64;
+            let lo = j.min(t.alt(j, x));
+            if t.find(t.pos_of(x, lo)) != Some(idx) {
+                let at = offset + slot_offset(WORDS_AT, idx, t.slot_bits()) as u64;
                 return Err(Error::corruption(
                     file,
                     at,
@@ -1088,24 +1265,25 @@ impl MultiLevelCuckoo {
     pub fn encode(&self) -> Vec<u8> {
         let t = &self.table;
         let mut out = Vec::with_capacity(64 + t.words.len() * 8 + self.secondary.arena.len() * 2);
-        out.push(match self.hashing {
-            KeyHashing::Whole => 1,
-            KeyHashing::Split(_) => 2,
-        });
-        out.push(t.fp_bits as u8);
+        out.push(FORMAT_VERSION);
+        let (kind, prefix) = match self.hashing {
+            KeyHashing::Whole => (1, 0),
+            KeyHashing::Split(n) => (2, n),
+        };
+        out.push(kind);
         out.push(t.val_bits as u8);
         out.push(t.slots as u8);
-        out.push(t.growth as u8);
         out.push(u8::from(self.overflowed));
         coding::put_u32(&mut out, self.params.max_kicks);
+        coding::put_u32(&mut out, t.fp_range as u32);
+        coding::put_u32(&mut out, t.segments);
         coding::put_u32(&mut out, t.base);
+        coding::put_u32(&mut out, prefix);
         coding::put_u64(&mut out, self.params.secondary_budget_bytes as u64);
         coding::put_u64(&mut out, hash_key_check(&self.hash_key));
         coding::put_u64(&mut out, t.occupied as u64);
         coding::put_u64(&mut out, t.words.len() as u64);
-        if let KeyHashing::Split(n) = self.hashing {
-            coding::put_u32(&mut out, n);
-        }
+        debug_assert_eq!(out.len(), WORDS_AT);
         for w in &t.words {
             coding::put_u64(&mut out, *w);
         }
@@ -1157,57 +1335,69 @@ impl MultiLevelCuckoo {
         let mut r = Reader::new(body);
         let short = |r: &Reader| bad(r.pos(), "truncated");
         let version = r.u8().ok_or_else(|| short(&r))?;
-        if !(1..=FORMAT_VERSION).contains(&version) {
+        if version != FORMAT_VERSION {
+            let why = if version < FORMAT_VERSION {
+                " (a table grown by doubling, before segments of any count; the `semisorted` \
+                 layout rebuilds its filters from the tables)"
+            } else {
+                ""
+            };
             return Err(Error::Unsupported(format!(
-                "multi-level cuckoo filter version {version} in {} (this build reads 1 to {FORMAT_VERSION})",
+                "multi-level cuckoo filter version {version} in {}: this build reads version \
+                 {FORMAT_VERSION}{why}",
                 file.display()
             )));
         }
-        let mut head = [0u8; 5];
+        let mut head = [0u8; 4];
         for b in head.iter_mut() {
             *b = r.u8().ok_or_else(|| short(&r))?;
         }
-        let [fp_bits, id_bits, slots, growth, flags] = head.map(u32::from);
-        let max_kicks = r.u32().ok_or_else(|| short(&r))?;
-        let base = r.u32().ok_or_else(|| short(&r))?;
+        let [kind, id_bits, slots, flags] = head.map(u32::from);
+        let mut nums = [0u32; 5];
+        for n in nums.iter_mut() {
+            *n = r.u32().ok_or_else(|| short(&r))?;
+        }
+        let [max_kicks, fp_range, segments, base, prefix] = nums;
         let budget = r.u64().ok_or_else(|| short(&r))?;
         let check = r.u64().ok_or_else(|| short(&r))?;
         let occupied = r.u64().ok_or_else(|| short(&r))?;
         let n_words = r.u64().ok_or_else(|| short(&r))?;
-        let hashing = if version == 1 {
-            KeyHashing::Whole
-        } else {
-            KeyHashing::Split(r.u32().ok_or_else(|| short(&r))?)
+        let hashing = match (kind, prefix) {
+            (1, 0) => KeyHashing::Whole,
+            (2, n) => KeyHashing::Split(n),
+            _ => return Err(bad(1, "unknown key hashing")),
         };
-        if !(MIN_FINGERPRINT_BITS..=MAX_FINGERPRINT_BITS).contains(&fp_bits)
-            || !(1..=MAX_ID_BITS).contains(&id_bits)
+        let fp_range = u64::from(fp_range);
+        if !(1..=MAX_ID_BITS).contains(&id_bits)
             || !(1..=MAX_SLOTS_PER_BUCKET).contains(&slots)
             || flags > 1
             || base == 0
-            || growth + MIN_DISCRIMINATING_BITS > fp_bits
-            || (u64::from(base) << growth) > MAX_BUCKETS
+            || segments == 0
+            || u64::from(base) * u64::from(segments) > MAX_BUCKETS
+            || tag_bits_for(fp_range, segments) < MIN_DISCRIMINATING_BITS
         {
-            return Err(bad(1, "parameters out of range"));
+            return Err(bad(2, "parameters out of range"));
         }
         if check != hash_key_check(&hash_key) {
-            return Err(bad(22, "built with a different hash key"));
+            return Err(bad(33, "built with a different hash key"));
         }
-        let words_at = r.pos();
-        debug_assert_eq!(words_at, self::words_at(hashing));
-        let total_bits = (u64::from(base) << growth) * u64::from(slots * (fp_bits + id_bits));
+        debug_assert_eq!(r.pos(), WORDS_AT);
+        let tag_bits = tag_bits_for(fp_range, segments);
+        let total_bits =
+            u64::from(base) * u64::from(segments) * u64::from(slots * (tag_bits + id_bits));
         if n_words != total_bits.div_ceil(64) {
-            return Err(bad(38, "bit array size does not match the table's shape"));
+            return Err(bad(49, "bit array size does not match the table's shape"));
         }
-        if n_words > ((body.len() - words_at) / 8) as u64 {
+        if n_words > ((body.len() - WORDS_AT) / 8) as u64 {
             return Err(short(&r));
         }
-        let mut table = Table::new(fp_bits, id_bits, slots, base, growth);
+        let mut table = Table::new(fp_range, id_bits, slots, base, segments);
         for w in table.words.iter_mut() {
             *w = r.u64().ok_or_else(|| short(&r))?;
         }
-        let slot_at = |idx: usize| slot_offset(words_at, idx, fp_bits + id_bits);
-        // Every entry in the segment its fingerprint names (one pass in memory order; the
-        // class check, which reads at random, is `verify`'s).
+        let slot_at = |idx: usize| slot_offset(WORDS_AT, idx, tag_bits + id_bits);
+        // Every entry's tag within its segment's width (one pass in memory order; the class
+        // check, which reads at random, is `verify`'s).
         let mut seen = 0u64;
         for idx in 0..table.total_slots() {
             let c = table.get(idx);
@@ -1215,18 +1405,24 @@ impl MultiLevelCuckoo {
                 continue;
             }
             seen += 1;
-            let fp = table.fp_of(c);
-            let seg = (idx / slots as usize) as u64 / u64::from(base);
-            if fp == 0 || u64::from(fp & table.seg_mask()) != seg {
-                return Err(bad(slot_at(idx), "entry outside its bucket pair"));
+            let (seg, _) = table.place_of(idx);
+            let tag = table.tag_of(c);
+            if tag == 0 || tag > table.lb(seg + 1) - table.lb(seg) {
+                return Err(bad(
+                    slot_at(idx),
+                    "entry outside its segment's fingerprints",
+                ));
             }
         }
         if seen != occupied {
-            return Err(bad(30, "entry count does not match the table"));
+            return Err(bad(41, "entry count does not match the table"));
         }
         table.occupied = seen as usize;
+        // The fingerprint range as parameters: `F` values, no reserve beyond it.
         let params = CuckooParams {
-            fingerprint_bits: fp_bits,
+            fingerprint_bits: u64::BITS - fp_range.leading_zeros(),
+            reserve_segments: 1,
+            segments,
             id_bits,
             slots_per_bucket: slots,
             capacity: 0,
@@ -1283,14 +1479,8 @@ fn slot_offset(words_at: usize, idx: usize, slot_bits: u32) -> usize {
     words_at + idx * slot_bits as usize / 8
 }
 
-/// Offset of the primary bit array in the encoding of a filter hashing keys as `hashing` says
-/// (version 2 has the prefix length before it).
-fn words_at(hashing: KeyHashing) -> usize {
-    match hashing {
-        KeyHashing::Whole => 46,
-        KeyHashing::Split(_) => 50,
-    }
-}
+/// Offset of the primary bit array in the encoding.
+const WORDS_AT: usize = 57;
 
 /// A value derived from the hash key, stored to refuse a filter decoded with another key.
 fn hash_key_check(hash_key: &[u8; 16]) -> u64 {
@@ -1314,16 +1504,15 @@ impl CuckooFilter {
     /// An empty filter (`params.id_bits` and the secondary budget are not used).
     pub fn new(hash_key: [u8; 16], params: &CuckooParams) -> Result<CuckooFilter> {
         params.validate(false)?;
-        let base = buckets_for(params.capacity, params.slots_per_bucket, params.max_load);
         Ok(CuckooFilter {
             rng: key_hash(&hash_key, b"cuckoo kicks"),
             hash_key,
             table: Table::new(
-                params.fingerprint_bits,
+                params.fp_range(),
                 0,
                 params.slots_per_bucket,
-                base as u32,
-                0,
+                params.base_buckets() as u32,
+                params.segments,
             ),
             max_kicks: params.max_kicks,
             overflowed: false,
@@ -1342,11 +1531,14 @@ impl CuckooFilter {
             if self.table.insert_new(p, 0, self.max_kicks, &mut self.rng) {
                 return;
             }
-            if !self.table.can_grow() {
-                self.overflowed = true;
-                return;
+            let more = self.table.segments + 1;
+            match self.table.regrown(more, 0, self.max_kicks, &mut self.rng) {
+                Some(t) if self.table.can_grow() => self.table = t,
+                _ => {
+                    self.overflowed = true;
+                    return;
+                }
             }
-            self.table = self.table.grown();
         }
     }
 
@@ -1387,6 +1579,8 @@ mod tests {
     fn params(f: u32, capacity: usize, budget: usize) -> CuckooParams {
         CuckooParams {
             fingerprint_bits: f,
+            reserve_segments: 1,
+            segments: 1,
             id_bits: 4,
             slots_per_bucket: 4,
             capacity,
@@ -1494,7 +1688,7 @@ mod tests {
 
     #[test]
     fn a_full_table_grows_and_keeps_every_key() {
-        // Sized for 100 keys, given 2,000: the table doubles several times.
+        // Sized for 100 keys, given 2,000: the table takes many more segments.
         let mut f = MultiLevelCuckoo::new(HASH_KEY, params(16, 100, usize::MAX)).unwrap();
         for i in 0..2_000 {
             f.insert(&k(i), (i % 3) as u8, Prior::Absent).unwrap();
@@ -1513,17 +1707,17 @@ mod tests {
 
     #[test]
     fn an_overflowed_filter_probes_but_never_denies() {
-        // 4-bit fingerprints leave two bits to spend on growth: 4 × the initial 2 one-slot
-        // buckets hold 8 of the 15 or more classes 500 keys fall in.
-        let mut p = params(4, 1, 0);
+        // 4-bit fingerprints (15 values) leave tags of 2 bits or more up to 14 segments: 14 ×
+        // the initial 69 one-slot buckets hold 966 of the ~1,900 classes 2,000 keys fall in.
+        let mut p = params(4, 64, 0);
         p.slots_per_bucket = 1;
         p.max_kicks = 8;
         let mut f = MultiLevelCuckoo::new(HASH_KEY, p).unwrap();
-        for i in 0..500 {
+        for i in 0..2_000 {
             f.insert(&k(i), 2, Prior::Absent).unwrap();
         }
         assert!(f.overflowed(), "{:?}", f.stats());
-        for i in 0..500 {
+        for i in 0..2_000 {
             assert_ne!(f.lookup(&k(i)), Answer::Absent);
         }
         let g = decode(&f.encode()).unwrap();
@@ -1535,7 +1729,7 @@ mod tests {
 
     #[test]
     fn undone_kick_walks_leave_the_table_as_it_was() {
-        let mut t = Table::new(8, 4, 2, 4, 0);
+        let mut t = Table::new(255, 4, 2, 4, 1);
         let mut rng = 7;
         let mut added = Vec::new();
         for i in 0..100u64 {
@@ -1607,15 +1801,11 @@ mod tests {
     }
 
     #[test]
-    fn split_hashing_round_trips_as_version_2() {
+    fn split_hashing_round_trips() {
         let f = sample_filter_with(KeyHashing::Split(4));
         let bytes = f.encode();
-        assert_eq!(bytes[0], 2);
-        assert_eq!(
-            sample_filter().encode()[0],
-            1,
-            "whole-key filters stay version 1"
-        );
+        assert_eq!((bytes[0], bytes[1]), (3, 2));
+        assert_eq!(sample_filter().encode()[1], 1, "whole-key hashing");
         let g = decode(&bytes).unwrap();
         assert_eq!(g.hashing(), KeyHashing::Split(4));
         assert_eq!(g.encode(), bytes);
@@ -1759,9 +1949,14 @@ mod tests {
         }
         // The structural checks catch the damage in the header and the secondary table.
         assert!(refused > 0);
-        let mut v3 = body.to_vec();
-        v3[0] = 3;
-        assert!(matches!(decode(&with_crc(v3)), Err(Error::Unsupported(_))));
+        for version in [1, 2, 4] {
+            let mut other = body.to_vec();
+            other[0] = version;
+            assert!(matches!(
+                decode(&with_crc(other)),
+                Err(Error::Unsupported(_))
+            ));
+        }
     }
 
     #[test]
@@ -1777,9 +1972,9 @@ mod tests {
         let (idx, free) = (0..t.total_slots())
             .filter(|&i| t.get(i) != 0)
             .find_map(|i| {
-                let fp = t.fp_of(t.get(i));
+                let x = t.x_of(0, t.get(i));
                 let b = (i / t.slots as usize) as u32;
-                let j2 = t.alt(b, fp);
+                let j2 = t.alt(b, x);
                 let start = t.bucket_start(0, j2);
                 let free = (start..start + t.slots as usize).find(|&s| t.get(s) == 0)?;
                 (j2 != b).then_some((i, free))
@@ -1809,17 +2004,18 @@ mod tests {
         g.table.set(idx, 0);
         g.table.occupied -= 1;
         refused(&g, "without a primary entry");
-        // An entry in a segment its fingerprint does not name.
+        // A tag past its segment's fingerprints (a table of 2 segments of 128 fingerprints
+        // has 8-bit tags, 1..=128 used).
         let mut g = MultiLevelCuckoo::new(HASH_KEY, params(8, 4, 0)).unwrap();
         for i in 0..100 {
             g.insert(&k(i), 0, Prior::Absent).unwrap();
         }
-        assert!(g.table.growth > 0);
+        assert!(g.table.segments > 1);
         let t = &g.table;
         let idx = (0..t.total_slots()).find(|&i| t.get(i) != 0).unwrap();
-        let c = g.table.get(idx) ^ 1;
+        let c = g.table.get(idx) | g.table.tag_mask();
         g.table.set(idx, c);
-        refused(&g, "outside its bucket pair");
+        refused(&g, "outside its segment");
     }
 
     #[test]
@@ -1879,6 +2075,8 @@ mod tests {
         Reopen,
         /// Rebuild from the level's keys.
         Rebuild,
+        /// Ids for one more sub-level than the filter has (the slots widen).
+        Widen,
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -1892,6 +2090,7 @@ mod tests {
             1 => (0u8..4).prop_map(Op::Leave),
             1 => Just(Op::Reopen),
             1 => Just(Op::Rebuild),
+            1 => Just(Op::Widen),
         ]
     }
 
@@ -1900,6 +2099,7 @@ mod tests {
             // Narrow fingerprints and small tables, so that 40 keys conflict, fill the
             // secondary table, grow the table and overflow it.
             prop_oneof![3 => 4u32..=6, 1 => 7u32..=10],
+            (1u32..=3, 1u32..=2),
             3u32..=4,
             prop_oneof![Just(1u32), Just(2), Just(4)],
             1usize..=32,
@@ -1910,6 +2110,7 @@ mod tests {
             .prop_map(
                 |(
                     fingerprint_bits,
+                    (reserve_segments, segments),
                     id_bits,
                     slots_per_bucket,
                     capacity,
@@ -1919,6 +2120,8 @@ mod tests {
                 )| {
                     CuckooParams {
                         fingerprint_bits,
+                        reserve_segments,
+                        segments,
                         id_bits,
                         slots_per_bucket,
                         capacity,
@@ -1993,7 +2196,7 @@ mod tests {
                 .iter()
                 .any(|o| matches!(o, Op::Write { blind: true, .. }));
         let mut f = MultiLevelCuckoo::with_hashing(HASH_KEY, hashing, params.clone()).unwrap();
-        let cap = usize::from(f.id_capacity());
+        let mut cap = usize::from(f.id_capacity());
         let mut m = Model::default();
         for op in ops {
             match op {
@@ -2033,6 +2236,10 @@ mod tests {
                             batches.push((prior, vec![key_of(key)]));
                         }
                     }
+                    // As the layout does: room for the new keys first.
+                    if batched {
+                        f.reserve(m.memtable.len());
+                    }
                     for (prior, keys) in batches {
                         let items: Vec<(u64, &[u8])> = keys
                             .iter()
@@ -2056,6 +2263,19 @@ mod tests {
                     m.subs.drain(..n);
                 }
                 Op::MergeOldest(n) => merge_oldest(&mut f, &mut m, usize::from(n)),
+                Op::Widen => {
+                    if cap < 63 {
+                        let before = f.stats();
+                        f.ensure_ids(cap + 1).unwrap();
+                        let widened = usize::from(f.id_capacity());
+                        prop_assert!(widened > cap);
+                        cap = widened;
+                        let after = f.stats();
+                        prop_assert_eq!(after.primary_entries, before.primary_entries);
+                        prop_assert_eq!(after.ambiguous_entries, before.ambiguous_entries);
+                        prop_assert_eq!(after.secondary_entries, before.secondary_entries);
+                    }
+                }
                 Op::Leave(range) => {
                     for key in m.present() {
                         if key % 4 == range {
@@ -2079,6 +2299,7 @@ mod tests {
                         .filter_map(|key| Some((key_of(key), m.newest(key)?)))
                         .collect();
                     f = MultiLevelCuckoo::with_hashing(HASH_KEY, hashing, params.clone()).unwrap();
+                    f.ensure_ids(cap).unwrap();
                     for (key, id) in &keys {
                         f.insert(key, *id, Prior::Absent).unwrap();
                     }

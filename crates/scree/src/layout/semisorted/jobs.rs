@@ -388,11 +388,19 @@ impl Job for RebuildJob {
         let n = self.subs.len();
         let keys: u64 = self.subs.iter().map(|s| s.entries()).sum();
         let stepped = self.shared.plan_of(self.level).stepped;
+        // Segments of the incremental shape: `SEGMENTS_PER_SUBLEVEL` per sub-level (up to the
+        // fingerprints' reserve), all the level's entries spread over them.
+        let segments = u32::try_from(n)
+            .unwrap_or(u32::MAX)
+            .saturating_mul(super::SEGMENTS_PER_SUBLEVEL);
         let mut f = super::new_filter(
             ctx,
             self.shared.prefix_len,
-            super::filter_params(ctx.opts, keys as usize, stepped),
+            super::filter_params(ctx.opts, keys as usize, stepped, segments),
         )?;
+        if n <= super::max_ids(&ctx.opts.semisorted, stepped) {
+            f.ensure_ids(n)?;
+        }
         let mut last: Vec<u8> = Vec::new();
         let mut first = true;
         // The first version of a key in the merged scan is its newest: its sub-level's id.

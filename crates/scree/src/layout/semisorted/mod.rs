@@ -150,7 +150,8 @@ const FLUSH_PREFETCH_AHEAD: usize = 8;
 /// Cache lines a flush prefetches from a key's bytes on: its version record usually follows.
 const FLUSH_PREFETCH_LINES: usize = 3;
 
-/// Sub-levels a level's filter has ids for.
+/// Sub-levels a level's filter may have ids for (past them the level keeps no filter until
+/// its next merge).
 fn max_ids(o: &crate::options::SemiSortedOptions, stepped: bool) -> usize {
     if stepped {
         o.stop_sublevels + 2
@@ -159,20 +160,48 @@ fn max_ids(o: &crate::options::SemiSortedOptions, stepped: bool) -> usize {
     }
 }
 
-/// Filter parameters for a level sized for `capacity` keys: ids for every sub-level a stepped
-/// level may reach, or for the run and one arrival of an LSM level (a cuckoo filter, Table 1's
-/// CF, with the fewest id bits).
+/// Tag bits of a level filter's slots once the level holds the `sub_levels − 1` sub-levels it
+/// keeps at rest (or `sub_levels`, just before its merge): a false-positive rate of about
+/// `2 × 4 × 0.94 / 2^13 ≈ 0.0009` per probed level. A table of fewer segments stores wider
+/// tags (the fingerprint range is made for the full level), one of more stores narrower ones.
+pub const LEVEL_TAG_BITS: u32 = 13;
+
+/// Segments of a stepped level's filter per sub-level of the size of its first: a later
+/// sub-level of another size (a merge that took more flushes) rounds up to half a first
+/// sub-level's slots, not a whole one.
+pub const SEGMENTS_PER_SUBLEVEL: u32 = 2;
+
+/// Filter parameters for a level whose first sub-level (a stepped level) or whose run (an LSM
+/// level) has `keys` keys, in `segments` segments of `keys / segments` each. A stepped level's
+/// table starts with [`SEGMENTS_PER_SUBLEVEL`] segments for what it holds and takes as many
+/// more per sub-level of that size ([`MultiLevelCuckoo::reserve`] before each arrival), its
+/// fingerprints made for the segments of `r − 1` sub-levels with [`LEVEL_TAG_BITS`]-bit tags, its ids for the `r − 1` sub-levels it holds at rest
+/// (widened when more arrive: [`MultiLevelCuckoo::ensure_ids`]). An LSM level's filter (Table
+/// 1's CF) is made anew at each merge for its run and one arrival's id.
 pub(crate) fn filter_params(
     opts: &KeyspaceOptions,
-    capacity: usize,
+    keys: usize,
     stepped: bool,
+    segments: u32,
 ) -> CuckooParams {
     let o = &opts.semisorted;
-    let ids = max_ids(o, stepped);
-    let mut p = CuckooParams::for_level(capacity.max(1024), ids as u32);
-    p.secondary_budget_bytes =
-        ((capacity as f64 * o.secondary_bits_per_key / 8.0) as usize).max(4096);
+    let r = o.sub_levels as u32;
+    let (reserve, ids) = if stepped {
+        (SEGMENTS_PER_SUBLEVEL * (r - 1).max(1), (r - 1).max(1))
+    } else {
+        (1, max_ids(o, false) as u32)
+    };
+    let mut p = CuckooParams::for_level(keys.max(1024), ids);
+    p.fingerprint_bits = LEVEL_TAG_BITS;
+    p.reserve_segments = reserve;
+    p.segments = segments.clamp(1, reserve);
+    p.secondary_budget_bytes = secondary_budget(opts, keys);
     p
+}
+
+/// The secondary-table budget of a level filter holding `keys` keys.
+fn secondary_budget(opts: &KeyspaceOptions, keys: usize) -> usize {
+    ((keys as f64 * opts.semisorted.secondary_bits_per_key / 8.0) as usize).max(4096)
 }
 
 /// An empty level filter for keys of `prefix_len`-byte prefixes: it hashes a key as
@@ -188,10 +217,11 @@ pub(crate) fn new_filter(
     MultiLevelCuckoo::with_hashing(ctx.hash_key, KeyHashing::Split(n), params)
 }
 
-/// A new filter of `base` (a clone, or an empty one for a level of `stepped` structure sized
-/// for `r` times the keys — the keys for an LSM level, whose filter is made anew at each
-/// merge), `keys` (each `(split_hash, user key)`, distinct) inserted as the newest sub-level,
-/// each with its [`Prior`] from `priors` (empty: every key's is `Unknown`, a blind insert).
+/// A new filter of `base` (a clone, or an empty one of [`filter_params`] for these keys),
+/// `keys` (each `(split_hash, user key)`, distinct) inserted as the newest sub-level (id
+/// `base_len`), each with its [`Prior`] from `priors` (empty: every key's is `Unknown`, a
+/// blind insert): the ids widened if needed, segments added for the new keys, and the
+/// secondary budget raised with the level's keys.
 pub(crate) fn filter_with(
     ctx: &JobCtx<'_>,
     prefix_len: usize,
@@ -203,20 +233,24 @@ pub(crate) fn filter_with(
 ) -> Result<MultiLevelCuckoo> {
     let mut f = match base {
         Some(f) => f.clone(),
-        None => {
-            let n = keys.len();
-            let cap = if stepped {
-                n * ctx.opts.semisorted.sub_levels
-            } else {
-                n + n / 8
-            };
-            new_filter(ctx, prefix_len, filter_params(ctx.opts, cap, stepped))?
-        }
+        None => new_filter(
+            ctx,
+            prefix_len,
+            filter_params(ctx.opts, keys.len(), stepped, SEGMENTS_PER_SUBLEVEL),
+        )?,
     };
+    if base_len >= max_ids(&ctx.opts.semisorted, stepped) {
+        return Err(Error::InvalidArgument(
+            "semisorted: no filter id left".into(),
+        ));
+    }
+    f.ensure_ids(base_len + 1)?;
     let id = u8::try_from(base_len)
         .ok()
         .filter(|id| *id < f.id_capacity())
         .ok_or_else(|| Error::InvalidArgument("semisorted: no filter id left".into()))?;
+    f.reserve(keys.len());
+    f.raise_secondary_budget(secondary_budget(ctx.opts, f.len() + keys.len()));
     if priors.is_empty() {
         f.insert_all(keys, id, Prior::Unknown)?;
         return Ok(f);

@@ -391,10 +391,10 @@ fn adopt_pending(
         return None;
     }
     let map = id_map(&known, now, merged);
-    if now.len() > usize::from(p.filter.id_capacity()) {
-        return None;
-    }
     let mut f = p.filter;
+    // The ids name the sub-levels the filter knows; a level that holds more by now (none of
+    // them new to the filter: merged ones) needs ids for them all.
+    f.ensure_ids(now.len()).ok()?;
     if !is_identity(&map) {
         f.remap(&map).ok()?;
     }
