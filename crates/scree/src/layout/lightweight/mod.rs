@@ -263,28 +263,20 @@ fn room_chain(
     lo: &[u8],
     hi: Option<&[u8]>,
     arrival: u64,
-    out: &mut Vec<Due>,
-) {
+) -> Vec<Due> {
     let Some(g) = room_for(v, o, limit, level, lo, hi, arrival) else {
-        return;
+        return Vec::new();
     };
     let Some(lv) = v.level(level) else {
-        return;
+        return Vec::new();
     };
-    let (Some(glo), ghi) = (lv.los.get(g.0), lv.los.get(g.1)) else {
-        return;
+    let Some(glo) = lv.los.get(g.0) else {
+        return Vec::new();
     };
-    room_chain(
-        v,
-        o,
-        limit,
-        level + 1,
-        glo,
-        ghi.map(Vec::as_slice),
-        lv.live_bytes(g),
-        out,
-    );
+    let ghi = lv.los.get(g.1).map(Vec::as_slice);
+    let mut out = room_chain(v, o, limit, level + 1, glo, ghi, lv.live_bytes(g));
     out.push(Due::Room(level, g));
+    out
 }
 
 /// What is due, most urgent first.
@@ -342,7 +334,7 @@ impl Lightweight {
                 let hi = v.l0.iter().map(|t| t.meta.largest_user()).max();
                 if let (Some(lo), Some(hi)) = (lo, hi) {
                     let arrival = v.l0.iter().map(|t| t.meta.size).sum();
-                    room_chain(v, o, limit, 1, lo, Some(&after(hi)), arrival, &mut out);
+                    out.extend(room_chain(v, o, limit, 1, lo, Some(&after(hi)), arrival));
                 }
             }
             out.push(Due::L0);
@@ -360,7 +352,7 @@ impl Lightweight {
             if let Some((lv, g)) = v.level(l).and_then(|lv| Some((lv, fullest(lv)?))) {
                 if let Some(lo) = lv.los.get(g.0) {
                     let hi = lv.los.get(g.1).map(Vec::as_slice);
-                    room_chain(v, o, limit, l + 1, lo, hi, lv.live_bytes(g), &mut out);
+                    out.extend(room_chain(v, o, limit, l + 1, lo, hi, lv.live_bytes(g)));
                 }
             }
             out.push(Due::Level(l));
