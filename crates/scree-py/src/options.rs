@@ -398,6 +398,7 @@ fn set_layout_option(o: &mut KeyspaceOptions, name: &str, v: &Bound<'_, PyAny>) 
                 l0_slowdown_trigger,
                 l0_stop_trigger,
                 level_base_bytes,
+                level_base_follows_l0,
                 level_size_ratio,
                 max_levels,
                 dtable_max_bytes,

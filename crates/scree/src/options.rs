@@ -604,9 +604,16 @@ pub struct LightweightOptions {
     pub l0_slowdown_trigger: usize,
     /// L0 DTables at which writes stop until compaction catches up. Default 20.
     pub l0_stop_trigger: usize,
-    /// Target bytes of level 1; level i holds `level_size_ratio`^(i-1) times more (the paper's
-    /// amplification factor AF). Default 10 MiB.
+    /// Target bytes of level 1 (raised to the level-0 backlog with
+    /// `level_base_follows_l0`); level i holds `level_size_ratio`^(i-1) times more (the
+    /// paper's amplification factor AF). Default 10 MiB.
     pub level_base_bytes: u64,
+    /// Whether level 1's target is at least the level-0 backlog, `l0_compaction_trigger` ×
+    /// `write_buffer_bytes` (what one level-0 compaction appends to level 1: 256 MiB with the
+    /// default 64 MiB buffers). Default true: at 4 KiB values and 2 GB, 6.14 bytes written
+    /// per user byte without, 4.5 with (docs/benchmarks.md, "Issue 32: the victim's band
+    /// reset and room before an arrival").
+    pub level_base_follows_l0: bool,
     /// Size ratio between adjacent levels. Default 10.
     pub level_size_ratio: u64,
     /// Number of levels including L0; the deepest never compacts down. Default 7.
@@ -636,6 +643,7 @@ impl Default for LightweightOptions {
             l0_slowdown_trigger: 8,
             l0_stop_trigger: 20,
             level_base_bytes: 10 << 20,
+            level_base_follows_l0: true,
             level_size_ratio: 10,
             max_levels: 7,
             dtable_max_bytes: 40 << 20,

@@ -80,6 +80,10 @@ pub(crate) struct LwcCounters {
     pub(crate) aggregation_skips: AtomicU64,
     pub(crate) concurrent_jobs: AtomicU64,
     pub(crate) shared_level_jobs: AtomicU64,
+    pub(crate) resets: AtomicU64,
+    pub(crate) room_compactions: AtomicU64,
+    pub(crate) rewrite_bytes: AtomicU64,
+    pub(crate) division_bytes: AtomicU64,
 }
 
 /// What the `lightweight` layout's jobs did (all keyspaces of the database).
@@ -125,6 +129,21 @@ pub struct LightweightStats {
     /// other compacts or divides elsewhere in it.
     #[serde(default)]
     pub shared_level_jobs: u64,
+    /// Victim DTables of levels ≥ 1 left as an empty DTable holding the aggregated metadata
+    /// (the band reset: the range and the level's table count stay).
+    #[serde(default)]
+    pub resets: u64,
+    /// Compactions of a DTable taken down because the arrival due next would have carried
+    /// it past the size limit (made room instead of rewriting it with the arrival).
+    #[serde(default)]
+    pub room_compactions: u64,
+    /// Bytes written by rewrites of full targets with their arrival (`full_rewrites`;
+    /// counted as the `gc` cause).
+    #[serde(default)]
+    pub rewrite_bytes: u64,
+    /// Bytes written by equal divisions (`divisions`; counted as the `gc` cause).
+    #[serde(default)]
+    pub division_bytes: u64,
 }
 
 /// What one open table file pins outside the caches: counted in [`Stats::open_table_files`]
@@ -293,6 +312,10 @@ impl IoStats {
                 aggregation_skips: self.lwc.aggregation_skips.load(Relaxed),
                 concurrent_jobs: self.lwc.concurrent_jobs.load(Relaxed),
                 shared_level_jobs: self.lwc.shared_level_jobs.load(Relaxed),
+                resets: self.lwc.resets.load(Relaxed),
+                room_compactions: self.lwc.room_compactions.load(Relaxed),
+                rewrite_bytes: self.lwc.rewrite_bytes.load(Relaxed),
+                division_bytes: self.lwc.division_bytes.load(Relaxed),
             },
             keyspaces: Vec::new(),
         }

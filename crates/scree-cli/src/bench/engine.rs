@@ -105,6 +105,9 @@ pub struct Counters {
     /// filters (Scree's `Stats::table_reader_bytes`, RocksDB's
     /// `rocksdb.estimate-table-readers-mem`). Not a cumulative counter.
     pub pinned_metadata_bytes: Option<u64>,
+    /// The layout's own job counters, cumulative since the database was opened (Scree's
+    /// `Stats::lightweight` when the layout is `lightweight`).
+    pub layout_counters: Option<serde_json::Value>,
 }
 
 /// Cumulative counters of the band emulator (`scree::fs::band::DeviceStats`).

@@ -173,8 +173,9 @@ pub struct BenchArgs {
     /// [default: LightweightOptions::default(), 40].
     #[arg(long)]
     pub lwc_dtable_mb: Option<u64>,
-    /// `lightweight`: target size of level 1 in MiB (`LightweightOptions::level_base_bytes`)
-    /// [default: LightweightOptions::default(), 10].
+    /// `lightweight`: target size of level 1 in MiB (`LightweightOptions::level_base_bytes`),
+    /// used as given (`level_base_follows_l0` off) [default: LightweightOptions::default(),
+    /// 10 MiB raised to the level-0 backlog].
     #[arg(long)]
     pub lwc_base_mb: Option<u64>,
     /// `fragmented`: position the tables of a guard of the level holding the most data on the

@@ -88,6 +88,8 @@ pub struct WorkloadResult {
     pub memory: Option<metrics::Memory>,
     /// Index and filter bytes the engine pins outside its block cache at the phase's end.
     pub pinned_metadata_bytes: Option<u64>,
+    /// The layout's job counters at the phase's end, cumulative since open.
+    pub layout_counters: Option<serde_json::Value>,
     /// Keys present at the phase's end (the benchmark's model).
     pub live_keys: u64,
     /// The band emulator's counts during the phase (`--device smr-*`).
@@ -435,6 +437,7 @@ pub fn run(
         disk,
         memory,
         pinned_metadata_bytes: after.pinned_metadata_bytes,
+        layout_counters: after.layout_counters.clone(),
         live_keys: state.presence.count_from(0),
         device: match (after.device, before.device) {
             (Some(a), Some(b)) => Some(a.since(&b)),

@@ -82,6 +82,10 @@ pub struct WorkloadJson {
     pub pinned_metadata_bytes: Option<u64>,
     /// `pinned_metadata_bytes` × 8 / `live_keys`.
     pub pinned_metadata_bits_per_key: Option<f64>,
+    /// The layout's job counters at the phase's end, cumulative since the database was
+    /// opened (`lightweight`: compactions, resets, room compactions, rewrites, divisions and
+    /// their bytes; `Stats::lightweight`).
+    pub engine_layout_counters: Option<Value>,
     /// Keys present at the phase's end.
     pub live_keys: u64,
     /// Band emulator (`--device smr-*`): bytes the engine handed to the device.
@@ -193,6 +197,7 @@ pub fn workload_json(w: &WorkloadResult) -> WorkloadJson {
         rss_anon_bytes: w.memory.map(|m| m.anon),
         rss_file_bytes: w.memory.map(|m| m.file),
         pinned_metadata_bytes: w.pinned_metadata_bytes,
+        engine_layout_counters: w.layout_counters.clone(),
         pinned_metadata_bits_per_key: w.pinned_bits_per_key().map(|x| round(x, 3)),
         live_keys: w.live_keys,
         device_host_bytes_written: w.device.map(|d| d.host_written),

@@ -126,6 +126,7 @@ impl ScreeEngine {
         }
         if let Some(mb) = t.lwc_base_mb {
             ko.lightweight.level_base_bytes = mb.saturating_mul(1 << 20);
+            ko.lightweight.level_base_follows_l0 = false;
         }
         ko.lightweight.concurrent_jobs = t.lwc_concurrent_jobs;
         let mut settings = vec![
@@ -219,6 +220,10 @@ impl ScreeEngine {
                 settings.push((
                     "lightweight.level_base_bytes".into(),
                     l.level_base_bytes.to_string(),
+                ));
+                settings.push((
+                    "lightweight.level_base_follows_l0".into(),
+                    l.level_base_follows_l0.to_string(),
                 ));
                 settings.push((
                     "lightweight.concurrent_jobs".into(),
@@ -360,6 +365,10 @@ impl BenchEngine for ScreeEngine {
                         .map(|l| l.filter_bytes)
                         .sum::<u64>(),
             ),
+            layout_counters: match self.layout {
+                Layout::Lightweight => serde_json::to_value(&s.lightweight).ok(),
+                _ => None,
+            },
         }
     }
 

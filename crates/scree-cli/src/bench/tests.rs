@@ -439,6 +439,10 @@ fn scree_tuning_flags_reach_the_keyspace() {
     assert!(s
         .iter()
         .any(|(n, v)| n == "lightweight.level_base_bytes" && v == "2097152"));
+    // An explicit base is used as given, not raised to the level-0 backlog.
+    assert!(s
+        .iter()
+        .any(|(n, v)| n == "lightweight.level_base_follows_l0" && v == "false"));
     assert!(s
         .iter()
         .any(|(n, v)| n == "lightweight.dtable_max_bytes" && v == "8388608"));

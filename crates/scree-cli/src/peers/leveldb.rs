@@ -497,6 +497,7 @@ impl BenchEngine for LevelDb {
             device: None,
             // LevelDB reports no size of its table cache's index blocks and filters.
             pinned_metadata_bytes: None,
+            layout_counters: None,
             data_block_reads: None,
             metadata_block_reads: None,
             mapped_bytes: None,

@@ -540,6 +540,7 @@ impl BenchEngine for RocksDb {
             slowdown_seconds: None,
             device: None,
             pinned_metadata_bytes: self.property_int("rocksdb.estimate-table-readers-mem"),
+            layout_counters: None,
         }
     }
 

@@ -117,21 +117,21 @@ fn switch(
     finish_table(w, t.meta.file_no, Some((&t.meta, tail)), start, seg, agg)
 }
 
-/// The neighbour taking over a victim's range, with its new routing range `[lo, hi)`.
-pub(crate) type Absorber = (Arc<TableFile>, Vec<u8>, Option<Vec<u8>>);
+/// A routing range `[lo, hi)` of the victims' level (`hi` `None`: to the end of the key
+/// space).
+pub(crate) type Range = (Vec<u8>, Option<Vec<u8>>);
 
 /// A light-weight compaction of `victims` (a group of level `level` ≥ 1, or all of L0) into
 /// level `level + 1`, whose tables (sorted by routing bound) are `targets`.
 pub(crate) struct CompactJob {
     pub(crate) level: usize,
     pub(crate) victims: Vec<Arc<TableFile>>,
-    /// The victims' group starts the level (its bound is the empty key): the table after it
-    /// takes that bound.
-    pub(crate) next_after: Option<Arc<TableFile>>,
-    pub(crate) group_first: bool,
-    /// The neighbour at the victims' level that takes over their range, and its new routing
-    /// range `[lo, hi)`: it receives the targets' new tails (metadata aggregation).
-    pub(crate) absorber: Option<Absorber>,
+    /// The victims' routing ranges (a group of level ≥ 1; empty for level 0 and a whole
+    /// level): each is left to a new DTable holding no data, only the aggregated metadata —
+    /// the new tails of the next-level tables its range overlaps. The victim's band is
+    /// reset, its range and the level's table count stay, and later arrivals fill it again
+    /// (docs/architecture-lightweight.md, "What happens to the victim").
+    pub(crate) resets: Vec<Range>,
     pub(crate) targets: Vec<(Vec<u8>, Arc<TableFile>)>,
     /// The groups of `targets` (`(first, end)` index ranges, in key order).
     pub(crate) target_groups: Vec<(usize, usize)>,
@@ -188,7 +188,7 @@ enum Out {
 
 /// Slack the plan adds to a target's estimated arrival (beyond a quarter of it) for the new
 /// tail, the segment's footer and block boundaries.
-const PLAN_SLACK: u64 = 8 * 1024;
+pub(crate) const PLAN_SLACK: u64 = 8 * 1024;
 
 #[cfg(test)]
 thread_local! {
@@ -290,6 +290,41 @@ impl CompactJob {
     }
 }
 
+impl CompactJob {
+    /// Writes the new DTable that takes over victim range `r`: no segment, the aggregated
+    /// copies `agg` (skipped, and counted, if they would not fit under the limit), a tail.
+    fn reset(
+        &self,
+        ctx: &JobCtx<'_>,
+        e: &mut KsEdit,
+        r: &Range,
+        agg: Option<&[AggCopy]>,
+    ) -> Result<()> {
+        let c = &ctx.stats.lwc;
+        let agg = agg.filter(|a| {
+            let fits =
+                (dtable::encode_agg(a).len() as u64).saturating_add(PLAN_SLACK) <= self.limit;
+            if !fits {
+                c.aggregation_skips.fetch_add(1, Ordering::Relaxed);
+            }
+            fits
+        });
+        let no = ctx.new_file_no();
+        let w = ctx
+            .tables
+            .env
+            .create(&path_of(ctx, no), WriteCause::Compaction)?;
+        let (meta, _) = finish_table(w, no, None, 0, None, agg)?;
+        if agg.is_some() {
+            c.aggregation_writes.fetch_add(1, Ordering::Relaxed);
+        }
+        c.resets.fetch_add(1, Ordering::Relaxed);
+        e.records.push(range_record(no, &r.0));
+        e.added.push(added(self.level, meta));
+        Ok(())
+    }
+}
+
 impl Job for CompactJob {
     fn run(&mut self, ctx: &JobCtx<'_>) -> Result<KsEdit> {
         let c = &ctx.stats.lwc;
@@ -349,13 +384,13 @@ impl Job for CompactJob {
                 e.records.push(range_record(meta.file_no, &lo));
                 e.added.push(added(out_level, meta));
             }
+            // The next level's tables are all new: no copies yet (the next compaction of
+            // these ranges reads their tails, counted as uncopied).
+            for r in &self.resets {
+                self.reset(ctx, &mut e, r, None)?;
+            }
         } else {
             self.append_to_targets(ctx, &mut e, children, &readers, copies)?;
-        }
-        if self.group_first {
-            if let Some(n) = &self.next_after {
-                e.records.push(range_record(n.meta.file_no, b""));
-            }
         }
         Ok(e)
     }
@@ -372,7 +407,7 @@ impl CompactJob {
         e: &mut KsEdit,
         mut children: Vec<Box<dyn crate::iter::InternalIter>>,
         readers: &[Arc<dtable::DtReader>],
-        mut copies: HashMap<u64, AggCopy>,
+        copies: HashMap<u64, AggCopy>,
     ) -> Result<()> {
         let c = &ctx.stats.lwc;
         let out_level = self.level + 1;
@@ -446,8 +481,14 @@ impl CompactJob {
          -> Result<()> {
             match cur {
                 None => Ok(()),
-                Some(Out::Spill { lo, t, .. } | Out::Rewrite { lo, t, .. }) => {
+                Some(Out::Spill { lo, t, .. }) => {
                     made.push((lo, t.finish()?));
+                    Ok(())
+                }
+                Some(Out::Rewrite { lo, t, .. }) => {
+                    let meta = t.finish()?;
+                    c.rewrite_bytes.fetch_add(meta.size, Ordering::Relaxed);
+                    made.push((lo, meta));
                     Ok(())
                 }
                 Some(Out::Append {
@@ -586,21 +627,12 @@ impl CompactJob {
                 .copied()
                 .unwrap_or(false)
         };
-        // (6) Metadata aggregation: the neighbour that now covers the victims' range
-        // stores the new tails of the next-level tables its range overlaps, when its file
-        // has room for them under the limit (else later compactions read those tails).
-        if let Some((a, lo, hi)) = &self.absorber {
-            let ar = dtable::reader(a)?;
-            for copy in ar.agg()? {
-                let fresher = copies
-                    .get(&copy.file_no)
-                    .is_some_and(|c| c.meta_offset >= copy.meta_offset);
-                if !fresher {
-                    copies.insert(copy.file_no, copy);
-                }
-            }
+        // (6) Metadata aggregation: each victim's range is left to a new DTable holding
+        // only the new tails of the next-level tables that range overlaps (the victim's
+        // band reset with the paper's "extra write").
+        for r in &self.resets {
             let mut agg = Vec::new();
-            for (i, t) in self.overlapping(lo, hi.as_deref()) {
+            for (i, t) in self.overlapping(&r.0, r.1.as_deref()) {
                 if removed(i) {
                     continue;
                 }
@@ -620,22 +652,7 @@ impl CompactJob {
                     }
                 }
             }
-            let w = ctx
-                .tables
-                .env
-                .reopen_for_append(&a.path(), WriteCause::Compaction)?;
-            let start = w.len();
-            let mut new_tail = ar.tail.clone();
-            new_tail.agg = Some((u64::MAX, u64::MAX));
-            let grows = dtable::encode_agg(&agg).len() + new_tail.encode().len();
-            if start.saturating_add(grows as u64) <= self.limit {
-                let (meta, _) = switch(a, &ar.tail, start, w, None, Some(&agg))?;
-                c.aggregation_writes.fetch_add(1, Ordering::Relaxed);
-                e.removed.push(a.meta.file_no);
-                e.added.push(added(self.level, meta));
-            } else {
-                c.aggregation_skips.fetch_add(1, Ordering::Relaxed);
-            }
+            self.reset(ctx, e, r, Some(&agg))?;
         }
         // Workload balance: a target left overly full hands the upper part of its range
         // to its next neighbour; no data moves, later appends follow the new bounds. Not
@@ -800,6 +817,10 @@ impl Job for DivideJob {
             }
         }
         for (lo, meta) in parts {
+            ctx.stats
+                .lwc
+                .division_bytes
+                .fetch_add(meta.size, Ordering::Relaxed);
             e.records.push(range_record(meta.file_no, &lo));
             e.added.push(added(self.level, meta));
         }

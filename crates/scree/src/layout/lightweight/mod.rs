@@ -2,9 +2,10 @@
 //! docs/architecture-lightweight.md). Flushes write one-segment DTables to level 0; a
 //! light-weight compaction reads one victim (all of level 0, or one group of level i), merges
 //! it once and appends the pieces, cut by the routing ranges of level i+1, to those DTables as
-//! new segments (append-then-switch), never reading or rewriting next-level data. The
-//! neighbour that takes over the victim's range stores the targets' new tails (metadata
-//! aggregation); an overly full target hands part of its range to its next neighbour
+//! new segments (append-then-switch), never reading or rewriting next-level data. Each
+//! victim of level i ≥ 1 leaves its range to a new DTable holding no data, only the targets'
+//! new tails (metadata aggregation; the victim's band reset); a table the next arrival would
+//! overflow is compacted down first (room before an arrival); an overly full target hands part of its range to its next neighbour
 //! (workload balance); a DTable past the band size is divided into n equal ones (equal
 //! division). Every job claims the key ranges it holds on its levels ([`LwcClaim`]); with
 //! `LightweightOptions::concurrent_jobs` (off by default: it wrote more) jobs whose ranges
@@ -47,12 +48,10 @@ pub struct Lightweight {
     /// When a manual compaction last found its ranges held: background picks defer to it
     /// for a moment, so that a stream of background jobs does not starve it.
     manual_waiting: Mutex<Option<Instant>>,
-    /// Round-robin victim pointer per level: the routing bound of the last victim group.
-    pointers: Mutex<Vec<Vec<u8>>>,
 }
 
 /// A key range `[lo, hi)` of one level (`hi` `None`: to the end of the key space) that a
-/// running job reads or writes: its victims and the neighbour taking over their range, or
+/// running job reads or writes: its victims (each left to an empty DTable on its range), or
 /// the next-level tables it appends to, rewrites, moves a bound of or reads the tail of.
 /// Every change a job makes to its levels (data, routing bounds, aggregated copies) lies in
 /// the ranges it holds, so two jobs holding disjoint ones never see each other's tables
@@ -98,7 +97,7 @@ impl LwcClaim {
 
     /// The tables of level `level` that a compaction of the keys `[lo, hi)` from the level
     /// above may touch: those whose routing range meets it (targets, and the tables whose
-    /// tails the absorbing neighbour stores), widened to whole groups (a full target is
+    /// tails the victims' empty DTables store), widened to whole groups (a full target is
     /// rewritten with its group) and one table past the last (balance moves its bound).
     fn below(v: &LwcVersion, level: usize, lo: &[u8], hi: Option<&[u8]>) -> LwcClaim {
         let Some(lv) = v.level(level).filter(|lv| !lv.tables.is_empty()) else {
@@ -133,12 +132,28 @@ fn after(k: &[u8]) -> Vec<u8> {
 /// (it asks again within 20 ms while it waits).
 const MANUAL_DEFERRAL: Duration = Duration::from_millis(200);
 
-fn max_bytes(o: &LightweightOptions, level: usize) -> u64 {
-    let mut b = o.level_base_bytes;
+/// The byte budget of level `level` ≥ 1: `level_base_bytes` for level 1, but at least
+/// `l0_backlog` (the bytes one level-0 compaction brings, `l0_compaction_trigger` ×
+/// `write_buffer_bytes`), times `level_size_ratio` per level below. Level 1 receives whole
+/// level-0 compactions as appends: with a budget below one arrival it is over budget after
+/// every one, and its tables are compacted down in a hurry, while the next arrival needs room
+/// in them (docs/architecture-lightweight.md, "Level budgets").
+fn max_bytes(o: &LightweightOptions, l0_backlog: u64, level: usize) -> u64 {
+    let mut b = o.level_base_bytes.max(l0_backlog);
     for _ in 1..level {
         b = b.saturating_mul(o.level_size_ratio);
     }
     b
+}
+
+/// The bytes one level-0 compaction brings to level 1 (its trigger's worth of flushes), when
+/// level 1's budget follows it (`level_base_follows_l0`), else 0.
+fn l0_backlog(ko: &KeyspaceOptions) -> u64 {
+    let o = &ko.lightweight;
+    if !o.level_base_follows_l0 {
+        return 0;
+    }
+    (o.l0_compaction_trigger as u64).saturating_mul(ko.write_buffer_bytes as u64)
 }
 
 /// Whether table `t` is due for an equal division: past the size limit, and appended to
@@ -149,15 +164,128 @@ fn oversized(o: &LightweightOptions, t: &TableFile) -> bool {
     t.meta.size > o.dtable_max_bytes && t.meta.dead_bytes() > 0
 }
 
-/// Whether table `t` is within a quarter of the size limit `limit`: a compaction into it
-/// would likely have to rewrite it rather than append.
-fn nearly_full(limit: u64, t: &TableFile) -> bool {
-    t.meta.size > limit - limit / 4
+/// Room a DTable keeps for its new tail and block boundaries beyond an arrival's estimate.
+const TAIL_ROOM: u64 = 64 * 1024;
+
+/// Bytes of the tables of `lv` that hold data: what a level's budget counts. A reset DTable
+/// (no segment, only an aggregation block) counts nothing, so a level of only reset tables
+/// is never over budget (compacting one down would only reset it again, for ever).
+fn data_bytes(lv: &Level) -> u64 {
+    lv.tables
+        .iter()
+        .filter(|t| t.meta.entries > 0)
+        .map(|t| t.meta.size)
+        .sum()
+}
+
+/// Whether group `g` of `lv` holds any data (a victim worth compacting down).
+fn holds_data(lv: &Level, g: (usize, usize)) -> bool {
+    lv.tables
+        .get(g.0..g.1)
+        .unwrap_or_default()
+        .iter()
+        .any(|t| t.meta.entries > 0)
+}
+
+/// The group of level `lv` holding the most live bytes: the victim when the level is over
+/// its budget. Compacting the fullest group down moves the most data per compaction (each
+/// compaction writes a metadata tail per target and an aggregation block), and it is the
+/// group an arrival would carry past the size limit first.
+fn fullest(lv: &Level) -> Option<(usize, usize)> {
+    lv.groups
+        .iter()
+        .copied()
+        .filter(|&g| holds_data(lv, g))
+        .max_by_key(|&g| (lv.live_bytes(g), std::cmp::Reverse(g.0)))
+}
+
+/// Before an arrival of `arrival` bytes into the tables of level `level` whose routing
+/// ranges meet `[lo, hi)`, the group to compact down first, if any: a group holding a table
+/// that its even share of the arrival (plus a quarter, the slack the job's plan adds, and
+/// room for a tail) would carry past `limit`. Compacting it down resets it (an empty
+/// DTable keeps its range), so the arrival is appended instead of rewriting the table with
+/// it. `None` when the level has no level below to take it (the deepest level divides), or
+/// when even an empty table could not take its share (the job's plan then rewrites the
+/// target with its arrival as `division_count` tables, which raises the level's table count
+/// so that later arrivals spread thinner). The fullest such group first. The share assumes
+/// the arrival spreads over the ranges evenly (random keys; workload balance evens the
+/// ranges by data).
+fn room_for(
+    v: &LwcVersion,
+    o: &LightweightOptions,
+    limit: u64,
+    level: usize,
+    lo: &[u8],
+    hi: Option<&[u8]>,
+    arrival: u64,
+) -> Option<(usize, usize)> {
+    if level == 0 || level >= v.deepest() || level + 1 >= o.max_levels {
+        return None;
+    }
+    let lv = v.level(level)?;
+    let a = lv.owner(lo).unwrap_or(0);
+    let b = match hi {
+        Some(h) => lv
+            .los
+            .partition_point(|l| l.as_slice() < h)
+            .saturating_sub(1),
+        None => lv.tables.len().saturating_sub(1),
+    }
+    .max(a);
+    let share = arrival / (b - a + 1) as u64;
+    let need = share
+        .saturating_add(share / 4)
+        .saturating_add(jobs::PLAN_SLACK + TAIL_ROOM);
+    if need >= limit {
+        return None;
+    }
+    lv.groups
+        .iter()
+        .copied()
+        .filter(|&(f, end)| {
+            (f.max(a)..end.min(b + 1)).any(|i| {
+                lv.tables
+                    .get(i)
+                    .is_some_and(|t| t.meta.entries > 0 && t.meta.size.saturating_add(need) > limit)
+            })
+        })
+        .max_by_key(|&g| (lv.live_bytes(g), std::cmp::Reverse(g.0)))
+}
+
+/// The room-making compactions due before an arrival of `arrival` bytes into level
+/// `level`'s ranges `[lo, hi)` ([`room_for`]), deepest first: a group compacted down to make
+/// room is itself an arrival one level further down.
+fn room_chain(
+    v: &LwcVersion,
+    o: &LightweightOptions,
+    limit: u64,
+    level: usize,
+    lo: &[u8],
+    hi: Option<&[u8]>,
+    arrival: u64,
+) -> Vec<Due> {
+    let Some(g) = room_for(v, o, limit, level, lo, hi, arrival) else {
+        return Vec::new();
+    };
+    let Some(lv) = v.level(level) else {
+        return Vec::new();
+    };
+    let Some(glo) = lv.los.get(g.0) else {
+        return Vec::new();
+    };
+    let ghi = lv.los.get(g.1).map(Vec::as_slice);
+    let mut out = room_chain(v, o, limit, level + 1, glo, ghi, lv.live_bytes(g));
+    out.push(Due::Room(level, g));
+    out
 }
 
 /// What is due, most urgent first.
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Due {
     Divide(usize, (usize, usize)),
+    /// Compact this group of a level down now: the arrival due next would carry a table of
+    /// it past the size limit ([`room_for`]).
+    Room(usize, (usize, usize)),
     L0,
     Level(usize),
     /// Every table of a level at once (a manual compaction: the level is left empty).
@@ -174,7 +302,9 @@ impl Lightweight {
         version.as_any().downcast_ref::<LwcVersion>()
     }
 
-    fn due(v: &LwcVersion, o: &LightweightOptions) -> Vec<Due> {
+    /// What is due in `v`, most urgent first; `limit` is the DTable size limit, `l0_backlog`
+    /// the bytes a level-0 compaction brings ([`max_bytes`]).
+    fn due(v: &LwcVersion, o: &LightweightOptions, limit: u64, l0_backlog: u64) -> Vec<Due> {
         let mut out = Vec::new();
         let deepest = v.deepest();
         for (i, lv) in v.levels.iter().enumerate() {
@@ -182,7 +312,7 @@ impl Lightweight {
             // A level above the deepest that is over its budget empties its oversized tables
             // by compacting them down (which their data must do anyway) instead of rewriting
             // them in place first: a division there was half of all writes at 10M keys.
-            if l < deepest && l + 1 < o.max_levels && lv.bytes > max_bytes(o, l) {
+            if l < deepest && l + 1 < o.max_levels && data_bytes(lv) > max_bytes(o, l0_backlog, l) {
                 continue;
             }
             if let Some(&g) = lv.groups.iter().find(|g| {
@@ -196,17 +326,37 @@ impl Lightweight {
             }
         }
         if v.l0.len() >= o.l0_compaction_trigger {
+            // Level 1 makes room for level 0's arrival first, while level 0 is below the
+            // slowdown trigger (past it, the arrival goes first and the job's plan rewrites
+            // the targets it would overflow).
+            if v.l0.len() < o.l0_slowdown_trigger {
+                let lo = v.l0.iter().map(|t| t.meta.smallest_user()).min();
+                let hi = v.l0.iter().map(|t| t.meta.largest_user()).max();
+                if let (Some(lo), Some(hi)) = (lo, hi) {
+                    let arrival = v.l0.iter().map(|t| t.meta.size).sum();
+                    out.extend(room_chain(v, o, limit, 1, lo, Some(&after(hi)), arrival));
+                }
+            }
             out.push(Due::L0);
         }
         let mut scored: Vec<(f64, usize)> = (1..o.max_levels.saturating_sub(1))
             .filter_map(|l| {
-                let b = v.level(l)?.bytes;
-                let s = b as f64 / max_bytes(o, l) as f64;
+                let b = data_bytes(v.level(l)?);
+                let s = b as f64 / max_bytes(o, l0_backlog, l) as f64;
                 (s >= 1.0).then_some((s, l))
             })
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        out.extend(scored.into_iter().map(|(_, l)| Due::Level(l)));
+        for (_, l) in scored {
+            // The victim's targets make room first.
+            if let Some((lv, g)) = v.level(l).and_then(|lv| Some((lv, fullest(lv)?))) {
+                if let Some(lo) = lv.los.get(g.0) {
+                    let hi = lv.los.get(g.1).map(Vec::as_slice);
+                    out.extend(room_chain(v, o, limit, l + 1, lo, hi, lv.live_bytes(g)));
+                }
+            }
+            out.push(Due::Level(l));
+        }
         out
     }
 
@@ -235,15 +385,9 @@ impl Lightweight {
     }
 
     /// The ways to run `due`, preferred first: for a level, one per victim group (with the
-    /// claims of the group, the neighbour taking over its range, and the next-level tables
-    /// the compaction may touch); otherwise one.
-    fn candidates(
-        &self,
-        v: &LwcVersion,
-        o: &LightweightOptions,
-        limit: u64,
-        due: &Due,
-    ) -> Vec<Candidate> {
+    /// claims of the group and the next-level tables the compaction may touch); otherwise
+    /// one.
+    fn candidates(v: &LwcVersion, due: &Due) -> Vec<Candidate> {
         match *due {
             Due::Divide(level, g) => {
                 let Some(lv) = v.level(level) else {
@@ -267,46 +411,25 @@ impl Lightweight {
                 None,
                 vec![LwcClaim::whole(level), LwcClaim::whole(level + 1)],
             )],
+            Due::Room(level, g) => v
+                .level(level)
+                .map(|lv| vec![group_candidate(v, level, lv, g)])
+                .unwrap_or_default(),
             Due::Level(level) => {
                 let Some(lv) = v.level(level) else {
                     return Vec::new();
                 };
-                let mut order: Vec<(usize, usize)> = lv.groups.clone();
-                if lv.groups.iter().any(|g| {
-                    lv.tables
-                        .get(g.0..g.1)
-                        .unwrap_or_default()
-                        .iter()
-                        .any(|t| oversized(o, t) || nearly_full(limit, t))
-                }) {
-                    // The group holding the most data first, when a table is past the limit
-                    // or near it: compacting it down empties it, where the next arrival
-                    // would have to rewrite it (the limit is never crossed).
-                    order.sort_by_key(|g| std::cmp::Reverse(lv.live_bytes(*g)));
-                } else {
-                    // Round robin over the level's groups.
-                    let ptr = self.pointers.lock().get(level).cloned().unwrap_or_default();
-                    let i = lv
-                        .groups
-                        .iter()
-                        .position(|&(f, _)| lv.los.get(f).is_some_and(|lo| *lo > ptr))
-                        .unwrap_or(0);
-                    order.rotate_left(i);
-                }
+                // The fullest group first ([`fullest`]), then the others by live bytes.
+                let mut order: Vec<(usize, usize)> = lv
+                    .groups
+                    .iter()
+                    .copied()
+                    .filter(|&g| holds_data(lv, g))
+                    .collect();
+                order.sort_by_key(|&g| (std::cmp::Reverse(lv.live_bytes(g)), g.0));
                 order
                     .into_iter()
-                    .map(|g| {
-                        // The victims and the neighbour taking over their range: the left
-                        // one, else the right one.
-                        let (first, end) = if g.0 > 0 {
-                            (g.0 - 1, g.1)
-                        } else {
-                            (g.0, g.1 + 1)
-                        };
-                        let here = LwcClaim::tables(level, lv, first, end);
-                        let below = LwcClaim::below(v, level + 1, &here.lo, here.hi.as_deref());
-                        (Some(g), vec![here, below])
-                    })
+                    .map(|g| group_candidate(v, level, lv, g))
                     .collect()
             }
         }
@@ -354,35 +477,16 @@ impl Lightweight {
                     claims,
                 )))
             }
-            Due::Level(level) => {
+            Due::Level(level) | Due::Room(level, _) => {
                 let lv = v.level(level)?;
                 let g = group?;
-                {
-                    let mut p = self.pointers.lock();
-                    if p.len() <= level {
-                        p.resize(level + 1, Vec::new());
-                    }
-                    if let (Some(slot), Some(lo)) = (p.get_mut(level), lv.los.get(g.0)) {
-                        *slot = lo.clone();
-                    }
-                }
                 let victims = lv.tables.get(g.0..g.1)?.to_vec();
-                let group_first = g.0 == 0;
-                let hi = lv.los.get(g.1).cloned();
-                // The neighbour taking over the range: the left one, else the right one.
-                let absorber = if g.0 > 0 {
-                    let a = lv.tables.get(g.0 - 1)?.clone();
-                    let lo = lv.los.get(g.0 - 1)?.clone();
-                    Some((a, lo, hi))
-                } else {
-                    let a = lv.tables.get(g.1).cloned();
-                    let hi2 = lv.los.get(g.1 + 1).cloned();
-                    a.map(|a| (a, Vec::new(), hi2))
-                };
+                // Each victim's range stays, with a new empty DTable (the band reset).
+                let resets = (g.0..g.1)
+                    .map(|i| Some((lv.los.get(i)?.clone(), lv.los.get(i + 1).cloned())))
+                    .collect::<Option<Vec<_>>>()?;
                 Some(Box::new(CompactJob {
-                    next_after: lv.tables.get(g.1).cloned(),
-                    group_first,
-                    absorber,
+                    resets,
                     ..compact_job(v, o, limit, level, victims, claims)
                 }))
             }
@@ -398,12 +502,18 @@ impl Lightweight {
         let limit = size_limit(ctx, o.dtable_max_bytes);
         let mut wanted: Vec<LwcClaim> = Vec::new();
         for d in due {
-            let cands = self.candidates(v, o, limit, d);
+            let cands = Self::candidates(v, d);
             for (group, claims) in &cands {
                 if claims.iter().any(|c| wanted.iter().any(|w| w.conflicts(c))) {
                     continue;
                 }
                 if let Some(r) = self.reserve(ctx, claims.clone()) {
+                    if matches!(d, Due::Room(..)) {
+                        ctx.stats
+                            .lwc
+                            .room_compactions
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
                     return self.job(v, o, limit, d, *group, r);
                 }
             }
@@ -415,6 +525,15 @@ impl Lightweight {
         }
         None
     }
+}
+
+/// The way to compact group `g` of level `level` (`lv`) down: the group's claim (its own
+/// range: each victim leaves an empty DTable on its range, no neighbour changes) and the
+/// next-level tables the compaction may touch.
+fn group_candidate(v: &LwcVersion, level: usize, lv: &Level, g: (usize, usize)) -> Candidate {
+    let here = LwcClaim::tables(level, lv, g.0, g.1);
+    let below = LwcClaim::below(v, level + 1, &here.lo, here.hi.as_deref());
+    (Some(g), vec![here, below])
 }
 
 /// A light-weight compaction of `victims`, the whole of what `level` holds in their range,
@@ -430,9 +549,7 @@ fn compact_job(
     CompactJob {
         level,
         victims,
-        next_after: None,
-        group_first: false,
-        absorber: None,
+        resets: Vec::new(),
         targets: targets(v, level + 1),
         target_groups: groups(v, level + 1),
         deeper_empty: v.deepest() <= level + 1,
@@ -494,7 +611,13 @@ impl Layout for Lightweight {
 
     fn pick(&self, version: &Arc<dyn LayoutVersion>, ctx: &JobCtx<'_>) -> Option<Box<dyn Job>> {
         let v = Self::v(version)?;
-        let due = Self::due(v, &ctx.opts.lightweight);
+        let o = &ctx.opts.lightweight;
+        let due = Self::due(
+            v,
+            o,
+            size_limit(ctx, o.dtable_max_bytes),
+            l0_backlog(ctx.opts),
+        );
         if due.is_empty()
             || self
                 .manual_waiting
@@ -507,7 +630,9 @@ impl Layout for Lightweight {
     }
 
     fn needs_compaction(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> bool {
-        Self::v(version).is_some_and(|v| !Self::due(v, &opts.lightweight).is_empty())
+        let o = &opts.lightweight;
+        Self::v(version)
+            .is_some_and(|v| !Self::due(v, o, o.dtable_max_bytes, l0_backlog(opts)).is_empty())
     }
 
     fn manual(
@@ -556,8 +681,7 @@ impl Layout for Lightweight {
             return ManualStep::Done;
         };
         let limit = size_limit(ctx, o.dtable_max_bytes);
-        let claims = self
-            .candidates(v, o, limit, &due)
+        let claims = Self::candidates(v, &due)
             .into_iter()
             .next()
             .and_then(|(_, c)| self.reserve(ctx, c));

@@ -32,6 +32,8 @@ fn ks_opts(background: bool) -> KeyspaceOptions {
     l.l0_slowdown_trigger = 1000;
     l.l0_stop_trigger = 1000;
     l.level_base_bytes = if background { 24 * 1024 } else { u64::MAX / 64 };
+    // The budgets as given (the tests size their levels; `mod policy` tests the backlog rule).
+    l.level_base_follows_l0 = false;
     l.level_size_ratio = 4;
     l.dtable_max_bytes = if background { 40 * 1024 } else { 32 * 1024 };
     l.division_count = 4;
@@ -861,4 +863,201 @@ fn without_concurrent_jobs_one_job_runs_at_a_time() {
     assert!(s.compactions > 10, "{s:?}");
     assert_eq!(s.concurrent_jobs, 0, "{s:?}");
     check_model(&ks, &model, "after the run");
+}
+
+/// The policy as a function of the version: state → due jobs (no files, no engine).
+mod policy {
+    use super::super::version::range_record;
+    use super::super::{fullest, Due, Lightweight};
+    use crate::layout::LayoutVersion;
+    use crate::manifest::edit::{AddedTable, KsEdit};
+    use crate::options::LightweightOptions;
+    use crate::table::test_support::{metadata_only_ctx, metadata_only_table};
+    use crate::table::AppendMeta;
+
+    use super::super::dtable::FORMAT_DTABLE;
+    use super::super::version::LwcVersion;
+
+    const MIB: u64 = 1 << 20;
+
+    /// A DTable of `level` from routing bound `lo`, holding keys `lo..=hi` in `size` bytes
+    /// (0 entries when `size` is 0: a reset table).
+    fn dt(level: u32, no: u64, lo: &str, hi: &str, size: u64) -> AddedTable {
+        let mut t = metadata_only_table(level, no, lo, hi, (no, no), size.max(100));
+        t.format = FORMAT_DTABLE;
+        if size == 0 {
+            t.meta.entries = 0;
+            t.meta.smallest.clear();
+            t.meta.largest.clear();
+        }
+        t.meta.append = Some(AppendMeta {
+            meta_offset: t.meta.size - 50,
+            dead_bytes: 0,
+        });
+        t
+    }
+
+    /// A version of level-0 tables `l0` (bytes each) and levels given as
+    /// `(level, [(lo, size)])`, keys one letter wide.
+    fn version(l0: &[u64], levels: &[(u32, &[(&str, u64)])]) -> LwcVersion {
+        let mut e = KsEdit::default();
+        let mut no = 1;
+        for &size in l0 {
+            e.added.push(dt(0, no, "a", "z", size));
+            no += 1;
+        }
+        for &(l, tables) in levels {
+            for (i, &(lo, size)) in tables.iter().enumerate() {
+                let hi = tables.get(i + 1).map_or("zz", |n| n.0);
+                // Data from the bound (or "a") to just below the next bound.
+                let first = if lo.is_empty() { "a" } else { lo };
+                let last = format!(
+                    "{}",
+                    hi.chars()
+                        .next()
+                        .map_or('z', |c| { char::from_u32(c as u32 - 1).unwrap_or(c) })
+                );
+                e.added.push(dt(l, no, first, &last, size));
+                e.records.push(range_record(no, lo.as_bytes()));
+                no += 1;
+            }
+        }
+        let v = LwcVersion::default()
+            .apply(&e, &metadata_only_ctx())
+            .expect("apply");
+        let v = v.as_any().downcast_ref::<LwcVersion>().expect("lwc");
+        LwcVersion {
+            l0: v.l0.clone(),
+            levels: v.levels.clone(),
+        }
+    }
+
+    fn opts() -> LightweightOptions {
+        LightweightOptions {
+            level_base_bytes: 1 << 40,
+            ..LightweightOptions::default()
+        }
+    }
+
+    const LIMIT: u64 = 40 * MIB;
+
+    #[test]
+    fn a_level_1_table_the_level_0_arrival_would_overflow_is_compacted_down_first() {
+        // 4 × 8 MiB from level 0 over 4 tables: 8 MiB each (10 MiB with the plan's
+        // quarter). Only the 32 MiB table has no room.
+        let v = version(
+            &[8 * MIB; 4],
+            &[
+                (
+                    1,
+                    &[
+                        ("", 5 * MIB),
+                        ("d", 32 * MIB),
+                        ("h", 5 * MIB),
+                        ("p", 29 * MIB),
+                    ],
+                ),
+                (2, &[("", 30 * MIB)]),
+            ],
+        );
+        let due = Lightweight::due(&v, &opts(), LIMIT, 0);
+        assert_eq!(due, vec![Due::Room(1, (1, 2)), Due::L0]);
+    }
+
+    #[test]
+    fn the_deepest_level_makes_no_room_and_an_arrival_too_large_for_an_empty_table_neither() {
+        let l1: &[(&str, u64)] = &[("", 5 * MIB), ("d", 32 * MIB)];
+        // Level 1 is the deepest: nothing below takes a room compaction (it divides).
+        let v = version(&[8 * MIB; 4], &[(1, l1)]);
+        assert_eq!(Lightweight::due(&v, &opts(), LIMIT, 0), vec![Due::L0]);
+        // 4 × 64 MiB over 2 tables: even an empty table could not take 128 MiB, so
+        // compacting one down would not help (the job rewrites and divides instead).
+        let v = version(&[64 * MIB; 4], &[(1, l1), (2, &[("", 30 * MIB)])]);
+        assert_eq!(Lightweight::due(&v, &opts(), LIMIT, 0), vec![Due::L0]);
+        // A reset (empty) table is never a room victim, however its file size looks.
+        let v = version(
+            &[8 * MIB; 4],
+            &[(1, &[("", 0), ("d", 0)]), (2, &[("", 30 * MIB)])],
+        );
+        assert_eq!(Lightweight::due(&v, &opts(), LIMIT, 0), vec![Due::L0]);
+        // At the slowdown trigger level 0 goes first.
+        let v = version(&[8 * MIB; 8], &[(1, l1), (2, &[("", 30 * MIB)])]);
+        assert_eq!(Lightweight::due(&v, &opts(), LIMIT, 0), vec![Due::L0]);
+    }
+
+    #[test]
+    fn level_1_has_room_for_one_level_0_compaction_before_it_is_over_budget() {
+        let mut o = opts();
+        o.level_base_bytes = 10 * MIB;
+        let v = version(
+            &[],
+            &[
+                (1, &[("", 30 * MIB), ("h", 30 * MIB), ("p", 30 * MIB)]),
+                (2, &[("", 30 * MIB)]),
+            ],
+        );
+        // 90 MiB against 10 MiB: due. Against a level-0 backlog of 4 × 64 MiB: not yet.
+        assert_eq!(Lightweight::due(&v, &o, LIMIT, 0), vec![Due::Level(1)]);
+        assert_eq!(Lightweight::due(&v, &o, LIMIT, 256 * MIB), vec![]);
+        // Level 2's budget follows: 10 × 256 MiB.
+        assert_eq!(super::super::max_bytes(&o, 256 * MIB, 2), 2560 * MIB);
+        assert_eq!(super::super::max_bytes(&o, 0, 2), 100 * MIB);
+    }
+
+    #[test]
+    fn reset_tables_count_nothing_toward_a_budget_and_are_never_victims() {
+        let mut o = opts();
+        o.level_base_bytes = 256;
+        // Three reset tables whose aggregation blocks make 300 bytes of files: not due (a
+        // victim holding no data would only be reset again, for ever).
+        let v = version(&[], &[(1, &[("", 0), ("h", 0), ("p", 0)])]);
+        assert!(v.level(1).is_some_and(|lv| lv.bytes >= 300));
+        assert_eq!(Lightweight::due(&v, &o, LIMIT, 0), vec![]);
+        // With data in one of them, that one is the victim.
+        let v = version(&[], &[(1, &[("", 0), ("h", MIB), ("p", 0)])]);
+        let lv1 = v.level(1).expect("level 1");
+        assert_eq!(fullest(lv1), Some((1, 2)));
+        assert_eq!(Lightweight::due(&v, &o, LIMIT, 0), vec![Due::Level(1)]);
+    }
+
+    #[test]
+    fn a_level_over_budget_gives_its_fullest_group_and_its_targets_make_room_first() {
+        let mut o = opts();
+        o.level_base_bytes = 10 * MIB;
+        // Level 1 (20 MiB) is over its 10 MiB budget; its fullest table ("h", 12 MiB) sends
+        // its data to level 2's "g" and "k" tables: 6 MiB each (7.5 with the quarter), and
+        // "k" holds 35 MiB, so it goes down to level 3 first.
+        let v = version(
+            &[],
+            &[
+                (1, &[("", 3 * MIB), ("h", 12 * MIB), ("p", 5 * MIB)]),
+                (
+                    2,
+                    &[("", 35 * MIB), ("g", 20 * MIB), ("k", 35 * MIB), ("p", MIB)],
+                ),
+                (3, &[("", 100 * MIB)]),
+            ],
+        );
+        let lv1 = v.level(1).expect("level 1");
+        assert_eq!(fullest(lv1), Some((1, 2)));
+        assert_eq!(
+            Lightweight::due(&v, &o, LIMIT, 0),
+            vec![Due::Room(2, (2, 3)), Due::Level(1)]
+        );
+        // The chain: level 1's room victim is itself an arrival into level 2.
+        let v = version(
+            &[8 * MIB; 4],
+            &[
+                // 16 MiB each from level 0: "" (24 MiB) has no room; compacted down, its
+                // 24 MiB would carry level 2's "" (38 MiB) past the limit in turn.
+                (1, &[("", 24 * MIB), ("p", 3 * MIB)]),
+                (2, &[("", 38 * MIB), ("p", MIB)]),
+                (3, &[("", 100 * MIB)]),
+            ],
+        );
+        assert_eq!(
+            Lightweight::due(&v, &opts(), LIMIT, 0),
+            vec![Due::Room(2, (0, 1)), Due::Room(1, (0, 1)), Due::L0]
+        );
+    }
 }
