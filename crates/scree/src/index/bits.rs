@@ -55,11 +55,19 @@ pub(crate) fn bits_msb_first(words: &[u64], pos: u64, n: u32, end: u64) -> Optio
     if n > 64 || pos.checked_add(u64::from(n))? > end {
         return None;
     }
-    let mut v = 0u64;
-    for i in 0..u64::from(n) {
-        v = (v << 1) | u64::from(bit(words, pos + i)?);
+    if n == 0 {
+        return Some(0);
     }
-    Some(v)
+    // The (up to) two words holding them, read low bit first, then reversed: the bit at
+    // `pos` ends up the most significant of `n`.
+    let (w, s) = (usize::try_from(pos / 64).ok()?, (pos % 64) as u32);
+    let lo = *words.get(w)? >> s;
+    let hi = if s + n > 64 {
+        *words.get(w + 1)? << (64 - s)
+    } else {
+        0
+    };
+    Some((lo | hi).reverse_bits() >> (64 - n))
 }
 
 /// Reads bits one after another from `pos` up to (not including) `end`.
@@ -135,6 +143,20 @@ mod tests {
         assert_eq!(bits_msb_first(&words, 5, 64, len), Some(u64::MAX));
         assert_eq!(bits_msb_first(&words, 69, 3, len), Some(0x5));
         assert_eq!(bits_msb_first(&words, 69, 4, len), None);
+        // Every position and width agrees with bit-by-bit reading.
+        for pos in 0..len {
+            for n in 0..=(len - pos).min(64) as u32 {
+                let mut v = 0u64;
+                for i in 0..u64::from(n) {
+                    v = (v << 1) | u64::from(bit(&words, pos + i).unwrap());
+                }
+                assert_eq!(
+                    bits_msb_first(&words, pos, n, len),
+                    Some(v),
+                    "pos {pos} n {n}"
+                );
+            }
+        }
         let mut r = BitReader::new(&words, 0, 5);
         let got: Vec<bool> = std::iter::from_fn(|| r.read()).collect();
         assert_eq!(got, [true, false, true, true, false]);

@@ -203,6 +203,19 @@ pub(crate) fn get_left(r: &mut BitReader<'_>, n: usize) -> Option<usize> {
         }
         return None;
     }
+    // Exp-Golomb: the whole code at once when it lies in the next 32 bits (stream order,
+    // the next bit lowest): `z` zeros, then the `z + 1` bits of `v`, most significant first.
+    let (next, avail) = r.peek(32);
+    if next != 0 {
+        let z = next.trailing_zeros();
+        if 2 * z < avail {
+            let field = (next >> z) & ((1u64 << (z + 1)) - 1);
+            let v = field.reverse_bits() >> (63 - z);
+            r.advance(2 * z + 1);
+            let left = i64::try_from(n / 2).ok()?.checked_add(unzigzag(v - 1))?;
+            return usize::try_from(left).ok().filter(|&l| l <= n);
+        }
+    }
     let mut zeros = 0u32;
     while !r.read()? {
         zeros += 1;
@@ -290,6 +303,33 @@ mod tests {
                 let (_, l) = t.codes[left];
                 if u32::from(l) <= FAST_BITS {
                     assert!(t.fast.iter().any(|&e| usize::from(e >> 8) == left));
+                }
+            }
+        }
+    }
+
+    /// Exp-Golomb codes (nodes over 16 keys), at every alignment, with the stream ending right
+    /// after the code or running on, decode in one step or bit by bit to the same count.
+    #[test]
+    fn exp_golomb_codes_decode_at_any_alignment() {
+        for n in [17usize, 24, 40, 200, 5000] {
+            for left in [0, 1, n / 2 - 1, n / 2, n / 2 + 1, n - 1, n] {
+                for pad in [0u32, 3, 40, 61, 63] {
+                    for tail in [0u32, 1, 13, 40] {
+                        let mut w = BitWriter::default();
+                        w.push_bits(0, pad);
+                        put_left(&mut w, n, left);
+                        let code_end = w.len();
+                        w.push_bits(0, tail);
+                        let (words, len) = w.finish();
+                        let mut r = BitReader::new(&words, u64::from(pad), len);
+                        assert_eq!(
+                            get_left(&mut r, n),
+                            Some(left),
+                            "n {n} left {left} pad {pad}"
+                        );
+                        assert_eq!(r.pos(), code_end);
+                    }
                 }
             }
         }

@@ -7,8 +7,8 @@
 //! bit is 0 (coded as `codes.rs` says), then its left subtree, then its right subtree (pre-order).
 //!
 //! The keys are first split into `2^bucket_bits` buckets by their top bits; each bucket's trie
-//! starts at depth `bucket_bits`, and two Elias–Fano sequences give each bucket's first rank and
-//! first bit. A lookup decodes one bucket only, and within it only the nodes on the key's path
+//! starts at depth `bucket_bits`, and a directory (`dir.rs`, built at load) gives each bucket's
+//! first rank and first bit in one read. A lookup decodes one bucket only, and within it only the nodes on the key's path
 //! plus the left subtrees it passes (which must be skipped by decoding them).
 //!
 //! Predecessor queries: a walk that ends in an empty subtree proves the hash absent, and the
@@ -17,10 +17,9 @@
 //! that key, or sorts just before or after it, the trie cannot tell (that would take the rest of
 //! the key's 64 bits). [`Found`] says which case a walk ended in.
 
-use vers_vecs::EliasFanoVec;
-
 use super::bits::{BitReader, BitWriter};
 use super::codes::{get_left, put_left};
+use super::dir::SampledDir;
 use super::LookupCost;
 
 /// Where a walk for a prefix hash ended.
@@ -112,26 +111,41 @@ fn skip(r: &mut BitReader<'_>, n: usize, depth: u32, codes: &mut u64) -> Option<
     skip(r, n - left, depth + 1, codes)
 }
 
+/// Where a walk ended, with what the directory said of the walk's bucket: the rank of its
+/// first key and the value the caller's `extra` gave for that rank (level 2's hint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Walk {
+    /// Where the walk ended.
+    pub(crate) found: Found,
+    /// Rank of the bucket's first key.
+    pub(crate) bucket_rank: u64,
+    /// `extra(bucket_rank)`.
+    pub(crate) extra: u64,
+}
+
 /// The loaded level 1.
 #[derive(Debug)]
 pub(crate) struct Ect {
     bucket_bits: u8,
-    /// `2^bucket_bits + 1` values: the rank of each bucket's first key, then the key count.
-    first_rank: EliasFanoVec,
-    /// `2^bucket_bits + 1` values: each bucket's first bit in `words`, then the stream's length.
-    first_bit: EliasFanoVec,
+    /// `2^bucket_bits + 1` entries: the rank of each bucket's first key (then the key count),
+    /// its first bit in `words` (then the stream's length), and the caller's value for that
+    /// rank.
+    dir: SampledDir<3>,
     words: Vec<u64>,
 }
 
 impl Ect {
     /// Loads and checks level 1: every bucket's codes must decode to a trie of exactly its key
-    /// count that ends where the next bucket begins. The error says what is wrong.
+    /// count that ends where the next bucket begins. The error says what is wrong. `extra`
+    /// gives, for each bucket's first rank (non-decreasing), a value lookups get back with
+    /// their walk (`None`: the rank is refused).
     pub(crate) fn new(
         bucket_bits: u8,
         counts: &[u64],
         bit_lens: &[u64],
         mut words: Vec<u64>,
         len: u64,
+        extra: impl Fn(u64) -> Option<u64>,
     ) -> Result<Ect, String> {
         let buckets = 1u64.checked_shl(u32::from(bucket_bits)).unwrap_or(0);
         if counts.len() as u64 != buckets || bit_lens.len() as u64 != buckets {
@@ -162,25 +176,26 @@ impl Ect {
                 return Err(format!("bucket {i}: trie codes do not decode to {c} keys"));
             }
         }
-        // Clones allocate each array at its length, without construction's spare capacity.
         words.shrink_to_fit();
+        let mut entries = Vec::with_capacity(ranks.len());
+        for (&r, &s) in ranks.iter().zip(&starts) {
+            let x = extra(r).ok_or_else(|| format!("no level-2 position for rank {r}"))?;
+            entries.push([r, s, x]);
+        }
         Ok(Ect {
             bucket_bits,
-            first_rank: EliasFanoVec::from_slice(&ranks).clone(),
-            first_bit: EliasFanoVec::from_slice(&starts).clone(),
+            dir: SampledDir::new(&entries)?,
             words,
         })
     }
 
     /// Walks the trie for `key`. `None` only if the structure is inconsistent (it was checked
     /// when loaded, so this does not happen).
-    pub(crate) fn find(&self, key: u64, cost: &mut LookupCost) -> Option<Found> {
+    pub(crate) fn find(&self, key: u64, cost: &mut LookupCost) -> Option<Walk> {
         let b = usize::try_from(bucket_of(key, self.bucket_bits)).ok()?;
-        let lo = self.first_rank.get(b)?;
-        let hi = self.first_rank.get(b + 1)?;
-        let start = self.first_bit.get(b)?;
-        let end = self.first_bit.get(b + 1)?;
-        cost.rank_select += 4;
+        let [lo, start, extra] = self.dir.get(b)?;
+        let [hi, end, _] = self.dir.get(b + 1)?;
+        cost.rank_select += 2;
         let mut r = BitReader::new(&self.words, start, end);
         let mut rank = lo;
         let mut n = usize::try_from(hi.checked_sub(lo)?).ok()?;
@@ -206,7 +221,11 @@ impl Ect {
             depth += 1;
         };
         cost.trie_bits += r.pos() - start;
-        Some(found)
+        Some(Walk {
+            found,
+            bucket_rank: lo,
+            extra,
+        })
     }
 
     /// Number of buckets.
@@ -216,7 +235,7 @@ impl Ect {
 
     /// Bytes of the heap this level holds.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.words.capacity() * 8 + self.first_rank.heap_size() + self.first_bit.heap_size()
+        self.words.capacity() * 8 + self.dir.heap_bytes()
     }
 }
 
@@ -226,7 +245,7 @@ mod tests {
 
     fn load(keys: &[u64], bb: u8) -> Ect {
         let e = encode(keys, bb);
-        Ect::new(bb, &e.counts, &e.bit_lens, e.words, e.len).unwrap()
+        Ect::new(bb, &e.counts, &e.bit_lens, e.words, e.len, |r| Some(r * 3)).unwrap()
     }
 
     /// The model: members are found at their rank; any other hash either is proven absent with
@@ -236,11 +255,14 @@ mod tests {
         let ect = load(keys, bb);
         let mut cost = LookupCost::default();
         for (i, &k) in keys.iter().enumerate() {
-            assert_eq!(ect.find(k, &mut cost), Some(Found::Leaf(i as u32)));
+            let w = ect.find(k, &mut cost).unwrap();
+            assert_eq!(w.found, Found::Leaf(i as u32));
+            assert!(w.bucket_rank <= i as u64);
+            assert_eq!(w.extra, w.bucket_rank * 3);
         }
         for &q in queries {
             let pred = keys.partition_point(|&k| k < q) as u32;
-            match ect.find(q, &mut cost).unwrap() {
+            match ect.find(q, &mut cost).unwrap().found {
                 Found::Absent(r) => {
                     assert!(keys.binary_search(&q).is_err());
                     assert_eq!(r, pred, "query {q:#x}");
@@ -297,11 +319,11 @@ mod tests {
         keys.sort_unstable();
         let e = encode(&keys, 2);
         // A stream one bit longer than the tries, or a bucket whose codes outlast its keys.
-        assert!(Ect::new(2, &e.counts, &e.bit_lens, e.words.clone(), e.len + 1).is_err());
+        assert!(Ect::new(2, &e.counts, &e.bit_lens, e.words.clone(), e.len + 1, Some).is_err());
         assert!(e.bit_lens[0] > 0);
         let mut counts = e.counts.clone();
         counts[0] = 0;
-        assert!(Ect::new(2, &counts, &e.bit_lens, e.words.clone(), e.len).is_err());
-        assert!(Ect::new(3, &e.counts, &e.bit_lens, e.words, e.len).is_err());
+        assert!(Ect::new(2, &counts, &e.bit_lens, e.words.clone(), e.len, Some).is_err());
+        assert!(Ect::new(3, &e.counts, &e.bit_lens, e.words, e.len, Some).is_err());
     }
 }

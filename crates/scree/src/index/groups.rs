@@ -15,6 +15,10 @@ use vers_vecs::{BitVec, RsVec};
 
 use super::LookupCost;
 
+/// Words of group-end bits [`Groups::range_from`] scans from its bucket's start before it
+/// falls back to a select (a bucket of ~32 groups of a few blocks each fits in 2–4).
+const HINT_WORDS: usize = 8;
+
 /// A rank/select vector of exactly `len` bits from words whose unused bits are zero. Its
 /// arrays are cloned once built: a clone allocates each at its length, without the spare
 /// capacity construction leaves, so the heap it holds is what `heap_size` reports.
@@ -113,6 +117,65 @@ impl Groups {
         None
     }
 
+    /// Where the group-end bits of group `r` begin: just past the end bit of group `r − 1`
+    /// (0 for the first group; the array's length for `r` = the group count). Level 1's
+    /// directory keeps it for each bucket's first rank ([`Groups::range_from`]).
+    pub(crate) fn start_of(&self, r: u64) -> Option<u64> {
+        if r == 0 {
+            return Some(0);
+        }
+        let r = usize::try_from(r).ok()?;
+        let pos = self.last.select1(r - 1);
+        (pos < self.last.len()).then_some(pos as u64 + 1)
+    }
+
+    /// The position of the `k`-th (0-based) set bit of `last` at or after `pos`, looked for in
+    /// the next [`HINT_WORDS`] words; past them, `None`.
+    fn nth_end_from(&self, pos: usize, mut k: u32) -> Option<usize> {
+        let mut p = pos;
+        while p < self.last.len() && p < pos + 64 * HINT_WORDS {
+            let n = (self.last.len() - p).min(64);
+            let mut w = self.last.get_bits(p, n)?;
+            let ones = w.count_ones();
+            if k < ones {
+                for _ in 0..k {
+                    w &= w - 1;
+                }
+                return Some(p + w.trailing_zeros() as usize);
+            }
+            k -= ones;
+            p += n;
+        }
+        None
+    }
+
+    /// [`Groups::range`] of group `r`, given that the group-end bits of group `bucket_rank`
+    /// (≤ `r`) begin at `start` (level 1's directory entry of `r`'s bucket): the end of group
+    /// `r − 1` is found by scanning on from there, without a select, when it is near (a
+    /// bucket's groups end within a few words); otherwise as [`Groups::range`] finds it.
+    pub(crate) fn range_from(
+        &self,
+        r: u32,
+        bucket_rank: u64,
+        start: u64,
+        cost: &mut LookupCost,
+    ) -> Option<(u32, u32)> {
+        let rr = u64::from(r);
+        if r == 0 || rr < bucket_rank {
+            return self.range(r, cost);
+        }
+        let start = usize::try_from(start).ok()?;
+        let prev_pos = if rr == bucket_rank {
+            start.checked_sub(1)
+        } else {
+            self.nth_end_from(start, u32::try_from(rr - bucket_rank - 1).ok()?)
+        };
+        match prev_pos {
+            Some(p) if p < self.last.len() => self.range_after(r, p, cost),
+            _ => self.range(r, cost),
+        }
+    }
+
     /// First and last block (inclusive) of group `r`: one select for the group before it, and
     /// its own end found by scanning on from there (a second select only for a long group).
     pub(crate) fn range(&self, r: u32, cost: &mut LookupCost) -> Option<(u32, u32)> {
@@ -125,7 +188,13 @@ impl Groups {
         if prev_pos >= self.last.len() {
             return None;
         }
-        let prev = u32::try_from(prev_pos - (r as usize - 1)).ok()?;
+        self.range_after(r, prev_pos, cost)
+    }
+
+    /// [`Groups::range`] of group `r ≥ 1` once the end bit of group `r − 1` is known to be at
+    /// `prev_pos`.
+    fn range_after(&self, r: u32, prev_pos: usize, cost: &mut LookupCost) -> Option<(u32, u32)> {
+        let prev = u32::try_from(prev_pos.checked_sub(r as usize - 1)?).ok()?;
         let last = match self.next_end_near(prev_pos + 1) {
             Some(pos) => u32::try_from(pos - r as usize).ok()?,
             None => {

@@ -31,6 +31,7 @@
 mod bits;
 mod builder;
 mod codes;
+mod dir;
 mod ect;
 mod format;
 mod groups;

@@ -4,7 +4,7 @@
 use std::ops::Range;
 use std::path::Path;
 
-use super::ect::{Ect, Found};
+use super::ect::{Ect, Found, Walk};
 use super::format::{self, Parts};
 use super::groups::{rs_vec, Groups};
 use super::separators::Separators;
@@ -67,14 +67,6 @@ impl BlockIndex {
     /// Builds the loaded form, checking that the levels agree; an error names the level.
     pub(crate) fn from_parts(p: Parts) -> std::result::Result<BlockIndex, (u8, String)> {
         let last_len = p.last_len();
-        let ect = Ect::new(
-            p.bucket_bits,
-            &p.bucket_counts,
-            &p.bucket_bit_lens,
-            p.trie_words,
-            p.trie_len,
-        )
-        .map_err(|e| (1, e))?;
         let groups = Groups::new(
             rs_vec(p.last_words, last_len),
             rs_vec(p.cont_words, u64::from(p.num_blocks)),
@@ -82,6 +74,18 @@ impl BlockIndex {
             p.num_blocks,
         )
         .map_err(|e| (2, e))?;
+        // Level 1's directory also keeps, for each bucket's first rank, where level 2's
+        // group-end bits of that rank begin.
+        let ect = Ect::new(
+            p.bucket_bits,
+            &p.bucket_counts,
+            &p.bucket_bit_lens,
+            p.trie_words,
+            p.trie_len,
+            |r| groups.start_of(r),
+        )
+        .map_err(|e| (1, e))?;
+
         let separators =
             Separators::new(&p.sep_lens, p.sep_words, p.sep_len).map_err(|e| (3, e))?;
         if separators.count() != groups.separators() {
@@ -135,13 +139,20 @@ impl BlockIndex {
         cost: &mut LookupCost,
     ) -> Option<Range<u32>> {
         cost.lookups += 1;
-        let r = match self.level1(prefix_hash, cost) {
-            Some(Found::Leaf(r)) => r,
-            Some(Found::Absent(_)) => return None,
+        let range = match self.level1(prefix_hash, cost) {
+            Some(Walk {
+                found: Found::Leaf(r),
+                bucket_rank,
+                extra,
+            }) => self.groups.range_from(r, bucket_rank, extra, cost),
+            Some(Walk {
+                found: Found::Absent(_),
+                ..
+            }) => return None,
             // Unreachable for a checked index; "anywhere" is never a wrong answer.
             None => return Some(0..self.num_blocks),
         };
-        let Some((first, last)) = self.groups.range(r, cost) else {
+        let Some((first, last)) = range else {
             return Some(0..self.num_blocks);
         };
         if first == last {
@@ -164,7 +175,7 @@ impl BlockIndex {
     pub fn prefix_blocks(&self, prefix_hash: u64) -> Range<u32> {
         let cost = &mut LookupCost::default();
         cost.lookups += 1;
-        match self.level1(prefix_hash, cost) {
+        match self.level1(prefix_hash, cost).map(|w| w.found) {
             Some(Found::Leaf(r)) => match self.groups.range(r, cost) {
                 Some((first, last)) => first..last + 1,
                 None => 0..self.num_blocks,
@@ -179,7 +190,7 @@ impl BlockIndex {
 
     /// Level 1's answer for `prefix_hash`: a hash outside the table's shared leading bits sorts
     /// before or after every group; any other is looked up shifted past them.
-    fn level1(&self, prefix_hash: u64, cost: &mut LookupCost) -> Option<Found> {
+    fn level1(&self, prefix_hash: u64, cost: &mut LookupCost) -> Option<Walk> {
         let mask = !(u64::MAX >> self.shared_bits);
         let top = prefix_hash & mask;
         if top != self.shared_top {
@@ -188,7 +199,11 @@ impl BlockIndex {
             } else {
                 self.groups.len()
             };
-            return Some(Found::Absent(before));
+            return Some(Walk {
+                found: Found::Absent(before),
+                bucket_rank: 0,
+                extra: 0,
+            });
         }
         self.ect.find(prefix_hash << self.shared_bits, cost)
     }

@@ -11,15 +11,14 @@
 //! - `y = x` (a *tie*: versions of one key, or keys whose hashes collide, on both sides): all 64
 //!   bits of `x` are stored; a suffix hash equal to it may be in either block.
 //!
-//! The stored bits are concatenated in one bit array and an Elias–Fano sequence of their
-//! starting positions (vers-vecs' `EliasFanoVec`) gives each separator's place and length
+//! The stored bits are concatenated in one bit array and a directory of their starting
+//! positions (`dir.rs`, built at load from the stored lengths) gives each separator's place and length
 //! (length 64 marks a tie), so a lookup reads only the separators its binary search visits.
 
 use std::cmp::Ordering;
 
-use vers_vecs::EliasFanoVec;
-
 use super::bits::bits_msb_first;
+use super::dir::SampledDir;
 use super::LookupCost;
 
 /// A decoded separator.
@@ -73,8 +72,10 @@ fn from_bits(bits: u64, len: u32) -> Option<Separator> {
 /// The loaded level 3.
 #[derive(Debug)]
 pub(crate) struct Separators {
-    /// Separator count + 1 values: each separator's first bit, then the bits' total length.
-    starts: EliasFanoVec,
+    /// Separator count + 1 values: each separator's first bit, then the bits' total length
+    /// (one directory read each: a search reads a few, and an Elias–Fano `select` apiece was
+    /// most of its cost).
+    starts: SampledDir<1>,
     words: Vec<u64>,
     len: u64,
 }
@@ -95,10 +96,10 @@ impl Separators {
         if pos != len {
             return Err(format!("separators hold {pos} bits, their array {len}"));
         }
-        // Clones allocate each array at its length, without construction's spare capacity.
         words.shrink_to_fit();
+        let starts: Vec<[u64; 1]> = starts.into_iter().map(|s| [s]).collect();
         Ok(Separators {
-            starts: EliasFanoVec::from_slice(&starts).clone(),
+            starts: SampledDir::new(&starts)?,
             words,
             len,
         })
@@ -111,8 +112,8 @@ impl Separators {
 
     /// Separator `j`.
     pub(crate) fn get(&self, j: usize) -> Option<Separator> {
-        let start = self.starts.get(j)?;
-        let end = self.starts.get(j.checked_add(1)?)?;
+        let [start] = self.starts.get(j)?;
+        let [end] = self.starts.get(j.checked_add(1)?)?;
         let len = u32::try_from(end.checked_sub(start)?).ok()?;
         from_bits(bits_msb_first(&self.words, start, len, self.len)?, len)
     }
@@ -186,7 +187,7 @@ impl Separators {
 
     /// Bytes of the heap this level holds.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.words.capacity() * 8 + self.starts.heap_size()
+        self.words.capacity() * 8 + self.starts.heap_bytes()
     }
 }
 
