@@ -118,7 +118,7 @@ class Filter:
         version, kind, v, b, flags = body[0:5]
         if version != 3:
             raise Corrupt(f"version {version}")
-        (_kicks, big_f, s, m, prefix, _budget, check, occupied, n_words) = struct.unpack_from(
+        (kicks, big_f, s, m, prefix, _budget, check, occupied, n_words) = struct.unpack_from(
             "<IIIIIQQQQ", body, 5
         )
         words_at = 57
@@ -128,7 +128,7 @@ class Filter:
             self.prefix_len = prefix
         else:
             raise Corrupt("unknown key hashing")
-        if not (1 <= v <= 8 and 1 <= b <= 8) or flags > 1 or m == 0 or s == 0:
+        if not (1 <= v <= 8 and 1 <= b <= 8) or flags > 1 or kicks > 65536 or m == 0 or s == 0:
             raise Corrupt("parameters out of range")
         self.t = (-(-big_f // s)).bit_length()
         if m * s > (1 << 31) or self.t < 2:

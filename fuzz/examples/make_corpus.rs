@@ -7,9 +7,9 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use scree::testing::fault::FaultFs;
 use scree::key::{make_ikey, ValueKind};
 use scree::table::block::BlockBuilder;
+use scree::testing::fault::FaultFs;
 use scree::{Db, KeyspaceOptions, Layout, Options};
 
 fn write(target: &str, name: &str, data: &[u8]) {
@@ -109,12 +109,28 @@ fn main() {
     );
     for i in 0..60u64 {
         let uk = format!("key{i:05}").into_bytes();
-        let kind = if i % 9 == 4 { ValueKind::Delete } else { ValueKind::Put };
-        let value = if kind == ValueKind::Put { format!("v{i}").into_bytes() } else { Vec::new() };
-        b.add(scree::htable::placement_hash(&hk, &uk), make_ikey(&uk, i + 1, kind), value)
-            .expect("add");
+        let kind = if i % 9 == 4 {
+            ValueKind::Delete
+        } else {
+            ValueKind::Put
+        };
+        let value = if kind == ValueKind::Put {
+            format!("v{i}").into_bytes()
+        } else {
+            Vec::new()
+        };
+        b.add(
+            scree::htable::placement_hash(&hk, &uk),
+            make_ikey(&uk, i + 1, kind),
+            value,
+        )
+        .expect("add");
     }
-    write("htable", "three-buckets.ht", &b.finish_to_vec().expect("htable").0);
+    write(
+        "htable",
+        "three-buckets.ht",
+        &b.finish_to_vec().expect("htable").0,
+    );
     // Blocks: a 12-byte probe, then a block of forty internal keys, as type 0 (keys whole)
     // and as type 1 (user key + tag, what tables write).
     for (name, mut b) in [
@@ -146,6 +162,39 @@ fn main() {
         write("ops", &format!("bytes-{i}"), &s);
     }
     index_seeds();
+    mlcf_seeds();
+}
+
+/// Multi-level cuckoo filters under the fuzz target's hash key: three sub-levels of
+/// semisorted-style keys with rewrites (some conflicts in the secondary table), grown past one
+/// segment; one with whole-key hashing; an empty one.
+fn mlcf_seeds() {
+    use scree::filter::cuckoo::{CuckooParams, KeyHashing, MultiLevelCuckoo, Prior};
+    const HASH_KEY: [u8; 16] = *b"scree-fuzz-mlcf!";
+    let key = |i: u64| -> Vec<u8> {
+        let mut k = (i / 16).to_be_bytes().to_vec();
+        k.extend_from_slice(&i.to_be_bytes());
+        k
+    };
+    let mut p = CuckooParams::for_level(200, 3);
+    p.fingerprint_bits = 8;
+    let mut f =
+        MultiLevelCuckoo::with_hashing(HASH_KEY, KeyHashing::Split(8), p.clone()).expect("params");
+    for sub in 0..3u8 {
+        for i in 0..300u64 {
+            f.insert(&key(i * 3 + u64::from(sub) % 2), sub, Prior::Unknown)
+                .expect("insert");
+        }
+    }
+    write("mlcf_decode", "three-sub-levels", &f.encode());
+    let mut w =
+        MultiLevelCuckoo::with_hashing(HASH_KEY, KeyHashing::Whole, p.clone()).expect("params");
+    for i in 0..50u64 {
+        w.insert(&key(i), 0, Prior::Absent).expect("insert");
+    }
+    write("mlcf_decode", "whole-keys", &w.encode());
+    let e = MultiLevelCuckoo::with_hashing(HASH_KEY, KeyHashing::Split(8), p).expect("params");
+    write("mlcf_decode", "empty", &e.encode());
 }
 
 /// Compact three-level indexes: groups of 1–6 entries, 5 to a block, with versions of one key
@@ -196,8 +245,16 @@ fn semisorted_seed() {
             if i == 17 {
                 uk.resize(300, b'k');
             }
-            let value = if i % 13 == 3 { vec![b'v'; 200] } else { format!("v{i}").into_bytes() };
-            let kind = if i % 11 == 4 { ValueKind::Delete } else { ValueKind::Put };
+            let value = if i % 13 == 3 {
+                vec![b'v'; 200]
+            } else {
+                format!("v{i}").into_bytes()
+            };
+            let kind = if i % 11 == 4 {
+                ValueKind::Delete
+            } else {
+                ValueKind::Put
+            };
             let (ph, sh) = hashes(&hk, 8, &uk);
             (ph, sh, make_ikey(&uk, i + 1, kind), value)
         })

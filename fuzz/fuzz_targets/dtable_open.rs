@@ -20,7 +20,9 @@ fuzz_target!(|data: &[u8]| {
             let crc = scree::coding::crc(&sealed[start..foot + 8]);
             sealed[foot + 8..foot + 12].copy_from_slice(&crc.to_le_bytes());
             if sealed != data {
-                scree_fuzz::with_both_read_paths("000001.dtb", &sealed, |env, path| check(env, path));
+                scree_fuzz::with_both_read_paths("000001.dtb", &sealed, |env, path| {
+                    check(env, path)
+                });
             }
         }
     }

@@ -4,10 +4,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use scree::testing::fault::FaultFs;
 use scree::fs::std_fs::StdFs;
 use scree::fs::{Env, FileSystem};
 use scree::stats::IoStats;
+use scree::testing::fault::FaultFs;
 
 /// An `Env` over a fresh in-memory file system holding `data` at `/f/<name>`; returns the env
 /// and the file's path. Reads copy the bytes (`pread`-like); nothing is memory-mapped.

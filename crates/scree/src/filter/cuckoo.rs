@@ -82,6 +82,8 @@ pub const MAX_FINGERPRINT_BITS: u32 = 32;
 pub const MAX_ID_BITS: u32 = 8;
 /// Largest bucket size accepted.
 pub const MAX_SLOTS_PER_BUCKET: u32 = 8;
+/// Largest kick-walk length accepted (a decoded filter's inserts stay bounded).
+pub const MAX_KICKS: u32 = 1 << 16;
 /// Largest number of buckets a table may reach (bucket numbers and class ids use 32 bits).
 pub const MAX_BUCKETS: u64 = 1 << 31;
 /// Narrowest tag growth leaves: a table takes no more segments when its tags would be narrower.
@@ -251,6 +253,9 @@ impl CuckooParams {
         }
         if !(0.5..=1.0).contains(&self.max_load) {
             return bad("max_load must be 0.5..=1.0");
+        }
+        if self.max_kicks > MAX_KICKS {
+            return bad("max_kicks must be at most 65536");
         }
         if self.base_buckets() * u64::from(self.segments) > MAX_BUCKETS {
             return bad("capacity needs more than 2^31 buckets");
@@ -1371,6 +1376,7 @@ impl MultiLevelCuckoo {
         if !(1..=MAX_ID_BITS).contains(&id_bits)
             || !(1..=MAX_SLOTS_PER_BUCKET).contains(&slots)
             || flags > 1
+            || max_kicks > MAX_KICKS
             || base == 0
             || segments == 0
             || u64::from(base) * u64::from(segments) > MAX_BUCKETS
