@@ -1036,6 +1036,14 @@ impl MultiLevelCuckoo {
         let per_segment = f64::from(t.base) * f64::from(t.slots) * RESERVE_LOAD;
         let want = ((t.occupied + additional) as f64 / per_segment.max(1.0)).ceil() as u64;
         let want = u32::try_from(want).unwrap_or(u32::MAX);
+        // Grow by at least half the segments there are: each growth re-files every entry,
+        // so growing to the bare need at every arrival re-filed a level of k sub-levels
+        // k − 1 times (its background CPU nearly doubled at 50M keys); this keeps the
+        // re-filings per level logarithmic in its sub-levels.
+        let want = match want > t.segments {
+            true => want.max(t.segments.saturating_add(t.segments.div_ceil(2))),
+            false => want,
+        };
         if want > t.segments
             && tag_bits_for(t.fp_range, want) >= MIN_DISCRIMINATING_BITS
             && u64::from(t.base) * u64::from(want) <= MAX_BUCKETS

@@ -30,9 +30,11 @@ impl MemoryCosts {
         mlcf: 15.0,
         index: 2.0,
     };
-    /// Scree's structures as measured: 14-bit fingerprints in 4-slot buckets at 94 % load with a
-    /// 1-bit (LSM) or 5-bit (stepped, 16 sub-levels and the ambiguity mark) id, and the index at
-    /// 0.5–0.8 bits per key (docs/architecture-semisorted.md, "Measured").
+    /// Scree's structures as measured: a CF of 14-bit fingerprints in 4-slot buckets at 94 %
+    /// load with a 1-bit id; a stepped level's MLCF at 17.2–20.2 bits per key as the level
+    /// fills (16- down to 13-bit tags, 3–4-bit ids, segments added per arrival: 20.3 is the
+    /// cost of a level at any fill, "Filter sizing measured"); the index at 0.6–0.8 bits per
+    /// key with its load-time directory (docs/architecture-semisorted.md, "Measured").
     pub const MEASURED: MemoryCosts = MemoryCosts {
         cf: 17.0,
         mlcf: 20.3,
