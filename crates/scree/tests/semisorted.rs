@@ -425,3 +425,30 @@ fn non_blind_rewrites_update_their_own_filter_entries() {
     assert!(nb_blocks <= 1.01, "{nb_blocks} data blocks per get");
     assert!(b_blocks <= 1.01, "{b_blocks} data blocks per get");
 }
+
+/// The tables flushes and merges add have their readers open with pinned indexes before any
+/// read (`Layout::warm`, on the background thread): the first gets of a new table do not
+/// decode its index on the read path.
+#[test]
+fn new_tables_have_their_indexes_pinned_before_any_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_db()).unwrap();
+    let ks = db.keyspace("s", opts()).unwrap();
+    for i in 0..20_000u64 {
+        ks.put(key(i % 200, i), value(0, i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let levels = db.stats().keyspaces[0].levels.clone();
+    let holding: Vec<_> = levels.iter().filter(|l| l.tables > 0).collect();
+    assert!(!holding.is_empty(), "{levels:?}");
+    for l in holding {
+        assert!(
+            l.detail.contains("index ") && !l.detail.contains("no index pinned"),
+            "level {} before any get: {}",
+            l.level,
+            l.detail
+        );
+    }
+    assert_eq!(ks.get(key(7, 7)).unwrap(), Some(value(0, 7, 0)));
+}

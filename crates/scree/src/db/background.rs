@@ -1,6 +1,7 @@
 //! Background work: the flush and compaction threads, which keyspace to flush or which job
 //! to run next, and running it (a panic in a job becomes a background error).
 
+use crate::manifest::edit::KsEdit;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -147,7 +148,10 @@ impl DbInner {
         let ctx = self.job_ctx(&opts, self.smallest_snapshot());
         let mut edit = ks.layout.flush(&ctx, &sv.version, &imm)?;
         self.stats.flushes.fetch_add(1, Ordering::Relaxed);
-        self.install(ks, &mut edit, Some(&imm))
+        let added = added_files(&edit);
+        self.install(ks, &mut edit, Some(&imm))?;
+        ks.layout.warm(&ks.sv().version, &added);
+        Ok(())
     }
 
     pub(super) fn run_compaction(&self, ks: &Arc<KsCore>, job: Box<dyn Job>) -> Result<()> {
@@ -201,11 +205,15 @@ impl DbInner {
         } else {
             self.stats.compactions.fetch_add(1, Ordering::Relaxed);
         }
+        let added = added_files(&edit);
         let pick = self.pick_lock.lock();
         let r = self.install(ks, &mut edit, None);
         // The job's input reservation ends only now that its edit is installed.
         drop(job);
         drop(pick);
+        if r.is_ok() {
+            ks.layout.warm(&ks.sv().version, &added);
+        }
         #[cfg(test)]
         if let Some(s) = &script {
             if r.is_ok() {
@@ -215,6 +223,11 @@ impl DbInner {
         }
         r
     }
+}
+
+/// The file numbers of the tables `edit` adds.
+fn added_files(edit: &KsEdit) -> Vec<u64> {
+    edit.added.iter().map(|a| a.meta.file_no).collect()
 }
 
 pub(super) enum Work {

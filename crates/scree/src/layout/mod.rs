@@ -314,6 +314,11 @@ pub trait Layout: Send + Sync {
     ) -> ManualStep;
     /// Write back-pressure.
     fn pressure(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> Pressure;
+    /// Loads, on the background thread that installed an edit, what the first lookups of the
+    /// tables it added (`added`, file numbers; `version` at or after the install) would
+    /// otherwise load on the read path (`semisorted`: each table's reader with its pinned
+    /// index). Default: nothing (those layouts' readers open cheaply on first use).
+    fn warm(&self, _version: &Arc<dyn LayoutVersion>, _added: &[u64]) {}
 }
 
 /// The tables a manual compaction (`Db::compact`) answers for: those live when it was called,
