@@ -674,10 +674,15 @@ class Checker:
                     raise Bad(at, f"table {fno} not below next file number {st['next_file']}")
                 if max_seq > MAX_SEQ or min_seq > max_seq:
                     raise Bad(at, f"seq range {min_seq}..{max_seq}")
-                if len(smallest) < 8 or len(largest) < 8:
+                # An appendable table with no segment (a compacted victim's range reset, holding
+                # only an aggregation block) has empty smallest/largest and zero counts.
+                no_segment = append is not None and smallest == b"" and largest == b""
+                if no_segment and (entries, min_seq, max_seq) != (0, 0, 0):
+                    raise Bad(at, f"appendable table {fno} without keys has entries or seqs")
+                if not no_segment and (len(smallest) < 8 or len(largest) < 8):
                     raise Bad(at, "smallest/largest shorter than an internal key")
                 # A semi-sorted table's first and last entries are in hash order, not key order.
-                if fmt != 2 and ikey_sort_key(smallest) > ikey_sort_key(largest):
+                if not no_segment and fmt != 2 and ikey_sort_key(smallest) > ikey_sort_key(largest):
                     raise Bad(at, "smallest key after largest")
                 adds.append((at, fno, dict(
                     level=level, slot=slot, fmt=fmt, size=size, smallest=smallest,
