@@ -395,7 +395,12 @@ impl Table {
     /// The class id of `(segment, bucket pair, fingerprint)`: the lower global bucket of the
     /// pair above the fingerprint.
     fn class(&self, p: Pos) -> u64 {
-        let lo = p.j.min(self.alt(p.j, p.x));
+        self.class_with(p, self.alt(p.j, p.x))
+    }
+
+    /// [`Table::class`] with `p`'s other bucket `j2` computed by the caller.
+    fn class_with(&self, p: Pos, j2: u32) -> u64 {
+        let lo = p.j.min(j2);
         ((u64::from(p.seg) * u64::from(self.base) + u64::from(lo)) << 32) | p.x
     }
 
@@ -504,6 +509,90 @@ impl Table {
         if self.place(p.seg, p.j, content) || self.place(p.seg, j2, content) {
             return true;
         }
+        self.kick_walk(p, j2, content, max_kicks, rng)
+    }
+
+    /// Looks in the bucket pair of `p` (the home bucket `p.j`, then `j2`, its other bucket)
+    /// for an entry of `p`'s class and, while there is none, for the first free slot, in one
+    /// pass over each bucket: `Ok(slot of the entry)` or `Err(first free slot)`.
+    fn probe(&self, p: Pos, j2: u32) -> std::result::Result<usize, Option<usize>> {
+        let mut free = None;
+        let slots = self.slots as usize;
+        let tag_mask = self.tag_mask();
+        for j in [p.j, j2] {
+            let start = self.bucket_start(p.seg, j);
+            for idx in start..start + slots {
+                let c = self.get(idx);
+                if c == 0 {
+                    free = free.or(Some(idx));
+                } else if c & tag_mask == p.tag {
+                    return Ok(idx);
+                }
+            }
+            if j2 == p.j {
+                break;
+            }
+        }
+        Err(free)
+    }
+
+    /// Puts the new entry `content` of `p` (whose other bucket is `j2`) in slot `free` when
+    /// there is one (found by [`Table::probe`]), else along a kick walk as
+    /// [`Table::insert_new`] does.
+    fn insert_probed(
+        &mut self,
+        p: Pos,
+        j2: u32,
+        free: Option<usize>,
+        content: u64,
+        max_kicks: u32,
+        rng: &mut u64,
+    ) -> bool {
+        if let Some(idx) = free {
+            self.set(idx, content);
+            self.occupied += 1;
+            return true;
+        }
+        self.kick_walk(p, j2, content, max_kicks, rng)
+    }
+
+    /// Looks one step ahead from the full bucket `j` of segment `seg`: when a resident can
+    /// move to a free slot of its other bucket, it moves there and `content` takes its slot
+    /// (true). The residents' other buckets are started loading together, so the step costs
+    /// about one memory miss and finds room about as often as four random kicks: near the
+    /// 96 % load a level's table is grown to, random walks of dozens of dependent misses were
+    /// most of the filter's time in a `semisorted` fill. Changes nothing when it fails.
+    fn relocate_one(&mut self, seg: u32, j: u32, content: u64) -> bool {
+        let start = self.bucket_start(seg, j);
+        let w = self.slot_bits() as usize;
+        let mut alts = [u32::MAX; MAX_SLOTS_PER_BUCKET as usize];
+        for (i, a) in alts.iter_mut().take(self.slots as usize).enumerate() {
+            let c = self.get(start + i);
+            let other = self.alt(j, self.x_of(seg, c));
+            if other != j {
+                *a = other;
+                let bit = self.bucket_start(seg, other) * w;
+                if let Some(word) = self.words.get(bit / 64) {
+                    prefetch(word);
+                }
+            }
+        }
+        for (i, &a) in alts.iter().take(self.slots as usize).enumerate() {
+            if a == u32::MAX {
+                continue;
+            }
+            let c = self.get(start + i);
+            if self.place(seg, a, c) {
+                self.set(start + i, content);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Places `content` of `p` (other bucket `j2`; both buckets full) by displacing entries
+    /// along a random walk of at most `max_kicks` steps; on failure the walk is undone.
+    fn kick_walk(&mut self, p: Pos, j2: u32, content: u64, max_kicks: u32, rng: &mut u64) -> bool {
         *rng = mix64(*rng);
         let seed = *rng;
         // Slot choices come from (seed, step), so the undo can replay them without a log.
@@ -512,6 +601,9 @@ impl Table {
         let mut cur = content;
         let mut j = if seed >> 63 == 0 { p.j } else { j2 };
         for k in 0..max_kicks {
+            if self.relocate_one(p.seg, j, cur) {
+                return true;
+            }
             let idx = self.bucket_start(p.seg, j) + slot_at(k);
             let victim = self.get(idx);
             self.set(idx, cur);
@@ -532,10 +624,18 @@ impl Table {
         false
     }
 
-    /// The table with `segments` segments (more than now) and `val_bits`-bit values (at least
-    /// as wide; an ambiguous value `2^v − 1` stays ambiguous), every entry re-filed under its
-    /// fingerprint's new segment and tag, in its bucket pair. `None` if a kick walk of
+    /// The table with `segments` segments (more or fewer than now) and `val_bits`-bit values
+    /// (at least as wide; an ambiguous value `2^v − 1` stays ambiguous), every entry re-filed
+    /// under its fingerprint's new segment and tag, in its bucket pair. `None` if a kick walk of
     /// `max_kicks` fails (the caller asks for more segments).
+    ///
+    /// One pass reads the old table in order and puts each entry in the bucket it was in
+    /// (one of its pair in every segment), in the segment its fingerprint now names: the new
+    /// table is written nearly in order too. Entries whose bucket is full there are placed
+    /// after the pass, by [`Table::insert_new`] (the other bucket, or a kick walk). Re-filing
+    /// entry by entry with `insert_new` computed both buckets of every entry and walked at
+    /// random through a table of megabytes (most of a semisorted fill's filter time: a level's
+    /// table is re-filed at every arrival).
     fn regrown(
         &self,
         segments: u32,
@@ -545,15 +645,36 @@ impl Table {
     ) -> Option<Table> {
         let mut t = Table::new(self.fp_range, val_bits, self.slots, self.base, segments);
         let (old_amb, new_amb) = ((1u64 << self.val_bits) - 1, (1u64 << val_bits) - 1);
-        for idx in 0..self.total_slots() {
-            let c = self.get(idx);
-            if c == 0 {
-                continue;
+        let (tag_mask, slots) = (self.tag_mask(), self.slots as usize);
+        let mut left: Vec<(u64, u32, u64)> = Vec::new();
+        let mut idx = 0usize;
+        for seg in 0..self.segments {
+            let lb = self.lb(seg);
+            // The new segment of this segment's first fingerprint; a larger one is found by
+            // stepping over the new bounds (no division per entry).
+            let first = t.pos_of(lb, 0).seg;
+            for j in 0..self.base {
+                for _ in 0..slots {
+                    let c = self.get(idx);
+                    idx += 1;
+                    if c == 0 {
+                        continue;
+                    }
+                    let x = (lb + (c & tag_mask)).saturating_sub(1);
+                    let v = c >> self.tag_bits;
+                    let v = if v == old_amb { new_amb } else { v };
+                    let mut s = first;
+                    while s + 1 < t.segments && x >= t.lb(s + 1) {
+                        s += 1;
+                    }
+                    let content = (x + 1 - t.lb(s)) | (v << t.tag_bits);
+                    if !t.place(s, j, content) {
+                        left.push((x, j, v));
+                    }
+                }
             }
-            let (seg, j) = self.place_of(idx);
-            let x = self.x_of(seg, c);
-            let v = self.val_of(c);
-            let v = if v == old_amb { new_amb } else { v };
+        }
+        for (x, j, v) in left {
             if !t.insert_new(t.pos_of(x, j), v, max_kicks, rng) {
                 return None;
             }
@@ -569,6 +690,29 @@ impl Table {
 
     fn heap_bytes(&self) -> usize {
         self.words.capacity() * std::mem::size_of::<u64>()
+    }
+}
+
+/// `table` re-filed into `segments` segments (more if a re-filing kick walk fails) with
+/// `val_bits`-bit values; `None` when no table of that shape or larger holds its entries.
+fn refiled(
+    table: &Table,
+    segments: u32,
+    val_bits: u32,
+    kicks: u32,
+    rng: &mut u64,
+) -> Option<Table> {
+    let mut s = segments.max(1);
+    loop {
+        if let Some(t) = table.regrown(s, val_bits, kicks, rng) {
+            return Some(t);
+        }
+        s += 1;
+        if tag_bits_for(table.fp_range, s) < MIN_DISCRIMINATING_BITS
+            || u64::from(table.base) * u64::from(s) > MAX_BUCKETS
+        {
+            return None;
+        }
     }
 }
 
@@ -942,15 +1086,26 @@ impl MultiLevelCuckoo {
             )));
         }
         let p = self.table.pos(h);
-        let class = self.table.class(p);
+        let j2 = self.table.alt(p.j, p.x);
+        let class = self.table.class_with(p, j2);
         // A key in the secondary table is answered from there: update it.
         if !self.secondary.is_empty() && self.secondary.set_id(class, key, sub_level) {
             return Ok(());
         }
-        let Some(idx) = self.table.find(p) else {
-            // An empty class: the key owns a new entry.
-            self.add_entry(h, key, sub_level);
-            return Ok(());
+        let idx = match self.table.probe(p, j2) {
+            Ok(idx) => idx,
+            Err(free) => {
+                // An empty class: the key owns a new entry.
+                let content = self.table.content(p.tag, u64::from(sub_level));
+                let kicks = self.params.max_kicks;
+                if !self
+                    .table
+                    .insert_probed(p, j2, free, content, kicks, &mut self.rng)
+                {
+                    self.add_entry(h, key, sub_level);
+                }
+                return Ok(());
+            }
         };
         let v = self.table.val_of(self.table.get(idx));
         if let Prior::Present(s) = prior {
@@ -971,9 +1126,13 @@ impl MultiLevelCuckoo {
         Ok(())
     }
 
-    /// Adds the entry of a key whose class has none, growing the table if a kick walk fails.
+    /// Adds the entry of a key whose class has none and whose kick walk in the table as it is
+    /// failed: the table grows until a walk succeeds.
     fn add_entry(&mut self, h: u64, key: &[u8], id: u8) {
-        loop {
+        while self.table.can_grow() {
+            if !self.grow(self.table.segments + 1, self.table.val_bits) {
+                break;
+            }
             let p = self.table.pos(h);
             if self
                 .table
@@ -981,10 +1140,6 @@ impl MultiLevelCuckoo {
             {
                 return;
             }
-            if !self.table.can_grow() {
-                break;
-            }
-            self.grow(self.table.segments + 1, self.table.val_bits);
         }
         // No room even after growing: only the secondary table can still be exact.
         self.overflowed = true;
@@ -998,23 +1153,20 @@ impl MultiLevelCuckoo {
     /// keys' new classes. Returns false, changing nothing, when no table of that shape or
     /// larger holds the entries.
     fn grow(&mut self, segments: u32, val_bits: u32) -> bool {
-        let mut s = segments.max(1);
         let kicks = self.params.max_kicks;
-        let table = loop {
-            if let Some(t) = self.table.regrown(s, val_bits, kicks, &mut self.rng) {
-                break t;
-            }
-            s += 1;
-            let t = &self.table;
-            if tag_bits_for(t.fp_range, s) < MIN_DISCRIMINATING_BITS
-                || u64::from(t.base) * u64::from(s) > MAX_BUCKETS
-            {
-                return false;
-            }
+        let Some(table) = refiled(&self.table, segments, val_bits, kicks, &mut self.rng) else {
+            return false;
         };
         self.table = table;
+        self.rekey_secondary();
+        true
+    }
+
+    /// Files the secondary table's keys under their classes in the primary table as it is
+    /// now (after a re-filing changed the segments).
+    fn rekey_secondary(&mut self) {
         if self.secondary.is_empty() {
-            return true;
+            return;
         }
         let old = std::mem::take(&mut self.secondary.table);
         let mut table = HashTable::with_capacity(old.len());
@@ -1024,7 +1176,44 @@ impl MultiLevelCuckoo {
             table.insert_unique(class_hash(e.class), e, |e| class_hash(e.class));
         }
         self.secondary.table = table;
-        true
+    }
+
+    /// The segments [`reserve`](Self::reserve) of `additional` entries grows the table to
+    /// (`None`: it does not grow it).
+    fn reserve_target(&self, additional: usize) -> Option<u32> {
+        let t = &self.table;
+        let per_segment = f64::from(t.base) * f64::from(t.slots) * RESERVE_LOAD;
+        let want = ((t.occupied + additional) as f64 / per_segment.max(1.0)).ceil() as u64;
+        let want = u32::try_from(want).unwrap_or(u32::MAX);
+        if want <= t.segments {
+            return None;
+        }
+        let fits = |s: u32| {
+            tag_bits_for(t.fp_range, s) >= MIN_DISCRIMINATING_BITS
+                && u64::from(t.base) * u64::from(s) <= MAX_BUCKETS
+        };
+        // Grow by at least half the segments there are: each growth re-files every entry, so
+        // growing to the bare need at every arrival re-filed a level of k sub-levels k − 1
+        // times (its background CPU nearly doubled at 50M keys); this keeps the re-filings per
+        // level logarithmic in its sub-levels. The bare need when that much does not fit.
+        let ahead = want.max(t.segments.saturating_add(t.segments.div_ceil(2)));
+        [ahead, want].into_iter().find(|&s| fits(s))
+    }
+
+    /// The id bits [`ensure_ids`](Self::ensure_ids) of `ids` widens the ids to (`None`: they
+    /// are wide enough).
+    fn id_bits_target(&self, ids: usize) -> Result<Option<u32>> {
+        if ids <= usize::from(self.id_capacity()) {
+            return Ok(None);
+        }
+        u32::try_from(ids)
+            .ok()
+            .map(id_bits_for)
+            .filter(|b| *b <= MAX_ID_BITS)
+            .map(Some)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!("cuckoo filter: {ids} sub-level ids (at most 255)"))
+            })
     }
 
     /// Makes room for `additional` more entries: adds the segments a load of
@@ -1032,24 +1221,55 @@ impl MultiLevelCuckoo {
     /// walks. A table that cannot grow that far is left as it is (inserts still grow it, or
     /// overflow).
     pub fn reserve(&mut self, additional: usize) {
-        let t = &self.table;
-        let per_segment = f64::from(t.base) * f64::from(t.slots) * RESERVE_LOAD;
-        let want = ((t.occupied + additional) as f64 / per_segment.max(1.0)).ceil() as u64;
-        let want = u32::try_from(want).unwrap_or(u32::MAX);
-        // Grow by at least half the segments there are: each growth re-files every entry,
-        // so growing to the bare need at every arrival re-filed a level of k sub-levels
-        // k − 1 times (its background CPU nearly doubled at 50M keys); this keeps the
-        // re-filings per level logarithmic in its sub-levels.
-        let want = match want > t.segments {
-            true => want.max(t.segments.saturating_add(t.segments.div_ceil(2))),
-            false => want,
-        };
-        if want > t.segments
-            && tag_bits_for(t.fp_range, want) >= MIN_DISCRIMINATING_BITS
-            && u64::from(t.base) * u64::from(want) <= MAX_BUCKETS
-        {
-            self.grow(want, t.val_bits);
+        if let Some(want) = self.reserve_target(additional) {
+            self.grow(want, self.table.val_bits);
         }
+    }
+
+    /// A copy of the filter made ready for an arrival of `additional` keys with ids `0..ids`:
+    /// what a clone followed by [`ensure_ids`](Self::ensure_ids)`(ids)` and
+    /// [`reserve`](Self::reserve)`(additional)` gives, with at most one re-filing, made
+    /// straight from this filter's table (the clone's copy of the table, which the re-filing
+    /// replaced at once, is not made).
+    pub fn for_arrival(&self, ids: usize, additional: usize) -> Result<MultiLevelCuckoo> {
+        let bits = self.id_bits_target(ids)?;
+        let segments = self.reserve_target(additional);
+        if bits.is_none() && segments.is_none() {
+            return Ok(self.clone());
+        }
+        let t = &self.table;
+        let val_bits = bits.unwrap_or(t.val_bits);
+        let mut rng = self.rng;
+        let table = match refiled(
+            t,
+            segments.unwrap_or(t.segments),
+            val_bits,
+            self.params.max_kicks,
+            &mut rng,
+        ) {
+            Some(table) => table,
+            // No room for the ids: as `ensure_ids` says.
+            None if bits.is_some() => {
+                return Err(Error::InvalidArgument(
+                    "cuckoo filter: no room to widen the ids".into(),
+                ))
+            }
+            // No room for the segments: the table as it is (as `reserve` leaves it).
+            None => return Ok(self.clone()),
+        };
+        let mut params = self.params.clone();
+        params.id_bits = val_bits;
+        let mut f = MultiLevelCuckoo {
+            hash_key: self.hash_key,
+            hashing: self.hashing,
+            params,
+            table,
+            secondary: self.secondary.clone(),
+            overflowed: self.overflowed,
+            rng,
+        };
+        f.rekey_secondary();
+        Ok(f)
     }
 
     /// Gives back the segments the entries no longer need (after sub-levels retired): the
@@ -1067,16 +1287,9 @@ impl MultiLevelCuckoo {
     /// Widens the ids, if needed, so that sub-levels `0..ids` have one (at most 255; an
     /// ambiguous entry stays ambiguous). The table keeps its entries and segments.
     pub fn ensure_ids(&mut self, ids: usize) -> Result<()> {
-        if ids <= usize::from(self.id_capacity()) {
+        let Some(bits) = self.id_bits_target(ids)? else {
             return Ok(());
-        }
-        let bits = u32::try_from(ids)
-            .ok()
-            .map(id_bits_for)
-            .filter(|b| *b <= MAX_ID_BITS)
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!("cuckoo filter: {ids} sub-level ids (at most 255)"))
-            })?;
+        };
         // The same segments: only the slots widen (a re-filing kick walk that fails asks for
         // one more segment).
         if !self.grow(self.table.segments, bits) {
@@ -1717,6 +1930,64 @@ mod tests {
         for i in 0..2_000 {
             assert_eq!(g.lookup(&k(i)), Answer::SubLevel((i % 3) as u8));
         }
+    }
+
+    #[test]
+    fn for_arrival_is_a_clone_with_ensure_ids_and_reserve() {
+        // 10-bit fingerprints over 8 reserved segments: conflicts fill the secondary table,
+        // whose keys must be found under their new classes after the re-filing.
+        let mut p = params(10, 1_000, 16_384);
+        p.reserve_segments = 8;
+        p.id_bits = 2;
+        let mut f = MultiLevelCuckoo::with_hashing(HASH_KEY, KeyHashing::Split(3), p).unwrap();
+        for i in 0..1_000 {
+            f.insert(&k(i), 0, Prior::Unknown).unwrap();
+        }
+        for i in 500..2_000 {
+            f.insert(&k(i), 1, Prior::Unknown).unwrap();
+        }
+        f.reserve(1_500);
+        assert!(f.secondary_len() > 0, "{:?}", f.stats());
+        // (ids, additional): no change, more segments, wider ids, both; each then takes
+        // 1,500 new keys.
+        for (ids, additional) in [(3, 0), (3, 3_000), (4, 0), (5, 3_000)] {
+            let mut want = f.clone();
+            want.ensure_ids(ids).unwrap();
+            want.reserve(additional);
+            let mut got = f.for_arrival(ids, additional).unwrap();
+            let (w, g) = (want.stats(), got.stats());
+            assert_eq!(
+                (g.primary_slots, g.tag_bits, g.id_bits, g.primary_entries),
+                (w.primary_slots, w.tag_bits, w.id_bits, w.primary_entries),
+                "ids {ids}, additional {additional}"
+            );
+            assert_eq!(got.params(), want.params());
+            assert_eq!(got.secondary_len(), want.secondary_len());
+            // The same classes hold the same entries: the same answers, present or absent.
+            for i in 0..6_000 {
+                assert_eq!(got.lookup(&k(i)), want.lookup(&k(i)), "key {i}");
+            }
+            let id = (ids - 1) as u8;
+            for i in 1_800..3_300 {
+                got.insert(&k(i), id, Prior::Unknown).unwrap();
+            }
+            for i in 0..3_300 {
+                let newest = match i {
+                    0..500 => 0,
+                    500..1_800 => 1,
+                    _ => id,
+                };
+                let a = got.lookup(&k(i));
+                assert!(
+                    a == Answer::SubLevel(newest) || a == Answer::ProbeAll,
+                    "{i}: {a:?}"
+                );
+            }
+        }
+        assert!(matches!(
+            f.for_arrival(256, 0),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 
     #[test]

@@ -231,25 +231,29 @@ pub(crate) fn filter_with(
     keys: &[(u64, &[u8])],
     priors: &[Prior],
 ) -> Result<MultiLevelCuckoo> {
-    let mut f = match base {
-        Some(f) => f.clone(),
-        None => new_filter(
-            ctx,
-            prefix_len,
-            filter_params(ctx.opts, keys.len(), stepped, SEGMENTS_PER_SUBLEVEL),
-        )?,
-    };
     if base_len >= max_ids(&ctx.opts.semisorted, stepped) {
         return Err(Error::InvalidArgument(
             "semisorted: no filter id left".into(),
         ));
     }
-    f.ensure_ids(base_len + 1)?;
+    // The ids widened and the segments added in one re-filing, made from the base's table.
+    let mut f = match base {
+        Some(f) => f.for_arrival(base_len + 1, keys.len())?,
+        None => {
+            let mut f = new_filter(
+                ctx,
+                prefix_len,
+                filter_params(ctx.opts, keys.len(), stepped, SEGMENTS_PER_SUBLEVEL),
+            )?;
+            f.ensure_ids(base_len + 1)?;
+            f.reserve(keys.len());
+            f
+        }
+    };
     let id = u8::try_from(base_len)
         .ok()
         .filter(|id| *id < f.id_capacity())
         .ok_or_else(|| Error::InvalidArgument("semisorted: no filter id left".into()))?;
-    f.reserve(keys.len());
     f.raise_secondary_budget(secondary_budget(ctx.opts, f.len() + keys.len()));
     if priors.is_empty() {
         f.insert_all(keys, id, Prior::Unknown)?;
