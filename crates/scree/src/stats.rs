@@ -84,6 +84,9 @@ pub(crate) struct LwcCounters {
     pub(crate) room_compactions: AtomicU64,
     pub(crate) rewrite_bytes: AtomicU64,
     pub(crate) division_bytes: AtomicU64,
+    pub(crate) copies_carried: AtomicU64,
+    pub(crate) copies_gone: AtomicU64,
+    pub(crate) tail_read_bytes: AtomicU64,
 }
 
 /// What the `lightweight` layout's jobs did (all keyspaces of the database).
@@ -144,6 +147,17 @@ pub struct LightweightStats {
     /// Bytes written by equal divisions (`divisions`; counted as the `gc` cause).
     #[serde(default)]
     pub division_bytes: u64,
+    /// Aggregated copies the victims of light-weight compactions carried.
+    #[serde(default)]
+    pub copies_carried: u64,
+    /// Of those, copies naming a table no longer in the next level when the compaction ran
+    /// (compacted down, divided or rewritten since the copy was made): never usable.
+    #[serde(default)]
+    pub copies_gone: u64,
+    /// Bytes of next-level tails read from their files by light-weight compactions (stale
+    /// copies repaired and tables no copy covered): what the aggregated copies did not save.
+    #[serde(default)]
+    pub tail_read_bytes: u64,
 }
 
 /// What one open table file pins outside the caches: counted in [`Stats::open_table_files`]
@@ -316,6 +330,9 @@ impl IoStats {
                 room_compactions: self.lwc.room_compactions.load(Relaxed),
                 rewrite_bytes: self.lwc.rewrite_bytes.load(Relaxed),
                 division_bytes: self.lwc.division_bytes.load(Relaxed),
+                copies_carried: self.lwc.copies_carried.load(Relaxed),
+                copies_gone: self.lwc.copies_gone.load(Relaxed),
+                tail_read_bytes: self.lwc.tail_read_bytes.load(Relaxed),
             },
             keyspaces: Vec::new(),
         }

@@ -66,9 +66,38 @@ impl NewTable {
         self.seg.bytes()
     }
     pub(crate) fn finish(self) -> Result<TableMeta> {
-        let (entry, w) = self.seg.finish()?;
-        Ok(finish_table(w, self.no, None, 0, Some(entry), None)?.0)
+        Ok(self.finish_with_tail()?.0)
     }
+    /// [`NewTable::finish`], with the bytes of the tail it wrote (for aggregated copies).
+    pub(crate) fn finish_with_tail(self) -> Result<(TableMeta, Vec<u8>)> {
+        let (entry, w) = self.seg.finish()?;
+        let (meta, tail) = finish_table(w, self.no, None, 0, Some(entry), None)?;
+        Ok((meta, tail.encode()))
+    }
+}
+
+/// A table of the next level as a compaction leaves it, for the aggregated copies of the
+/// victims' empty DTables: its routing bound and where its current tail comes from.
+enum NextTable {
+    /// Target `idx`: its new tail if the compaction appended to it, else its tail as the
+    /// version names it (a fresh copy the victims carried, or read).
+    Target(usize),
+    /// A table the compaction made (a rewrite's part or a spill): its tail as written.
+    Made(u64, u64, Vec<u8>),
+}
+
+/// The tables of `next` (sorted by routing bound) whose ranges meet `[lo, hi)`.
+fn meeting<'a>(
+    next: &'a [(Vec<u8>, NextTable)],
+    lo: &'a [u8],
+    hi: Option<&'a [u8]>,
+) -> impl Iterator<Item = &'a NextTable> + 'a {
+    next.iter().enumerate().filter_map(move |(i, (tlo, t))| {
+        let thi = next.get(i + 1).map(|n| n.0.as_slice());
+        let starts_before_hi = hi.is_none_or(|h| tlo.as_slice() < h);
+        let ends_after_lo = thi.is_none_or(|h| h > lo);
+        (starts_before_hi && ends_after_lo).then_some(t)
+    })
 }
 
 /// The current tail of `t`: from a fresh aggregated copy in `copies` (no read), else read from
@@ -87,11 +116,17 @@ fn target_tail(
         }
         Some(_) => {
             c.stale_repairs.fetch_add(1, Ordering::Relaxed);
-            dtable::read_tail_bytes(t)?
+            let raw = dtable::read_tail_bytes(t)?;
+            c.tail_read_bytes
+                .fetch_add(raw.len() as u64, Ordering::Relaxed);
+            raw
         }
         None => {
             c.uncopied_reads.fetch_add(1, Ordering::Relaxed);
-            dtable::read_tail_bytes(t)?
+            let raw = dtable::read_tail_bytes(t)?;
+            c.tail_read_bytes
+                .fetch_add(raw.len() as u64, Ordering::Relaxed);
+            raw
         }
     };
     Ok((Tail::decode(&raw, &t.path(), at)?, raw))
@@ -207,23 +242,6 @@ fn planned(estimate: u64) -> u64 {
 }
 
 impl CompactJob {
-    /// The next-level tables overlapping the routing range `[lo, hi)`.
-    fn overlapping<'a>(
-        &'a self,
-        lo: &'a [u8],
-        hi: Option<&'a [u8]>,
-    ) -> impl Iterator<Item = (usize, &'a Arc<TableFile>)> + 'a {
-        self.targets
-            .iter()
-            .enumerate()
-            .filter_map(move |(i, (tlo, t))| {
-                let thi = self.targets.get(i + 1).map(|n| n.0.as_slice());
-                let starts_before_hi = hi.is_none_or(|h| tlo.as_slice() < h);
-                let ends_after_lo = thi.is_none_or(|h| h > lo);
-                (starts_before_hi && ends_after_lo).then_some((i, t))
-            })
-    }
-
     /// The target whose routing range holds `user_key`.
     fn owner(&self, user_key: &[u8]) -> usize {
         self.targets
@@ -346,6 +364,13 @@ impl Job for CompactJob {
         }
         let out_level = self.level + 1;
         let new_table_bytes = (self.limit / 2).max(1);
+        c.copies_carried
+            .fetch_add(copies.len() as u64, Ordering::Relaxed);
+        let gone = copies
+            .keys()
+            .filter(|no| !self.targets.iter().any(|(_, t)| t.meta.file_no == **no))
+            .count();
+        c.copies_gone.fetch_add(gone as u64, Ordering::Relaxed);
         if self.targets.is_empty() {
             let mut input = MergingIter::new(children);
             let rules = MergeRules {
@@ -356,11 +381,12 @@ impl Job for CompactJob {
             // The next level is empty: new DTables of at most half the size limit take
             // everything, the first from the empty key, each next from its first key.
             let mut out: Option<(Vec<u8>, NewTable)> = None;
-            let mut made: Vec<(Vec<u8>, TableMeta)> = Vec::new();
+            let mut made: Vec<(Vec<u8>, TableMeta, Vec<u8>)> = Vec::new();
             merge_visible(ctx, &mut input, rules, &mut |k| {
                 if k.first_of_key && out.as_ref().is_some_and(|o| o.1.bytes() >= new_table_bytes) {
                     if let Some((lo, o)) = out.take() {
-                        made.push((lo, o.finish()?));
+                        let (meta, raw) = o.finish_with_tail()?;
+                        made.push((lo, meta, raw));
                     }
                     ctx.flush_point()?;
                 }
@@ -378,16 +404,34 @@ impl Job for CompactJob {
                 }
             })?;
             if let Some((lo, o)) = out {
-                made.push((lo, o.finish()?));
+                let (meta, raw) = o.finish_with_tail()?;
+                made.push((lo, meta, raw));
             }
-            for (lo, meta) in made {
+            // The next level's tables are all new: each victim's empty DTable carries the
+            // tails just written of those its range meets.
+            let next: Vec<(Vec<u8>, NextTable)> = made
+                .iter()
+                .map(|(lo, m, raw)| {
+                    let at = m.append.map_or(0, |a| a.meta_offset);
+                    (lo.clone(), NextTable::Made(m.file_no, at, raw.clone()))
+                })
+                .collect();
+            for r in &self.resets {
+                let agg: Vec<AggCopy> = meeting(&next, &r.0, r.1.as_deref())
+                    .filter_map(|t| match t {
+                        NextTable::Made(no, at, raw) => Some(AggCopy {
+                            file_no: *no,
+                            meta_offset: *at,
+                            tail: raw.clone(),
+                        }),
+                        NextTable::Target(_) => None,
+                    })
+                    .collect();
+                self.reset(ctx, &mut e, r, Some(&agg))?;
+            }
+            for (lo, meta, _) in made {
                 e.records.push(range_record(meta.file_no, &lo));
                 e.added.push(added(out_level, meta));
-            }
-            // The next level's tables are all new: no copies yet (the next compaction of
-            // these ranges reads their tails, counted as uncopied).
-            for r in &self.resets {
-                self.reset(ctx, &mut e, r, None)?;
             }
         } else {
             self.append_to_targets(ctx, &mut e, children, &readers, copies)?;
@@ -467,7 +511,7 @@ impl CompactJob {
             zeroed_max: 0,
         };
         let mut appended: Vec<Appended> = Vec::new();
-        let mut made: Vec<(Vec<u8>, TableMeta)> = Vec::new();
+        let mut made: Vec<(Vec<u8>, TableMeta, Vec<u8>)> = Vec::new();
         let mut spilled: Vec<usize> = Vec::new();
         let mut cur: Option<Out> = None;
         // Segment sequence numbers: spill tables sort after every older segment of their
@@ -477,18 +521,19 @@ impl CompactJob {
         let seg_seq = ctx.new_file_no();
         let finish_out = |cur: Option<Out>,
                           appended: &mut Vec<Appended>,
-                          made: &mut Vec<(Vec<u8>, TableMeta)>|
+                          made: &mut Vec<(Vec<u8>, TableMeta, Vec<u8>)>|
          -> Result<()> {
             match cur {
                 None => Ok(()),
                 Some(Out::Spill { lo, t, .. }) => {
-                    made.push((lo, t.finish()?));
+                    let (meta, raw) = t.finish_with_tail()?;
+                    made.push((lo, meta, raw));
                     Ok(())
                 }
                 Some(Out::Rewrite { lo, t, .. }) => {
-                    let meta = t.finish()?;
+                    let (meta, raw) = t.finish_with_tail()?;
                     c.rewrite_bytes.fetch_add(meta.size, Ordering::Relaxed);
-                    made.push((lo, meta));
+                    made.push((lo, meta, raw));
                     Ok(())
                 }
                 Some(Out::Append {
@@ -627,37 +672,11 @@ impl CompactJob {
                 .copied()
                 .unwrap_or(false)
         };
-        // (6) Metadata aggregation: each victim's range is left to a new DTable holding
-        // only the new tails of the next-level tables that range overlaps (the victim's
-        // band reset with the paper's "extra write").
-        for r in &self.resets {
-            let mut agg = Vec::new();
-            for (i, t) in self.overlapping(&r.0, r.1.as_deref()) {
-                if removed(i) {
-                    continue;
-                }
-                match appended.iter().find(|x| x.idx == i) {
-                    Some(x) => agg.push(AggCopy {
-                        file_no: t.meta.file_no,
-                        meta_offset: x.meta.append.map_or(0, |m| m.meta_offset),
-                        tail: x.raw.clone(),
-                    }),
-                    None => {
-                        let (_, raw) = target_tail(ctx, t, &copies)?;
-                        agg.push(AggCopy {
-                            file_no: t.meta.file_no,
-                            meta_offset: t.meta.append.map_or(0, |m| m.meta_offset),
-                            tail: raw,
-                        });
-                    }
-                }
-            }
-            self.reset(ctx, e, r, Some(&agg))?;
-        }
         // Workload balance: a target left overly full hands the upper part of its range
         // to its next neighbour; no data moves, later appends follow the new bounds. Not
         // across a target that spilled (a new table owns part of its range now) or into a
         // rewritten neighbour (gone).
+        let mut shifted: HashMap<usize, Vec<u8>> = HashMap::new();
         if self.balance_factor > 0.0 && targets.len() > 1 {
             let live = |i: usize| -> u64 {
                 match appended.iter().find(|x| x.idx == i) {
@@ -684,10 +703,58 @@ impl CompactJob {
                 if let Some(b) = split_point(&x.tail) {
                     if b.as_slice() > lo.as_slice() && b.as_slice() < next_lo.as_slice() {
                         e.records.push(range_record(n.meta.file_no, &b));
+                        shifted.insert(x.idx + 1, b);
                         c.balance_shifts.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             }
+        }
+        // (6) Metadata aggregation: each victim's range is left to a new DTable holding
+        // only the current tails of the next-level tables that range meets as this
+        // compaction leaves the level — the targets it appended to (their new tails), the
+        // tables it made (rewrites, spills) and the others (the paper's "extra write"; the
+        // victim's band reset).
+        let mut next: Vec<(Vec<u8>, NextTable)> = Vec::new();
+        for (i, (lo, _)) in targets.iter().enumerate() {
+            if !removed(i) {
+                let lo = shifted.get(&i).unwrap_or(lo);
+                next.push((lo.clone(), NextTable::Target(i)));
+            }
+        }
+        for (lo, m, raw) in &made {
+            let at = m.append.map_or(0, |a| a.meta_offset);
+            next.push((lo.clone(), NextTable::Made(m.file_no, at, raw.clone())));
+        }
+        next.sort_by(|a, b| a.0.cmp(&b.0));
+        for r in &self.resets {
+            let mut agg = Vec::new();
+            for t in meeting(&next, &r.0, r.1.as_deref()) {
+                agg.push(match t {
+                    NextTable::Made(no, at, raw) => AggCopy {
+                        file_no: *no,
+                        meta_offset: *at,
+                        tail: raw.clone(),
+                    },
+                    NextTable::Target(i) => {
+                        let Some((_, t)) = targets.get(*i) else {
+                            continue;
+                        };
+                        match appended.iter().find(|x| x.idx == *i) {
+                            Some(x) => AggCopy {
+                                file_no: t.meta.file_no,
+                                meta_offset: x.meta.append.map_or(0, |m| m.meta_offset),
+                                tail: x.raw.clone(),
+                            },
+                            None => AggCopy {
+                                file_no: t.meta.file_no,
+                                meta_offset: t.meta.append.map_or(0, |m| m.meta_offset),
+                                tail: target_tail(ctx, t, &copies)?.1,
+                            },
+                        }
+                    }
+                });
+            }
+            self.reset(ctx, e, r, Some(&agg))?;
         }
         for x in appended {
             if let Some((_, t)) = targets.get(x.idx) {
@@ -715,7 +782,7 @@ impl CompactJob {
                 }
             }
         }
-        for (lo, meta) in made {
+        for (lo, meta, _) in made {
             e.records.push(range_record(meta.file_no, &lo));
             e.added.push(added(out_level, meta));
         }
