@@ -150,8 +150,7 @@ impl DbInner {
         self.stats.flushes.fetch_add(1, Ordering::Relaxed);
         let added = added_files(&edit);
         self.install(ks, &mut edit, Some(&imm))?;
-        ks.layout.warm(&ks.sv().version, &added);
-        Ok(())
+        ks.layout.warm(&ctx, &ks.sv().version, &added)
     }
 
     pub(super) fn run_compaction(&self, ks: &Arc<KsCore>, job: Box<dyn Job>) -> Result<()> {
@@ -211,9 +210,7 @@ impl DbInner {
         // The job's input reservation ends only now that its edit is installed.
         drop(job);
         drop(pick);
-        if r.is_ok() {
-            ks.layout.warm(&ks.sv().version, &added);
-        }
+        let r = r.and_then(|()| ks.layout.warm(ctx, &ks.sv().version, &added));
         #[cfg(test)]
         if let Some(s) = &script {
             if r.is_ok() {

@@ -317,8 +317,17 @@ pub trait Layout: Send + Sync {
     /// Loads, on the background thread that installed an edit, what the first lookups of the
     /// tables it added (`added`, file numbers; `version` at or after the install) would
     /// otherwise load on the read path (`semisorted`: each table's reader with its pinned
-    /// index). Default: nothing (those layouts' readers open cheaply on first use).
-    fn warm(&self, _version: &Arc<dyn LayoutVersion>, _added: &[u64]) {}
+    /// index). Between tables it runs `ctx`'s flush points, so a long warm-up never holds up
+    /// a flush the writers wait for. Default: nothing (those layouts' readers open cheaply on
+    /// first use).
+    fn warm(
+        &self,
+        _ctx: &JobCtx<'_>,
+        _version: &Arc<dyn LayoutVersion>,
+        _added: &[u64],
+    ) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The tables a manual compaction (`Db::compact`) answers for: those live when it was called,

@@ -571,12 +571,18 @@ impl Layout for SemiSorted {
     /// says): decoding a large table's index and directory takes milliseconds, which the first
     /// gets of each new table paid on the read path (the first seconds of reads after a 50M
     /// fill ran at ~1k gets/s). A table that fails to open is left for the read path, which
-    /// reports the error with its file and offset.
-    fn warm(&self, version: &Arc<dyn LayoutVersion>, added: &[u64]) {
+    /// reports the error with its file and offset; a flush point runs before each table.
+    fn warm(
+        &self,
+        ctx: &JobCtx<'_>,
+        version: &Arc<dyn LayoutVersion>,
+        added: &[u64],
+    ) -> Result<()> {
         let Some(v) = self.v(version) else {
-            return;
+            return Ok(());
         };
         for no in added {
+            ctx.flush_point()?;
             let Some(&(l, slot)) = v.files.get(no) else {
                 continue;
             };
@@ -591,6 +597,7 @@ impl Layout for SemiSorted {
                 let _ = reader_of(t, pin);
             }
         }
+        Ok(())
     }
 
     fn pressure(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> Pressure {
