@@ -9,16 +9,7 @@ use libfuzzer_sys::fuzz_target;
 use scree::index::BlockIndex;
 
 fuzz_target!(|data: &[u8]| {
-    check(data);
-    if data.len() >= 5 {
-        let mut sealed = data.to_vec();
-        let body = sealed.len() - 4;
-        let crc = scree::coding::crc(&sealed[..body]);
-        sealed[body..].copy_from_slice(&crc.to_le_bytes());
-        if sealed != data {
-            check(&sealed);
-        }
-    }
+    scree_fuzz::as_found_and_resealed(data, check);
 });
 
 fn check(raw: &[u8]) {

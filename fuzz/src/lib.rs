@@ -1,4 +1,5 @@
-//! Helpers shared by the fuzz targets: an environment holding one file, in memory or on disk.
+//! Helpers shared by the fuzz targets: an environment holding one file, in memory or on disk,
+//! and inputs checked as found and again with a trailing checksum recomputed.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,4 +49,20 @@ pub fn with_both_read_paths(name: &str, data: &[u8], mut body: impl FnMut(&Env, 
     };
     body(&env, &path);
     let _ = std::fs::remove_file(&path);
+}
+
+/// Runs `check` on `data` as found, then (when that changes it) with its last four bytes
+/// replaced by the CRC32C of the bytes before them, so mutated contents behind a trailing
+/// checksum reach the structural checks.
+pub fn as_found_and_resealed(data: &[u8], mut check: impl FnMut(&[u8])) {
+    check(data);
+    if data.len() >= 5 {
+        let mut sealed = data.to_vec();
+        let body = sealed.len() - 4;
+        let crc = scree::coding::crc(&sealed[..body]);
+        sealed[body..].copy_from_slice(&crc.to_le_bytes());
+        if sealed != data {
+            check(&sealed);
+        }
+    }
 }

@@ -103,15 +103,7 @@ impl LwcClaim {
         let Some(lv) = v.level(level).filter(|lv| !lv.tables.is_empty()) else {
             return LwcClaim::whole(level);
         };
-        let a = lv.owner(lo).unwrap_or(0);
-        let b = match hi {
-            Some(h) => lv
-                .los
-                .partition_point(|l| l.as_slice() < h)
-                .saturating_sub(1),
-            None => lv.tables.len().saturating_sub(1),
-        }
-        .max(a);
+        let (a, b) = lv.owners(lo, hi);
         let first = lv.groups.iter().find(|g| g.1 > a).map_or(a, |g| g.0);
         let end = lv.groups.iter().find(|g| g.1 > b).map_or(b + 1, |g| g.1);
         LwcClaim::tables(level, lv, first, end + 1)
@@ -223,15 +215,7 @@ fn room_for(
         return None;
     }
     let lv = v.level(level)?;
-    let a = lv.owner(lo).unwrap_or(0);
-    let b = match hi {
-        Some(h) => lv
-            .los
-            .partition_point(|l| l.as_slice() < h)
-            .saturating_sub(1),
-        None => lv.tables.len().saturating_sub(1),
-    }
-    .max(a);
+    let (a, b) = lv.owners(lo, hi);
     let share = arrival / (b - a + 1) as u64;
     let need = share
         .saturating_add(share / 4)

@@ -96,6 +96,21 @@ impl Level {
             .checked_sub(1)
     }
 
+    /// The first and last table (inclusive, first ≤ last) whose ranges meet `lo..hi` (`hi`
+    /// exclusive; `None`: to the end); the first table when the level starts above `lo`.
+    pub fn owners(&self, lo: &[u8], hi: Option<&[u8]>) -> (usize, usize) {
+        let a = self.owner(lo).unwrap_or(0);
+        let b = match hi {
+            Some(h) => self
+                .los
+                .partition_point(|l| l.as_slice() < h)
+                .saturating_sub(1),
+            None => self.tables.len().saturating_sub(1),
+        }
+        .max(a);
+        (a, b)
+    }
+
     /// Live bytes of the tables `g` (file bytes less dead bytes).
     pub fn live_bytes(&self, g: (usize, usize)) -> u64 {
         self.tables
