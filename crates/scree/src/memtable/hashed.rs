@@ -12,6 +12,10 @@
 //! prefix to the group's newest key; each key record links to the group's previous key, so a
 //! group is read by one probe and a walk instead of a scan of the memtable.
 //!
+//! With an insertion *log* (the key-ordered layouts' memtables), each shard also lists its
+//! versions in the order they were inserted, so the memtable can bring its key order up to
+//! date with only what arrived since it last looked ([`HashIndex::log_since`]).
+//!
 //! Arena records (little-endian, never moved once written):
 //! - key: the user key's bytes (length in the slot); with groups, preceded by
 //!   `previous key of the group: chunk u32 | offset u32 | key length u32`;
@@ -98,6 +102,23 @@ pub(super) struct Shard {
     arena: Arena,
     /// Groups by prefix (empty without groups).
     groups: HashTable<Group>,
+    /// Every version in insertion order (empty without a log).
+    log: Vec<Logged>,
+}
+
+/// One version in a shard's insertion log.
+#[derive(Clone, Copy, Debug)]
+struct Logged {
+    key: Loc,
+    key_len: u32,
+    version: Loc,
+}
+
+/// Where one version is: its shard and its record in that shard's arena.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct VersionRef {
+    shard: u32,
+    at: Loc,
 }
 
 /// A grouped key record at `at`: (the group's previous key record, the key).
@@ -183,13 +204,16 @@ pub(super) struct HashIndex {
     hasher: RandomState,
     /// Prefix length of the groups, if the index keeps them.
     group_prefix: Option<usize>,
+    /// Whether each shard keeps its insertion log.
+    logged: bool,
 }
 
 impl HashIndex {
     /// An empty index sized for about `entries` keys.
     /// With `group_prefix`, the index also keeps the groups of keys sharing their first
     /// `group_prefix` bytes ([`HashIndex::group`]).
-    pub(super) fn with_capacity(entries: usize, group_prefix: Option<usize>) -> Self {
+    /// With `logged`, each shard keeps its insertion log ([`HashIndex::log_since`]).
+    pub(super) fn with_capacity(entries: usize, group_prefix: Option<usize>, logged: bool) -> Self {
         let per = entries / SHARDS;
         HashIndex {
             shards: (0..SHARDS)
@@ -198,11 +222,17 @@ impl HashIndex {
                         table: HashTable::with_capacity(per),
                         arena: Arena::default(),
                         groups: HashTable::new(),
+                        log: if logged {
+                            Vec::with_capacity(per)
+                        } else {
+                            Vec::new()
+                        },
                     })
                 })
                 .collect(),
             hasher: RandomState::new(),
             group_prefix,
+            logged,
         }
     }
 
@@ -350,6 +380,13 @@ impl HashIndex {
         let Some(slot) = found else {
             let key_at = self.append_key(s, key, group_hash);
             let newest = s.append_version(trailer, Loc::NONE, value);
+            if self.logged {
+                s.log.push(Logged {
+                    key: key_at,
+                    key_len: key.len() as u32,
+                    version: newest,
+                });
+            }
             s.table.insert_unique(
                 hash,
                 Slot {
@@ -374,6 +411,13 @@ impl HashIndex {
             at = v.prev;
         }
         let rec = s.append_version(trailer, at, value);
+        if self.logged {
+            s.log.push(Logged {
+                key: slot.key,
+                key_len: slot.key_len,
+                version: rec,
+            });
+        }
         if newer == Loc::NONE {
             if let Some(e) = s.table.find_mut(hash, |e| e.key == slot.key) {
                 e.newest = rec;
@@ -436,6 +480,46 @@ impl HashIndex {
         Some(out)
     }
 
+    /// Visits the versions each shard logged since `covered` said (one count per shard,
+    /// advanced here) as (user key, trailer, where the version is), one shard read-locked at a
+    /// time so that an insert waits for at most one shard's share of the news.
+    pub(super) fn log_since(
+        &self,
+        covered: &mut Vec<usize>,
+        mut f: impl FnMut(&[u8], u64, VersionRef),
+    ) {
+        covered.resize(self.shards.len(), 0);
+        for ((s, shard), seen) in self.shards.iter().enumerate().zip(covered.iter_mut()) {
+            let g = shard.read();
+            for e in g.log.get(*seen..).unwrap_or_default() {
+                let (Some(key), Some(v)) = (
+                    g.arena.bytes(e.key, e.key_len as usize),
+                    version(&g.arena, e.version),
+                ) else {
+                    continue;
+                };
+                f(
+                    key,
+                    v.trailer,
+                    VersionRef {
+                        shard: s as u32,
+                        at: e.version,
+                    },
+                );
+            }
+            *seen = g.log.len();
+        }
+    }
+
+    /// A reader of versions by [`VersionRef`] that read-locks each shard at its first use
+    /// and holds it until dropped.
+    pub(super) fn values(&self) -> Values<'_> {
+        Values {
+            index: self,
+            held: (0..self.shards.len()).map(|_| None).collect(),
+        }
+    }
+
     /// Every shard read-locked, for [`HashIndex::visit_held`] (a flush of a memtable nothing
     /// writes any more: the guards block only inserts).
     pub(super) fn read_all(&self) -> Vec<parking_lot::RwLockReadGuard<'_, Shard>> {
@@ -472,28 +556,24 @@ impl HashIndex {
             }
         }
     }
+}
 
-    /// Visits every version as `(user key, trailer, value)`, each key's versions together and
-    /// newest first; stops at the first error.
-    pub(super) fn for_each<E>(
-        &self,
-        mut f: impl FnMut(&[u8], u64, &[u8]) -> Result<(), E>,
-    ) -> Result<(), E> {
-        for shard in self.shards.iter() {
-            let g = shard.read();
-            for slot in g.table.iter() {
-                let key = g
-                    .arena
-                    .bytes(slot.key, slot.key_len as usize)
-                    .unwrap_or_default();
-                let mut at = slot.newest;
-                while let Some(v) = version(&g.arena, at) {
-                    f(key, v.trailer, v.value)?;
-                    at = v.prev;
-                }
-            }
+/// Versions read by [`VersionRef`] ([`HashIndex::values`]).
+pub(super) struct Values<'a> {
+    index: &'a HashIndex,
+    held: Vec<Option<parking_lot::RwLockReadGuard<'a, Shard>>>,
+}
+
+impl Values<'_> {
+    /// The value of the version `r` names.
+    pub(super) fn value(&mut self, r: VersionRef) -> Option<&[u8]> {
+        let s = r.shard as usize;
+        let slot = self.held.get_mut(s)?;
+        if slot.is_none() {
+            *slot = Some(self.index.shards.get(s)?.read());
         }
-        Ok(())
+        let g = slot.as_ref()?;
+        Some(version(&g.arena, r.at)?.value)
     }
 }
 
@@ -507,7 +587,7 @@ mod tests {
     fn groups_are_found_by_prefixes_held_in_place_and_in_the_arena() {
         // 8 bytes: the longest prefix a group holds in place; 9 and 12: compared in the arena.
         for n in [1usize, 8, 9, 12] {
-            let idx = HashIndex::with_capacity(64, Some(n));
+            let idx = HashIndex::with_capacity(64, Some(n), false);
             let mut model: BTreeMap<Vec<u8>, std::collections::BTreeSet<Vec<u8>>> = BTreeMap::new();
             for i in 0..2_000u32 {
                 // 37 prefixes that differ in their last byte only; every 50th key is shorter
@@ -543,7 +623,7 @@ mod tests {
 
     #[test]
     fn matches_a_model_with_large_values_and_out_of_order_versions() {
-        let idx = HashIndex::with_capacity(64, None);
+        let idx = HashIndex::with_capacity(64, None, true);
         let mut model: BTreeMap<Vec<u8>, BTreeMap<u64, Vec<u8>>> = BTreeMap::new();
         let mut trailer = 10u64 << 8;
         for i in 0..3000u32 {
@@ -576,20 +656,36 @@ mod tests {
             }
         }
         assert_eq!(idx.get(b"absent", u64::MAX >> 8), None);
-        // Both visitors: `for_each` (table order) and the flush's `visit_held` (arena order).
+        // The flush's visitor (arena order), and the insertion log, read in two parts.
         type Visit = (Vec<u8>, u64, Vec<u8>);
-        let mut visited: [Vec<Visit>; 2] = [Vec::new(), Vec::new()];
-        idx.for_each(|k, t, v| {
-            visited[0].push((k.to_vec(), t, v.to_vec()));
-            Ok::<(), ()>(())
-        })
-        .expect("visit");
+        let mut visited: Vec<Visit> = Vec::new();
         let guards = idx.read_all();
-        HashIndex::visit_held(&guards, |k, t, v| {
-            visited[1].push((k.to_vec(), t, v.to_vec()))
-        });
+        HashIndex::visit_held(&guards, |k, t, v| visited.push((k.to_vec(), t, v.to_vec())));
         drop(guards);
-        for entries in &visited {
+        let mut logged: Vec<Visit> = Vec::new();
+        let mut covered = Vec::new();
+        let read_log = |logged: &mut Vec<Visit>, covered: &mut Vec<usize>| {
+            let mut refs = Vec::new();
+            idx.log_since(covered, |k, t, r| refs.push((k.to_vec(), t, r)));
+            let mut values = idx.values();
+            for (k, t, r) in refs {
+                let v = values.value(r).expect("a logged version").to_vec();
+                logged.push((k, t, v));
+            }
+        };
+        read_log(&mut logged, &mut covered);
+        read_log(&mut logged, &mut covered);
+        assert_eq!(logged.len(), visited.len(), "each version logged once");
+        idx.insert(b"late", u64::MAX >> 1, b"x");
+        read_log(&mut logged, &mut covered);
+        assert_eq!(logged.len(), visited.len() + 1, "only the news read again");
+        assert_eq!(logged.last().map(|e| e.0.as_slice()), Some(&b"late"[..]));
+        logged.pop();
+        logged.sort();
+        let mut sorted = visited.clone();
+        sorted.sort();
+        assert_eq!(logged, sorted);
+        for entries in [&visited] {
             let mut seen: BTreeMap<Vec<u8>, Vec<u64>> = BTreeMap::new();
             let mut last: Option<&[u8]> = None;
             let mut keys_started = 0;

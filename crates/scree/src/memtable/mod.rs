@@ -1,23 +1,25 @@
-//! The memtable: the newest writes of one keyspace, with a byte budget, in one of two
-//! indexes chosen by the keyspace's layout:
-//! - **sorted** (leveled, fragmented): a B-tree (`std::collections::BTreeMap`) of internal keys
-//!   under a read-write lock, read by point lookups, range iterators (which copy short runs of
-//!   entries under the read lock) and flushes in internal-key order. Only the group-commit
-//!   leader writes, one insert per write lock (≈ 0.7 µs at 500k entries, where a lock-free
-//!   crossbeam skiplist's insert took ≈ 1.5 µs of cache misses: the bound on a sorted layout's
-//!   fill rate); readers wait at most one insert. Values live in an arena (`arena.rs`), so an insert
-//!   allocates nothing per entry; a blocked whole-key Bloom filter answers most gets of keys
-//!   the memtable never saw with one cache line;
+//! The memtable: the newest writes of one keyspace, with a byte budget. Every memtable
+//! indexes its entries in a sharded concurrent hash index ([`hashed`]) from user key to its
+//! versions: an insert costs one hash probe, where a B-tree insert into a memtable of
+//! hundreds of thousands of keys cost ~log2(n) comparisons and the cache misses of a search
+//! (≈ 0.7 µs at 500k entries; a lock-free crossbeam skiplist's ≈ 1.5 µs), which bounded the
+//! sorted layouts' fill rate and `scree serve`'s `SET`. Point lookups probe the hash index.
+//! What differs by layout is the order served:
+//! - **ordered** (leveled, fragmented, lightweight: key-ordered layouts): the index also keeps
+//!   each shard's insertion log, and key order is built only when someone asks for it. A range
+//!   iterator brings a B-tree of internal keys up to date with the versions logged since it
+//!   was last brought up to date (sorted first, then merged in), so writes that no iterator
+//!   ever sees are never ordered one by one; a flush sorts the whole memtable at once on the
+//!   background thread, comparing the first 16 key bytes as integers before the bytes behind
+//!   them;
 //! - **hashed** (trie, whose keyspaces are hash-ordered and have no scans; semisorted, whose
-//!   scans read one prefix group): a sharded concurrent hash index ([`hashed`]) from user key to
-//!   its versions, for semisorted with its prefix groups. An insert costs one hash probe (two
-//!   with groups) instead of a B-tree search of ~log2(n) cache misses, which bounded the fill
-//!   rate (docs/architecture.md); a flush visits each key's versions together, newest first, in
-//!   no key order (the trie's and semisorted's flushes order entries by hash themselves).
+//!   scans read one prefix group, kept as groups of keys sharing a prefix): no order; a
+//!   flush visits each key's versions together, newest first, in no key order (the trie's
+//!   and semisorted's flushes order entries by hash themselves).
 
+use std::cmp::Ordering as CmpOrdering;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::OnceLock;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -25,8 +27,7 @@ use parking_lot::{Mutex, RwLock};
 
 mod arena;
 pub mod hashed;
-use arena::{Arena, Loc};
-use hashed::HashIndex;
+use hashed::{HashIndex, VersionRef};
 
 use crate::error::{Error, Result};
 use crate::key::{self, InternalKey, ValueKind};
@@ -56,114 +57,107 @@ pub enum FirstLevel {
 
 /// One memtable generation.
 pub struct Memtable {
-    /// The sorted index (empty and unused in a hashed memtable).
-    map: RwLock<Sorted>,
-    /// The hashed index (None in a sorted memtable).
-    hashed: Option<HashIndex>,
+    /// The hash index of every version.
+    index: HashIndex,
+    /// Whether the memtable serves key order (range iteration, flushes in key order).
+    ordered: bool,
+    /// The key order built so far (empty and unused unless `ordered`).
+    order: RwLock<Order>,
     /// Entries (versions) inserted.
     entries: AtomicUsize,
     bytes: AtomicUsize,
     /// Number of the WAL file that was current when this memtable was created.
     pub log_number: u64,
     max_seq: AtomicU64,
-    /// Bloom filter over the user keys inserted (RocksDB's memtable whole-key filter): a get
-    /// for a key the memtable never saw skips the skiplist search. Allocated on first insert.
-    filter: OnceLock<Box<[AtomicU64]>>,
-    filter_words: usize,
     /// [`FirstLevel`] of the keys non-blind writes put here, the first recorded per key.
     places: Mutex<HashMap<Box<[u8]>, FirstLevel>>,
 }
 
-/// The sorted index: internal keys (inline for short keys) to values in an arena.
+/// The key order of an ordered memtable: internal keys (inline for short keys) to their
+/// versions in the hash index, holding what the shards' insertion logs held up to `covered`.
 #[derive(Default)]
-struct Sorted {
-    map: BTreeMap<InternalKey, ValueRef>,
-    values: Arena,
+struct Order {
+    map: BTreeMap<InternalKey, VersionRef>,
+    /// Versions of each shard's log already in `map`.
+    covered: Vec<usize>,
 }
 
-/// Where a value is in [`Sorted::values`].
-#[derive(Clone, Copy, Debug)]
-struct ValueRef {
-    at: Loc,
-    len: u32,
-}
-
-impl Sorted {
-    fn value(&self, r: ValueRef) -> &[u8] {
-        // Every ValueRef in the map was returned by this arena's append.
-        self.values.bytes(r.at, r.len as usize).unwrap_or_default()
-    }
-}
-
-/// Probes per key in the memtable filter (9 hash bits each, 54 in all).
-const FILTER_PROBES: u32 = 6;
-/// 64-bit words per memtable filter block (one cache line).
-const BLOCK_WORDS: usize = 8;
-
-/// Most inserts of a batch made under one take of a sorted memtable's write lock.
-const LOCKED_RUN: usize = 64;
-
-/// Approximate per-entry overhead of the skiplist, counted against the budget.
+/// Approximate per-entry overhead of the hash index and its log, counted against the budget.
 const ENTRY_OVERHEAD: usize = 64;
+
+/// Approximate bytes an entry of the key order costs (B-tree slot, inline key, reference),
+/// counted against the budget when an iterator makes the memtable build its order.
+const ORDER_OVERHEAD: usize = 72;
 
 /// Bytes a [`FirstLevel`] record costs besides its key (map slot, box header, allocation).
 const PLACE_OVERHEAD: usize = 48;
 
-/// Budget bytes per entry assumed when a hashed memtable's table is sized: a 16-byte key and
+/// Budget bytes per entry assumed when a memtable's hash table is sized: a 16-byte key and
 /// a 100-byte value count 188 bytes (with [`ENTRY_OVERHEAD`] and the trailer).
 const HASHED_ENTRY_GUESS: usize = 192;
 
+/// A version borrowed from a read-locked memtable: (order prefix, user key, trailer, value).
+type Borrowed<'a> = (u128, &'a [u8], u64, &'a [u8]);
+
+/// The first 16 bytes of `user_key` as a big-endian integer, zero-padded: ordered like the
+/// keys wherever two differ (equal ones compare the bytes).
+fn order_prefix(user_key: &[u8]) -> u128 {
+    let mut b = [0u8; 16];
+    let n = user_key.len().min(16);
+    if let (Some(dst), Some(src)) = (b.get_mut(..n), user_key.get(..n)) {
+        dst.copy_from_slice(src);
+    }
+    u128::from_be_bytes(b)
+}
+
+/// Internal-key order of borrowed versions: user key ascending (its order prefix first),
+/// then trailer (sequence number) descending.
+fn cmp_borrowed(a: &Borrowed<'_>, b: &Borrowed<'_>) -> CmpOrdering {
+    a.0.cmp(&b.0)
+        .then_with(|| a.1.cmp(b.1))
+        .then_with(|| b.2.cmp(&a.2))
+}
+
 impl Memtable {
-    /// An empty memtable whose data is logged from `log_number` on, sized for a budget of
-    /// `budget_bytes` (0: no key filter).
+    /// An empty key-ordered memtable whose data is logged from `log_number` on, its hash table
+    /// sized for a budget of `budget_bytes` of small entries.
     pub fn new(log_number: u64, budget_bytes: usize) -> Self {
-        // About 10 bits per entry of at least ENTRY_OVERHEAD bytes, in whole 64-byte blocks.
-        let filter_words = (budget_bytes / ENTRY_OVERHEAD * 10)
-            .div_ceil(64)
-            .next_multiple_of(BLOCK_WORDS)
-            .min(1 << 24);
-        Memtable {
-            map: RwLock::new(Sorted::default()),
-            hashed: None,
-            entries: AtomicUsize::new(0),
-            bytes: AtomicUsize::new(0),
-            log_number,
-            max_seq: AtomicU64::new(0),
-            filter: OnceLock::new(),
-            filter_words,
-            places: Mutex::new(HashMap::new()),
-        }
+        Self::with_index(log_number, budget_bytes, None, true)
     }
 
     /// An empty hashed memtable (point lookups and flushes only; no ordered iteration), its
     /// table sized for `budget_bytes` of small entries so that filling it does not rehash.
     pub fn hashed(log_number: u64, budget_bytes: usize) -> Self {
-        Self::hashed_index(log_number, budget_bytes, None)
+        Self::with_index(log_number, budget_bytes, None, false)
     }
 
     /// A hashed memtable that also keeps the groups of keys sharing their first
     /// `prefix_len` bytes, for [`Memtable::prefix_group`].
     pub fn hashed_groups(log_number: u64, budget_bytes: usize, prefix_len: usize) -> Self {
-        Self::hashed_index(log_number, budget_bytes, Some(prefix_len))
+        Self::with_index(log_number, budget_bytes, Some(prefix_len), false)
     }
 
-    fn hashed_index(log_number: u64, budget_bytes: usize, groups: Option<usize>) -> Self {
+    fn with_index(
+        log_number: u64,
+        budget_bytes: usize,
+        groups: Option<usize>,
+        ordered: bool,
+    ) -> Self {
         let capacity = (budget_bytes / HASHED_ENTRY_GUESS).min(1 << 22);
         Memtable {
-            map: RwLock::new(Sorted::default()),
-            hashed: Some(HashIndex::with_capacity(capacity, groups)),
+            index: HashIndex::with_capacity(capacity, groups, ordered),
+            ordered,
+            order: RwLock::new(Order::default()),
             entries: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
             log_number,
             max_seq: AtomicU64::new(0),
-            filter: OnceLock::new(),
-            filter_words: 0,
             places: Mutex::new(HashMap::new()),
         }
     }
 
-    /// An empty memtable of the index `layout` reads: sorted for key-ordered layouts, hashed
-    /// for hash-ordered ones (`trie`), hashed with prefix groups for `semisorted`.
+    /// An empty memtable of the order `layout` reads: key-ordered for key-ordered layouts,
+    /// hashed for hash-ordered ones (`trie`), hashed with prefix groups for `semisorted`.
     pub fn for_layout(
         layout: &crate::options::Layout,
         log_number: u64,
@@ -178,9 +172,9 @@ impl Memtable {
         }
     }
 
-    /// Whether entries are kept in internal-key order (range iteration works).
+    /// Whether entries are served in internal-key order (range iteration works).
     pub fn is_sorted(&self) -> bool {
-        self.hashed.is_none()
+        self.ordered
     }
 
     fn unordered() -> Error {
@@ -189,107 +183,23 @@ impl Memtable {
         )
     }
 
-    /// The filter bits of `user_key`: all in one 64-byte block (a blocked Bloom filter), so
-    /// an insert or a lookup touches one cache line. Spreading six probes over the whole
-    /// filter cost a sorted layout's writer six cache misses and six locked updates per put
-    /// (9 % of its time). The block comes from the high bits of the key's hash
-    /// (multiply-shift), each probe's 9-bit position inside it from a remix of the hash.
-    fn filter_positions(&self, user_key: &[u8]) -> impl Iterator<Item = (usize, u64)> {
-        let h = crate::filter::bloom::bloom_hash(user_key);
-        let blocks = (self.filter_words / BLOCK_WORDS).max(1) as u128;
-        let base = ((u128::from(h) * blocks) >> 64) as usize * BLOCK_WORDS;
-        let probes = (h ^ (h >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        (0..FILTER_PROBES).map(move |i| {
-            let pos = (probes >> (9 * i)) & 511;
-            (base + (pos / 64) as usize, 1u64 << (pos % 64))
-        })
-    }
-
-    /// Sets `user_key`'s filter bits. Called with the map's write lock held (`_writer`), which
-    /// makes this the only writer of the filter: a bit is set by a plain load and store instead
-    /// of a locked `fetch_or` (six locked instructions per put, each waiting for the insert's
-    /// stores before it). Readers load the words without the lock; a reader that finds the
-    /// entry in the map took the lock after this writer released it, so it sees the bits.
-    fn filter_add(&self, _writer: &mut Sorted, user_key: &[u8]) {
-        if self.filter_words == 0 {
-            return;
-        }
-        let f = self
-            .filter
-            .get_or_init(|| (0..self.filter_words).map(|_| AtomicU64::new(0)).collect());
-        for (w, bit) in self.filter_positions(user_key) {
-            if let Some(word) = f.get(w) {
-                word.store(word.load(Ordering::Relaxed) | bit, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// False only if `user_key` was never inserted.
-    fn may_contain(&self, user_key: &[u8]) -> bool {
-        if self.filter_words == 0 {
-            return !self.is_empty();
-        }
-        let Some(f) = self.filter.get() else {
-            return false;
-        };
-        self.filter_positions(user_key).all(|(w, bit)| {
-            f.get(w)
-                .is_some_and(|x| x.load(Ordering::Relaxed) & bit != 0)
-        })
-    }
-
     /// Inserts one entry.
     pub fn insert(&self, user_key: &[u8], seq: u64, kind: ValueKind, value: &[u8]) {
         self.count(user_key.len() + value.len(), 1, seq);
-        if let Some(h) = &self.hashed {
-            h.insert(user_key, key::trailer(seq, kind), value);
-            return;
-        }
-        let ik = InternalKey::new(user_key, seq, kind);
-        let mut g = self.map.write();
-        self.insert_locked(&mut g, ik, user_key, value);
-    }
-
-    /// Inserts one entry into the sorted index under its write lock. The filter bit is set
-    /// before the entry becomes visible in the map, so a reader that can see the entry (its
-    /// sequence number is published after this insert) also passes the filter.
-    fn insert_locked(&self, g: &mut Sorted, ik: InternalKey, user_key: &[u8], value: &[u8]) {
-        self.filter_add(g, user_key);
-        let at = g.values.append(&[value]);
-        g.map.insert(
-            ik,
-            ValueRef {
-                at,
-                len: value.len() as u32,
-            },
-        );
+        self.index.insert(user_key, key::trailer(seq, kind), value);
     }
 
     /// Inserts the entries of one write batch, `(user key, sequence number, kind, value)`:
-    /// what [`Memtable::insert`] of each does, with the counters updated once and the index
-    /// locked once per run of entries instead of per entry (see [`hashed::HashIndex::insert_batch`];
-    /// a sorted memtable holds its write lock for at most [`LOCKED_RUN`] inserts, which a
-    /// reader may wait for).
+    /// what [`Memtable::insert`] of each does, with the counters updated once and each shard
+    /// of the index locked once per run of entries instead of per entry (see
+    /// [`hashed::HashIndex::insert_batch`]).
     pub fn insert_batch(&self, entries: &[(&[u8], u64, ValueKind, &[u8])]) {
         let Some(max_seq) = entries.iter().map(|e| e.1).max() else {
             return;
         };
         let bytes = entries.iter().map(|e| e.0.len() + e.3.len()).sum();
         self.count(bytes, entries.len(), max_seq);
-        if let Some(h) = &self.hashed {
-            h.insert_batch(entries);
-            return;
-        }
-        for run in entries.chunks(LOCKED_RUN) {
-            let keys: Vec<InternalKey> = run
-                .iter()
-                .map(|&(k, seq, kind, _)| InternalKey::new(k, seq, kind))
-                .collect();
-            let mut g = self.map.write();
-            for (ik, &(k, _, _, v)) in keys.into_iter().zip(run) {
-                self.insert_locked(&mut g, ik, k, v);
-            }
-        }
+        self.index.insert_batch(entries);
     }
 
     /// Counts `n` entries of `user_bytes` key and value bytes, the newest of sequence number
@@ -346,31 +256,14 @@ impl Memtable {
     /// Like [`Memtable::get`] with the lookup key (`user_key` at the read's sequence number)
     /// built once by the caller for every memtable it probes.
     pub fn get_key(&self, user_key: &[u8], lk: &InternalKey) -> Lookup {
-        if let Some(h) = &self.hashed {
-            return match h.get(user_key, key::parse(&lk.0).seq) {
-                None => Lookup::Absent,
-                Some((t, v)) if (t & 0xff) as u8 == ValueKind::Put as u8 => Lookup::Value(v),
-                Some(_) => Lookup::Deleted,
-            };
-        }
-        if !self.may_contain(user_key) {
-            return Lookup::Absent;
-        }
-        let g = self.map.read();
-        let Some((k, &v)) = g.map.range((Bound::Included(lk), Bound::Unbounded)).next() else {
-            return Lookup::Absent;
-        };
-        let p = key::parse(&k.0);
-        if p.user_key != user_key {
-            return Lookup::Absent;
-        }
-        match ValueKind::from_u8(p.kind) {
-            Some(ValueKind::Put) => Lookup::Value(g.value(v).to_vec()),
-            _ => Lookup::Deleted,
+        match self.index.get(user_key, key::parse(&lk.0).seq) {
+            None => Lookup::Absent,
+            Some((t, v)) if (t & 0xff) as u8 == ValueKind::Put as u8 => Lookup::Value(v),
+            Some(_) => Lookup::Deleted,
         }
     }
 
-    /// Visits every entry in internal-key order (sorted memtables; `Unsupported` for hashed,
+    /// Visits every entry in internal-key order (ordered memtables; `Unsupported` for hashed,
     /// before visiting anything). Stops at the first error `f` returns.
     pub fn for_each_in_order(&self, f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
         if !self.is_sorted() {
@@ -380,30 +273,28 @@ impl Memtable {
     }
 
     /// Visits every entry as `(internal key, value)`; the versions of one user key are visited
-    /// together, newest first (internal-key order in a sorted memtable, no key order in a
+    /// together, newest first (internal-key order in an ordered memtable, no key order in a
     /// hashed one). Stops at the first error `f` returns.
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
-        let Some(h) = &self.hashed else {
-            let g = self.map.read();
-            for (k, &v) in g.map.iter() {
-                f(&k.0, g.value(v))?;
-            }
-            return Ok(());
-        };
+        let view = self.flush_view();
         let mut ik: Vec<u8> = Vec::new();
-        h.for_each(|key, trailer, value| {
-            ik.clear();
-            ik.extend_from_slice(key);
-            ik.extend_from_slice(&trailer.to_le_bytes());
-            f(&ik, value)
-        })
+        let mut result = Ok(());
+        view.for_each(|key, trailer, value| {
+            if result.is_ok() {
+                ik.clear();
+                ik.extend_from_slice(key);
+                ik.extend_from_slice(&trailer.to_le_bytes());
+                result = f(&ik, value);
+            }
+        });
+        result
     }
 
     /// The entries of the keys whose first `prefix.len()` bytes are `prefix`, as (internal
     /// key, value) sorted in internal-key order: `Some` in a memtable with prefix groups of
     /// exactly that length ([`Memtable::hashed_groups`]), `None` otherwise.
     pub fn prefix_group(&self, prefix: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
-        let group = self.hashed.as_ref()?.group(prefix)?;
+        let group = self.index.group(prefix)?;
         let mut out: Vec<(Vec<u8>, Vec<u8>)> = group
             .into_iter()
             .map(|(mut k, trailer, v)| {
@@ -419,16 +310,48 @@ impl Memtable {
     /// instead of copying them: the `trie` flush writes its HTable straight from the arenas.
     /// Inserts wait until the view is dropped (a flushed memtable gets none).
     pub fn flush_view(&self) -> FlushView<'_> {
-        match &self.hashed {
-            Some(h) => FlushView(Held::Hashed(h.read_all())),
-            None => FlushView(Held::Sorted(self.map.read())),
+        FlushView {
+            guards: self.index.read_all(),
+            ordered: self.ordered,
+        }
+    }
+
+    /// Brings the key order up to date with every version inserted so far: the versions the
+    /// shards logged since the last call are sorted, then merged in (one merge of two
+    /// B-trees when they are many against the order's size, one insert each otherwise).
+    fn catch_up(&self) {
+        if self.order.read().map.len() >= self.len() {
+            return;
+        }
+        let mut o = self.order.write();
+        let Order { map, covered } = &mut *o;
+        let mut news: Vec<(InternalKey, VersionRef)> = Vec::new();
+        self.index.log_since(covered, |k, trailer, r| {
+            let mut ik = smallvec::SmallVec::with_capacity(k.len() + 8);
+            ik.extend_from_slice(k);
+            ik.extend_from_slice(&trailer.to_le_bytes());
+            news.push((InternalKey(ik), r));
+        });
+        if news.is_empty() {
+            return;
+        }
+        self.bytes
+            .fetch_add(news.len() * ORDER_OVERHEAD, Ordering::Relaxed);
+        news.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        if news.len() * 8 >= map.len() {
+            let mut more: BTreeMap<InternalKey, VersionRef> = news.into_iter().collect();
+            map.append(&mut more);
+        } else {
+            for (k, r) in news {
+                map.insert(k, r);
+            }
         }
     }
 
     /// Visits up to `n` entries nearest first: from `bound` on (`forward`), or up to `bound`
-    /// walking back, as `f(internal key, value)` under the memtable's read lock. Sorted
-    /// memtables; a hashed one has an empty tree, and [`crate::iterator`] refuses to build a
-    /// range iterator over it.
+    /// walking back, as `f(internal key, value)`, after bringing the key order up to date.
+    /// Ordered memtables; a hashed one visits nothing, and [`crate::iterator`] refuses to
+    /// build a range iterator over it.
     pub fn visit_run(
         &self,
         bound: Bound<&InternalKey>,
@@ -436,43 +359,52 @@ impl Memtable {
         n: usize,
         mut f: impl FnMut(&[u8], &[u8]),
     ) {
-        let g = self.map.read();
+        if !self.ordered {
+            return;
+        }
+        self.catch_up();
+        let o = self.order.read();
+        let mut values = self.index.values();
+        let mut visit = |(k, r): (&InternalKey, &VersionRef)| {
+            if let Some(v) = values.value(*r) {
+                f(&k.0, v);
+            }
+        };
         if forward {
-            for (k, &v) in g.map.range((bound, Bound::Unbounded)).take(n) {
-                f(&k.0, g.value(v));
-            }
+            o.map
+                .range((bound, Bound::Unbounded))
+                .take(n)
+                .for_each(&mut visit);
         } else {
-            for (k, &v) in g.map.range((Bound::Unbounded, bound)).rev().take(n) {
-                f(&k.0, g.value(v));
-            }
+            o.map
+                .range((Bound::Unbounded, bound))
+                .rev()
+                .take(n)
+                .for_each(&mut visit);
         }
     }
 }
 
 /// A read-locked memtable whose entries a flush borrows ([`Memtable::flush_view`]).
-pub struct FlushView<'m>(Held<'m>);
-
-enum Held<'m> {
-    /// A sorted memtable's map.
-    Sorted(parking_lot::RwLockReadGuard<'m, Sorted>),
-    /// A hashed memtable's shards.
-    Hashed(Vec<parking_lot::RwLockReadGuard<'m, hashed::Shard>>),
+pub struct FlushView<'m> {
+    guards: Vec<parking_lot::RwLockReadGuard<'m, hashed::Shard>>,
+    ordered: bool,
 }
 
 impl FlushView<'_> {
     /// Visits every entry as (user key, trailer, value), borrowed for as long as the view
-    /// lives; the versions of one user key together, newest first (internal-key order in a
-    /// sorted memtable, no key order in a hashed one).
+    /// lives; the versions of one user key together, newest first (internal-key order in an
+    /// ordered memtable, sorted here; no key order in a hashed one).
     pub fn for_each<'a>(&'a self, mut f: impl FnMut(&'a [u8], u64, &'a [u8])) {
-        match &self.0 {
-            Held::Sorted(g) => {
-                let g: &'a Sorted = g;
-                for (k, &v) in g.map.iter() {
-                    let p = key::parse(&k.0);
-                    f(p.user_key, p.trailer(), g.value(v));
-                }
-            }
-            Held::Hashed(guards) => HashIndex::visit_held(guards, f),
+        if !self.ordered {
+            HashIndex::visit_held(&self.guards, f);
+            return;
+        }
+        let mut all: Vec<Borrowed<'a>> = Vec::new();
+        HashIndex::visit_held(&self.guards, |k, t, v| all.push((order_prefix(k), k, t, v)));
+        all.sort_unstable_by(cmp_borrowed);
+        for (_, k, t, v) in all {
+            f(k, t, v);
         }
     }
 }
@@ -480,6 +412,7 @@ impl FlushView<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn three_versions_of_k_and_one_of_j(m: &Memtable) {
         m.insert(b"k", 1, ValueKind::Put, b"v1");
@@ -530,7 +463,6 @@ mod tests {
 
     #[test]
     fn prefix_groups_hold_every_version_of_their_keys_and_nothing_else() {
-        use std::collections::BTreeMap;
         let m = Memtable::hashed_groups(1, 1 << 20, 3);
         // 40 groups (some of one key, one of a key shorter than the prefix), 3,000 writes of
         // puts and deletes, several versions per key; the model: every version by user key.
@@ -584,26 +516,163 @@ mod tests {
         assert!(Memtable::new(1, 1 << 20).prefix_group(b"g00").is_none());
     }
 
+    /// Keys that stress the order: shorter than the 16-byte prefix, ending in zero bytes,
+    /// sharing 16 or more leading bytes, and random.
+    fn tricky_key(x: u64) -> Vec<u8> {
+        match x % 5 {
+            0 => format!("{}", x % 97).into_bytes(),
+            1 => {
+                let mut k = vec![b'a'; (x % 4) as usize];
+                k.extend(std::iter::repeat_n(0u8, ((x >> 8) % 3) as usize));
+                k
+            }
+            2 => format!("shared-prefix-16-bytes/{}", x % 211).into_bytes(),
+            3 => format!("key:{:012}", x % 499).into_bytes(),
+            _ => (x % 1_000).to_le_bytes().to_vec(),
+        }
+    }
+
     #[test]
-    fn sorted_filter_has_no_false_negatives_and_few_false_positives() {
-        let n = 50_000u32;
-        let m = Memtable::new(1, n as usize * ENTRY_OVERHEAD);
-        assert!(!m.may_contain(b"k0"), "an empty memtable contains nothing");
-        for i in 0..n {
-            m.insert(
-                format!("k{i}").as_bytes(),
-                u64::from(i) + 1,
-                ValueKind::Put,
-                b"v",
+    fn the_order_prefix_orders_like_the_internal_key() {
+        let mut x = 3u64;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x >> 11
+        };
+        for _ in 0..20_000 {
+            let (ka, kb) = (tricky_key(next()), tricky_key(next()));
+            let (ta, tb) = (next() % 4, next() % 4);
+            let a: Borrowed<'_> = (order_prefix(&ka), &ka, ta, b"");
+            let b: Borrowed<'_> = (order_prefix(&kb), &kb, tb, b"");
+            let (mut ia, mut ib) = (ka.clone(), kb.clone());
+            ia.extend_from_slice(&ta.to_le_bytes());
+            ib.extend_from_slice(&tb.to_le_bytes());
+            assert_eq!(
+                cmp_borrowed(&a, &b),
+                key::cmp_ikey(&ia, &ib),
+                "{ka:?}/{ta} {kb:?}/{tb}"
             );
         }
-        assert!((0..n).all(|i| m.may_contain(format!("k{i}").as_bytes())));
-        let fp = (0..n)
-            .filter(|i| m.may_contain(format!("absent{i}").as_bytes()))
-            .count();
-        // 10 bits per key and 6 probes in one cache line: well under 2.5 %.
-        assert!(fp < n as usize / 40, "{fp} false positives of {n}");
-        assert_eq!(m.get(b"k7", 100), Lookup::Value(b"v".to_vec()));
+    }
+
+    #[test]
+    fn ordered_memtable_iterates_like_a_model_while_writes_go_on() {
+        // 6,000 writes (puts and deletes, several versions per key, some batched, one batch
+        // with its sequence numbers going down) with range visits in between, forward and
+        // back from random bounds: each visit sees exactly the model's entries at that point.
+        let m = Memtable::new(1, 1 << 20);
+        let mut model: BTreeMap<InternalKey, Vec<u8>> = BTreeMap::new();
+        let mut x = 5u64;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x >> 11
+        };
+        let mut seq = 100_000u64;
+        let mut visits = 0;
+        for round in 0..300u64 {
+            let n = 1 + next() % 40;
+            let mut owned = Vec::new();
+            for _ in 0..n {
+                seq += 1;
+                let s = if round == 7 { 300_000 - seq } else { seq };
+                let key = tricky_key(next());
+                let kind = if next() % 5 == 0 {
+                    ValueKind::Delete
+                } else {
+                    ValueKind::Put
+                };
+                let value = if kind == ValueKind::Put {
+                    format!("v{s}").into_bytes()
+                } else {
+                    Vec::new()
+                };
+                model.insert(InternalKey::new(&key, s, kind), value.clone());
+                owned.push((key, s, kind, value));
+            }
+            if round % 3 == 0 {
+                let entries: Vec<(&[u8], u64, ValueKind, &[u8])> = owned
+                    .iter()
+                    .map(|(k, s, kind, v)| (k.as_slice(), *s, *kind, v.as_slice()))
+                    .collect();
+                m.insert_batch(&entries);
+            } else {
+                for (k, s, kind, v) in &owned {
+                    m.insert(k, *s, *kind, v);
+                }
+            }
+            if next() % 4 == 0 {
+                visits += 1;
+                let at = InternalKey::new(&tricky_key(next()), next() % 400_000, ValueKind::Put);
+                let take = 1 + (next() % 70) as usize;
+                for forward in [true, false] {
+                    let mut got = Vec::new();
+                    m.visit_run(Bound::Included(&at), forward, take, |k, v| {
+                        got.push((k.to_vec(), v.to_vec()));
+                    });
+                    let want: Vec<(Vec<u8>, Vec<u8>)> = if forward {
+                        model
+                            .range(&at..)
+                            .take(take)
+                            .map(|(k, v)| (k.0.to_vec(), v.clone()))
+                            .collect()
+                    } else {
+                        model
+                            .range(..=&at)
+                            .rev()
+                            .take(take)
+                            .map(|(k, v)| (k.0.to_vec(), v.clone()))
+                            .collect()
+                    };
+                    assert_eq!(got, want, "round {round}, forward {forward}");
+                }
+            }
+        }
+        assert!(visits > 50);
+        // A whole forward walk, and the flush's order.
+        let mut walked = Vec::new();
+        m.visit_run(Bound::Unbounded, true, usize::MAX, |k, v| {
+            walked.push((k.to_vec(), v.to_vec()));
+        });
+        let want: Vec<(Vec<u8>, Vec<u8>)> = model
+            .iter()
+            .map(|(k, v)| (k.0.to_vec(), v.clone()))
+            .collect();
+        assert_eq!(walked, want);
+        let mut flushed = Vec::new();
+        m.for_each_in_order(|k, v| {
+            flushed.push((k.to_vec(), v.to_vec()));
+            Ok(())
+        })
+        .expect("in order");
+        assert_eq!(flushed, want);
+        for (k, v) in &model {
+            let p = key::parse(&k.0);
+            let got = m.get(p.user_key, u64::MAX >> 8);
+            let newest = model
+                .range(InternalKey::new(p.user_key, u64::MAX >> 8, ValueKind::Put)..)
+                .next()
+                .filter(|(nk, _)| key::parse(&nk.0).user_key == p.user_key);
+            if let Some((nk, nv)) = newest {
+                let want = match ValueKind::from_u8(key::parse(&nk.0).kind) {
+                    Some(ValueKind::Put) => Lookup::Value(nv.clone()),
+                    _ => Lookup::Deleted,
+                };
+                assert_eq!(got, want, "{:?}", p.user_key);
+            }
+            let _ = v;
+        }
+        // A flush visitor that fails stops at once and reports the error.
+        let mut calls = 0;
+        let r = m.for_each_in_order(|_, _| {
+            calls += 1;
+            Err(Error::InvalidArgument("stop".into()))
+        });
+        assert!(matches!(r, Err(Error::InvalidArgument(_))));
+        assert_eq!(calls, 1);
     }
 
     #[test]
