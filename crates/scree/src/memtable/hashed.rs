@@ -121,6 +121,16 @@ pub(super) struct VersionRef {
     at: Loc,
 }
 
+impl Default for VersionRef {
+    /// A reference to no version.
+    fn default() -> Self {
+        VersionRef {
+            shard: u32::MAX,
+            at: Loc::NONE,
+        }
+    }
+}
+
 /// A grouped key record at `at`: (the group's previous key record, the key).
 fn grouped_key(arena: &Arena, at: Loc) -> Option<(Loc, &[u8])> {
     let (c, o) = arena.chunk_of(at)?;
@@ -516,7 +526,7 @@ impl HashIndex {
     pub(super) fn values(&self) -> Values<'_> {
         Values {
             index: self,
-            held: (0..self.shards.len()).map(|_| None).collect(),
+            held: [const { None }; SHARDS],
         }
     }
 
@@ -561,7 +571,7 @@ impl HashIndex {
 /// Versions read by [`VersionRef`] ([`HashIndex::values`]).
 pub(super) struct Values<'a> {
     index: &'a HashIndex,
-    held: Vec<Option<parking_lot::RwLockReadGuard<'a, Shard>>>,
+    held: [Option<parking_lot::RwLockReadGuard<'a, Shard>>; SHARDS],
 }
 
 impl Values<'_> {

@@ -319,17 +319,17 @@ impl Memtable {
     /// Brings the key order up to date with every version inserted so far: the versions the
     /// shards logged since the last call are sorted, then merged in (one merge of two
     /// B-trees when they are many against the order's size, one insert each otherwise).
-    fn catch_up(&self) {
-        if self.order.read().map.len() >= self.len() {
-            return;
-        }
-        let mut o = self.order.write();
-        let Order { map, covered } = &mut *o;
+    /// The sort moves 16-byte (first 8 key bytes, index) pairs, not the keys: with the keys
+    /// it was most of a large catch-up's time.
+    fn catch_up(&self, o: &mut Order) {
+        let Order { map, covered } = o;
         let mut news: Vec<(InternalKey, VersionRef)> = Vec::new();
+        let mut rank: Vec<(u64, u32)> = Vec::new();
         self.index.log_since(covered, |k, trailer, r| {
             let mut ik = smallvec::SmallVec::with_capacity(k.len() + 8);
             ik.extend_from_slice(k);
             ik.extend_from_slice(&trailer.to_le_bytes());
+            rank.push((key::user_prefix(k), news.len() as u32));
             news.push((InternalKey(ik), r));
         });
         if news.is_empty() {
@@ -337,13 +337,27 @@ impl Memtable {
         }
         self.bytes
             .fetch_add(news.len() * ORDER_OVERHEAD, Ordering::Relaxed);
-        news.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        if news.len() * 8 >= map.len() {
-            let mut more: BTreeMap<InternalKey, VersionRef> = news.into_iter().collect();
+        let key_of = |i: u32| news.get(i as usize).map(|e| &e.0);
+        rank.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| key_of(a.1).cmp(&key_of(b.1))));
+        let empty = || {
+            (
+                InternalKey(smallvec::SmallVec::new()),
+                VersionRef::default(),
+            )
+        };
+        let mut take = |i: u32| {
+            news.get_mut(i as usize)
+                .map(|e| std::mem::replace(e, empty()))
+        };
+        if rank.len() * 8 >= map.len() {
+            let mut more: BTreeMap<InternalKey, VersionRef> =
+                rank.iter().filter_map(|&(_, i)| take(i)).collect();
             map.append(&mut more);
         } else {
-            for (k, r) in news {
-                map.insert(k, r);
+            for &(_, i) in &rank {
+                if let Some((k, r)) = take(i) {
+                    map.insert(k, r);
+                }
             }
         }
     }
@@ -362,8 +376,12 @@ impl Memtable {
         if !self.ordered {
             return;
         }
-        self.catch_up();
-        let o = self.order.read();
+        let mut o = self.order.read();
+        if o.map.len() < self.len() {
+            drop(o);
+            self.catch_up(&mut self.order.write());
+            o = self.order.read();
+        }
         let mut values = self.index.values();
         let mut visit = |(k, r): (&InternalKey, &VersionRef)| {
             if let Some(v) = values.value(*r) {
