@@ -32,8 +32,8 @@ pub(crate) struct CheckedBytes(pub Box<[u8]>);
 /// bytes stay in the map (the page cache holds them, and the table never changes), so a hit
 /// costs neither a copy nor a checksum. Weighed as the block it stands for (its size is the
 /// field), as a sorted table's block decoded from the map is weighed by the mapped bytes it
-/// refers to: the budget holds as many blocks either way. It holds no reference to the map, so a deleted
-/// table's marks keep nothing on disk alive (file numbers are never reused).
+/// refers to: the budget holds as many blocks either way. It holds no reference to the map,
+/// so a deleted table's marks keep nothing on disk alive (file numbers are never reused).
 pub(crate) struct CheckedMapped(pub usize);
 
 impl MetaItem for CheckedMapped {
