@@ -1,7 +1,8 @@
 //! The block cache: decoded data blocks keyed by (file number, offset), bounded in bytes
 //! (quick_cache, a CLOCK-Pro cache). With `Options::cache_index_and_filter_blocks` it also
 //! holds sorted tables' index blocks and Bloom filters, charged to the same budget; layouts
-//! with a block format of their own (`semisorted`) keep their checked blocks' bytes in it.
+//! with a block format of their own (`semisorted`) keep their checked blocks in it: the bytes
+//! of a block read into a buffer, a mark for one checked in the file's memory map.
 
 use std::sync::Arc;
 
@@ -20,11 +21,32 @@ pub(crate) enum Item {
     Index(Arc<TableIndex>),
     Filter(Arc<LoadedFilter>),
     Checked(Arc<CheckedBytes>),
+    CheckedMapped(Arc<CheckedMapped>),
 }
 
 /// The bytes of a block whose checksum was verified when it was read, for a layout whose
 /// blocks are not sorted-table blocks (the `semisorted` table's fixed-size blocks).
 pub(crate) struct CheckedBytes(pub Box<[u8]>);
+
+/// That a block of such a layout, read from the file's memory map, had a valid checksum: the
+/// bytes stay in the map (the page cache holds them, and the table never changes), so a hit
+/// costs neither a copy nor a checksum. Weighed as the block it stands for (its size is the
+/// field), as a sorted table's block decoded from the map is weighed by the mapped bytes it
+/// refers to: the budget holds as many blocks either way. It holds no reference to the map,
+/// so a deleted table's marks keep nothing on disk alive (file numbers are never reused).
+pub(crate) struct CheckedMapped(pub usize);
+
+impl MetaItem for CheckedMapped {
+    fn wrap(item: Arc<Self>) -> Item {
+        Item::CheckedMapped(item)
+    }
+    fn unwrap(item: Item) -> Option<Arc<Self>> {
+        match item {
+            Item::CheckedMapped(b) => Some(b),
+            _ => None,
+        }
+    }
+}
 
 impl MetaItem for CheckedBytes {
     fn wrap(item: Arc<Self>) -> Item {
@@ -79,6 +101,7 @@ impl Weighter<(u64, u64), Item> for ItemWeighter {
             Item::Index(b) => b.weight(),
             Item::Filter(f) => filter_weight(f),
             Item::Checked(b) => b.0.len() + 64,
+            Item::CheckedMapped(b) => b.0 + 64,
         }) as u64
     }
 }

@@ -466,3 +466,46 @@ fn new_tables_have_their_indexes_pinned_before_any_read() {
     }
     assert_eq!(ks.get(key(7, 7)).unwrap(), Some(value(0, 7, 0)));
 }
+
+/// A get's block goes into the block cache when read: from a mapped table as a mark that its
+/// checksum was verified (the bytes stay in the map), from a table read with `pread` as a
+/// copy. The next get of a key of that block is a cache hit that reads no block and returns
+/// the same value, either way; keys of other blocks still read theirs.
+#[test]
+fn a_cached_block_serves_the_next_get_without_a_read_mapped_or_not() {
+    for mmap in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = common::small_db();
+        o.mmap_reads = mmap;
+        o.block_cache_bytes = 1 << 20;
+        let db = Db::open(dir.path(), o).unwrap();
+        let ks = db.keyspace("s", opts()).unwrap();
+        let mut model = BTreeMap::new();
+        for i in 0..3_000u64 {
+            let (k, v) = (key(i % 50, i), value(i % 50, i, 1));
+            ks.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+        for (k, v) in model.iter().step_by(97) {
+            let before = db.stats();
+            assert_eq!(ks.get(k).unwrap().as_ref(), Some(v), "mmap {mmap}");
+            let first = db.stats();
+            assert_eq!(ks.get(k).unwrap().as_ref(), Some(v), "mmap {mmap}");
+            let second = db.stats();
+            // Blocks the first get looked in (read, or found cached): one, or more when a
+            // level's filter sent it to a sub-level without the key.
+            let looked = first.data_block_reads + first.cache_hits
+                - before.data_block_reads
+                - before.cache_hits;
+            assert!(looked >= 1, "mmap {mmap}: {before:?} {first:?}");
+            assert_eq!(
+                second.data_block_reads, first.data_block_reads,
+                "mmap {mmap}: the second get of {k:?} read a block"
+            );
+            assert_eq!(second.cache_hits, first.cache_hits + looked, "mmap {mmap}");
+        }
+        assert_eq!(ks.get(key(51, 0)).unwrap(), None);
+    }
+}

@@ -1020,6 +1020,13 @@ impl MultiLevelCuckoo {
         self.lookup_hashed(self.hash(key), key)
     }
 
+    /// Starts loading the two buckets [`lookup_hashed`](Self::lookup_hashed) of `hash` will
+    /// read, so that a lookup probing the filters of several levels waits for their cache
+    /// misses once, together, instead of one after the other. Changes nothing.
+    pub fn prefetch_hashed(&self, hash: u64) {
+        self.table.prefetch(hash);
+    }
+
     /// [`lookup`](Self::lookup) with the key's hash already computed (`hash` must be
     /// [`hash`](Self::hash) of `key`): the filters of several stepped levels of one database
     /// share one hash per lookup, and the `semisorted` layout derives it from the hashes it

@@ -13,12 +13,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering as AtOrd;
 use std::sync::Arc;
 
-use crate::cache::{BlockCache, CheckedBytes};
+use crate::cache::{BlockCache, CheckedBytes, CheckedMapped};
 
 use crate::coding::{crc, get_u32, get_u64, put_u32, put_u64, put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::filter::cuckoo::{key_hash, split_hashes};
 use crate::fs::{CountedReader, CountedWriter, Env};
+use crate::hint::prefetch;
 use crate::index::{BlockIndex, IndexBuilder};
 use crate::key::{self, ValueKind};
 use crate::memtable::Lookup;
@@ -584,16 +585,41 @@ impl SemiReader {
     }
 
     /// Data block `b`, checksum checked, and whether it was read from the file (not found in
-    /// the block cache): from the cache for a lookup or scan of a cached reader, else a slice
-    /// of the file's memory map when it has one (no copy), else read into a buffer.
+    /// the block cache): for a lookup or scan of a cached reader, a block found in the cache
+    /// (a mapped block's mark, or the bytes of one read into a buffer); else a slice of the
+    /// file's memory map when it has one (no copy), else read into a buffer. A block checked
+    /// now goes into the cache: a mapped one as a [`CheckedMapped`] mark, a read one as its
+    /// bytes.
     fn read_block(&self, b: u32, kind: ReadKind) -> Result<(BlockBytes<'_>, bool)> {
         let bs = self.footer.block_size as usize;
         let off = u64::from(b) * bs as u64;
         let cache = self.cache.as_ref().filter(|_| kind == ReadKind::Data);
+        // The block in the file's map (bounds checked against the map, not counted as a read).
+        let in_map = self.file.map().and_then(|m| {
+            let at = usize::try_from(off).ok()?;
+            m.get(at..at.checked_add(bs)?)
+        });
+        // Its first line and its checksum's (read first, then the body from the start) are
+        // cache misses into gigabytes of tables: started now, they arrive while the block
+        // cache is searched instead of one after the other after it.
+        if let Some(m) = in_map {
+            prefetch(m);
+            if let Some(t) = m.get(bs - 4..) {
+                prefetch(t);
+            }
+        }
         if let Some((c, file_no)) = cache {
-            if let Some(hit) = c.get_meta::<CheckedBytes>(*file_no, off) {
+            let hit = match in_map {
+                Some(m) => c
+                    .get_meta::<CheckedMapped>(*file_no, off)
+                    .map(|_| BlockBytes::Mapped(m)),
+                None => c
+                    .get_meta::<CheckedBytes>(*file_no, off)
+                    .map(BlockBytes::Cached),
+            };
+            if let Some(hit) = hit {
                 self.file.io_stats().cache_hits.fetch_add(1, AtOrd::Relaxed);
-                return Ok((BlockBytes::Cached(hit), false));
+                return Ok((hit, false));
             }
             self.file
                 .io_stats()
@@ -613,7 +639,12 @@ impl SemiReader {
             ));
         }
         if let Some((c, file_no)) = cache {
-            c.insert_meta(*file_no, off, Arc::new(CheckedBytes(Box::from(&*block))));
+            match &block {
+                BlockBytes::Mapped(_) => {
+                    c.insert_meta(*file_no, off, Arc::new(CheckedMapped(bs)));
+                }
+                _ => c.insert_meta(*file_no, off, Arc::new(CheckedBytes(Box::from(&*block)))),
+            }
         }
         Ok((block, true))
     }

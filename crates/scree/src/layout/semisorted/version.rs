@@ -413,18 +413,36 @@ impl SemiVersion {
         let sk = &self.shared;
         let h = hashes(&sk.hash_key, sk.prefix_len, user_key);
         let kh = split_hash(h.0, h.1);
-        for (li, level) in self.levels.iter().enumerate() {
+        // Each level's structure (one read of the plan for the whole lookup), and its filter,
+        // whose buckets are loaded now: the levels' probes are cache misses into tables of
+        // megabytes, waited for together instead of one after the other.
+        let mut levels: [(Option<&MultiLevelCuckoo>, bool); MAX_LEVELS] =
+            [(None, true); MAX_LEVELS];
+        {
+            let plans = sk.plan.read();
+            for ((li, level), slot) in self.levels.iter().enumerate().zip(levels.iter_mut()) {
+                let plan = plans
+                    .get(li)
+                    .or(plans.last())
+                    .copied()
+                    .unwrap_or(LevelPlan::FULL);
+                let filter = match plan.filter && !level.subs.is_empty() {
+                    true => level.filter().map(|f| &**f),
+                    false => None,
+                };
+                if let Some(f) = filter {
+                    f.prefetch_hashed(kh);
+                }
+                *slot = (filter, plan.index);
+            }
+        }
+        for ((li, level), &(filter, pin)) in self.levels.iter().enumerate().zip(levels.iter()) {
             if level.subs.is_empty() {
                 continue;
             }
             let n = level.subs.len();
             // The sub-level (index, newest first) to start at, and whether older ones must be
             // probed after it.
-            let plan = sk.plan_of(li);
-            let filter = match plan.filter {
-                true => level.filter().map(|f| &**f),
-                false => None,
-            };
             let (start, all) = match filter.map(|f| f.lookup_hashed(kh, user_key)) {
                 Some(Answer::Absent) => continue,
                 Some(Answer::SubLevel(id)) if usize::from(id) < n => {
@@ -438,7 +456,7 @@ impl SemiVersion {
                 Some(_) | None => (0, true),
             };
             for sub in level.subs.iter().skip(start) {
-                match self.get_in_sub((li, plan.index), sub, user_key, h, seq)? {
+                match self.get_in_sub((li, pin), sub, user_key, h, seq)? {
                     Lookup::Absent => {}
                     found => {
                         if let (0, Some(place)) = (li, first.as_deref_mut()) {
