@@ -67,6 +67,6 @@ pub use options::{
     MAX_VALUE_BYTES,
 };
 pub use stats::{
-    BytesWritten, KeyspaceStats, LevelReads, LevelStats, LevelWrites, LightweightStats, Stats,
-    TableInfo,
+    BytesWritten, KeyspaceStats, LevelMemory, LevelReads, LevelStats, LevelWrites,
+    LightweightStats, Stats, TableInfo,
 };

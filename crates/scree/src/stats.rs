@@ -410,6 +410,64 @@ pub struct LevelStats {
     /// are in [`Stats::table_reader_bytes`]. 0 otherwise.
     #[serde(default)]
     pub filter_bytes: u64,
+    /// What the level pins in memory, by kind, measured from the structures' heap bytes
+    /// (`semisorted`; `None` for layouts that do not break it down).
+    #[serde(default)]
+    pub memory: Option<LevelMemory>,
+}
+
+/// The heap a `semisorted` level pins outside the caches, by kind, each measured from the
+/// allocations of the structures its live tables' open readers and its filter hold (never a
+/// formula). `reader_bytes` is what [`Stats::table_reader_bytes`] counts for these tables
+/// (so that total minus the levels' `reader_bytes` is held by readers of tables no version
+/// of this keyspace lists now, or by other keyspaces); the filter is `filter_*`, which
+/// [`LevelStats::filter_bytes`] sums.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LevelMemory {
+    /// Entries of the level's tables.
+    pub entries: u64,
+    /// Of the level's tables, those with an open reader.
+    pub open_readers: u64,
+    /// Of those, readers holding their index pinned.
+    pub pinned_indexes: u64,
+    /// Entries of the tables whose index is pinned.
+    pub pinned_index_entries: u64,
+    /// Heap the open readers were counted with in `Stats::table_reader_bytes`: their pinned
+    /// indexes and the readers themselves.
+    pub reader_bytes: u64,
+    /// Of `reader_bytes`: the pinned indexes (all their levels).
+    pub index_bytes: u64,
+    /// Of `index_bytes`: level 1, the entropy-coded trie's codes and its bucket directory.
+    pub index_level1_bytes: u64,
+    /// Of `index_level1_bytes`: the bucket directory built at load (not in the file).
+    pub index_dir_bytes: u64,
+    /// Of `index_bytes`: level 2 (group ends and continuations with rank/select support).
+    pub index_level2_bytes: u64,
+    /// Of `index_bytes`: level 3 (separators and their starts).
+    pub index_level3_bytes: u64,
+    /// The filter's primary cuckoo table (its bit array).
+    pub filter_primary_bytes: u64,
+    /// The filter's secondary table: its hash table's allocation and its key arena.
+    pub filter_secondary_bytes: u64,
+    /// Slots of the primary table.
+    pub filter_slots: u64,
+    /// Entries in the primary table.
+    pub filter_entries: u64,
+    /// Keys in the secondary table.
+    pub filter_secondary_keys: u64,
+    /// Segments of the primary table.
+    pub filter_segments: u32,
+    /// Bits of a slot's tag (the stored part of a fingerprint).
+    pub filter_tag_bits: u32,
+    /// Bits of a slot's sub-level id.
+    pub filter_id_bits: u32,
+}
+
+impl LevelMemory {
+    /// Everything the level pins: its readers (indexes included) and its filter.
+    pub fn total(&self) -> u64 {
+        self.reader_bytes + self.filter_primary_bytes + self.filter_secondary_bytes
+    }
 }
 
 /// Block reads of point lookups at one level of a keyspace (layouts that count them).

@@ -354,12 +354,7 @@ fn secondary_keys(db: &Db) -> Vec<u64> {
     db.stats().keyspaces[0]
         .levels
         .iter()
-        .map(|l| {
-            let d = &l.detail;
-            let end = d.find(" keys in its secondary table").unwrap_or(0);
-            let start = d[..end].rfind(' ').map_or(0, |p| p + 1);
-            d[start..end].parse().unwrap_or(u64::MAX)
-        })
+        .map(|l| l.memory.map_or(u64::MAX, |m| m.filter_secondary_keys))
         .collect()
 }
 
@@ -508,4 +503,111 @@ fn a_cached_block_serves_the_next_get_without_a_read_mapped_or_not() {
         }
         assert_eq!(ks.get(key(51, 0)).unwrap(), None);
     }
+}
+
+/// Checks that `db`'s one keyspace `ks` reports its pinned memory honestly, and returns the
+/// pinned indexes' bytes: each level's open readers are what `table_reader_bytes` and
+/// `open_table_files` count (the merges done, nothing else holds a reader), every table's
+/// reader is open with its index pinned (the default plan pins them) after a get of every key,
+/// the indexes' bytes are those of the same indexes decoded again from their files (as
+/// `scree dump` does), their parts add up, and the filter's parts are its `filter_bytes`.
+fn check_pinned_memory(db: &Db, ks: &scree::Keyspace, dir: &std::path::Path) -> u64 {
+    let s = db.stats();
+    let levels = &s.keyspaces[0].levels;
+    let mut readers = (0u64, 0u64);
+    let mut index_bytes = 0u64;
+    for l in levels {
+        let m = l.memory.expect("semisorted levels report their memory");
+        readers.0 += m.reader_bytes;
+        readers.1 += m.open_readers;
+        index_bytes += m.index_bytes;
+        assert_eq!(m.open_readers, l.tables, "level {}: {m:?}", l.level);
+        assert_eq!(m.pinned_indexes, l.tables, "level {}: {m:?}", l.level);
+        assert_eq!(m.pinned_index_entries, m.entries, "level {}", l.level);
+        assert_eq!(
+            m.filter_primary_bytes + m.filter_secondary_bytes,
+            l.filter_bytes,
+            "level {}",
+            l.level
+        );
+        if l.tables > 0 {
+            let parts = m.index_level1_bytes + m.index_level2_bytes + m.index_level3_bytes;
+            assert!(
+                parts > 0 && parts < m.index_bytes,
+                "level {}: {m:?}",
+                l.level
+            );
+            assert!(
+                m.index_dir_bytes > 0 && m.index_dir_bytes <= m.index_level1_bytes,
+                "level {}: {m:?}",
+                l.level
+            );
+            assert!(m.index_bytes < m.reader_bytes, "level {}: {m:?}", l.level);
+            assert!(m.filter_primary_bytes > 0 && m.filter_entries > 0);
+            assert_eq!(m.total(), m.reader_bytes + l.filter_bytes);
+        }
+    }
+    assert_eq!(
+        readers.0, s.table_reader_bytes,
+        "readers outside the levels"
+    );
+    assert_eq!(
+        readers.1, s.open_table_files,
+        "open tables outside the levels"
+    );
+    let fs: std::sync::Arc<dyn scree::fs::FileSystem> =
+        std::sync::Arc::new(scree::fs::std_fs::StdFs);
+    let decoded: u64 = ks
+        .tables()
+        .iter()
+        .map(|t| {
+            let d = scree::table_format::describe(fs.clone(), &dir.join(&t.file)).unwrap();
+            let fact = d.facts.iter().find(|(name, _)| *name == "index_heap_bytes");
+            fact.expect("index_heap_bytes").1
+        })
+        .sum();
+    assert_eq!(
+        index_bytes, decoded,
+        "pinned indexes against the files' indexes"
+    );
+    index_bytes
+}
+
+/// The pinned memory by level and kind adds up to the totals and to the indexes in the files;
+/// a full compaction, which replaces every table, takes the dropped tables' readers out of the
+/// totals.
+#[test]
+fn pinned_memory_by_level_adds_up_and_dropped_tables_leave_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_db()).unwrap();
+    let mut o = opts();
+    o.write_buffer_bytes = 256 * 1024;
+    let ks = db.keyspace("s", o).unwrap();
+    let n = 30_000u64;
+    let get_all = |ks: &scree::Keyspace, gen: u64| {
+        for i in 0..n {
+            assert_eq!(ks.get(key(i % 300, i)).unwrap(), Some(value(0, i, gen)));
+        }
+    };
+    for i in 0..n {
+        ks.put(key(i % 300, i), value(0, i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    get_all(&ks, 0);
+    let before: Vec<String> = ks.tables().into_iter().map(|t| t.file).collect();
+    assert!(before.len() > 1, "{before:?}");
+    assert!(check_pinned_memory(&db, &ks, dir.path()) > 0);
+
+    // Every key rewritten, then one compaction of everything: the tables holding the first
+    // versions are merged away and dropped.
+    for i in 0..n {
+        ks.put(key(i % 300, i), value(0, i, 1)).unwrap();
+    }
+    db.compact().unwrap();
+    get_all(&ks, 1);
+    let after: Vec<String> = ks.tables().into_iter().map(|t| t.file).collect();
+    let dropped = before.iter().filter(|f| !after.contains(f)).count();
+    assert!(dropped > 0, "{before:?} {after:?}");
+    assert!(check_pinned_memory(&db, &ks, dir.path()) > 0);
 }

@@ -367,6 +367,7 @@ impl BenchEngine for ScreeEngine {
             ),
             layout_counters: match self.layout {
                 Layout::Lightweight => serde_json::to_value(&s.lightweight).ok(),
+                Layout::SemiSorted { .. } => Some(pinned_breakdown(&s)),
                 _ => None,
             },
         }
@@ -379,6 +380,48 @@ impl BenchEngine for ScreeEngine {
     fn wait_method(&self) -> &'static str {
         "Db::wait_for_compactions()"
     }
+}
+
+/// `semisorted`'s pinned memory by level and kind (`LevelMemory`, measured from the
+/// structures' heap bytes), with what `Stats::table_reader_bytes` holds beyond the live
+/// tables' readers (`other_reader_bytes`: readers of tables no longer in a version, if any
+/// are still held). Summed over the keyspaces; the levels' totals and the other readers add
+/// up to the pinned metadata bytes.
+fn pinned_breakdown(s: &scree::Stats) -> serde_json::Value {
+    let mut levels: Vec<scree::LevelMemory> = Vec::new();
+    for l in s.keyspaces.iter().flat_map(|k| &k.levels) {
+        let Some(m) = &l.memory else { continue };
+        let i = l.level as usize;
+        if levels.len() <= i {
+            levels.resize(i + 1, scree::LevelMemory::default());
+        }
+        if let Some(x) = levels.get_mut(i) {
+            x.entries += m.entries;
+            x.open_readers += m.open_readers;
+            x.pinned_indexes += m.pinned_indexes;
+            x.pinned_index_entries += m.pinned_index_entries;
+            x.reader_bytes += m.reader_bytes;
+            x.index_bytes += m.index_bytes;
+            x.index_level1_bytes += m.index_level1_bytes;
+            x.index_dir_bytes += m.index_dir_bytes;
+            x.index_level2_bytes += m.index_level2_bytes;
+            x.index_level3_bytes += m.index_level3_bytes;
+            x.filter_primary_bytes += m.filter_primary_bytes;
+            x.filter_secondary_bytes += m.filter_secondary_bytes;
+            x.filter_slots += m.filter_slots;
+            x.filter_entries += m.filter_entries;
+            x.filter_secondary_keys += m.filter_secondary_keys;
+            x.filter_segments = x.filter_segments.max(m.filter_segments);
+            x.filter_tag_bits = x.filter_tag_bits.max(m.filter_tag_bits);
+            x.filter_id_bits = x.filter_id_bits.max(m.filter_id_bits);
+        }
+    }
+    let live: u64 = levels.iter().map(|m| m.reader_bytes).sum();
+    serde_json::json!({
+        "pinned_levels": levels,
+        "other_reader_bytes": s.table_reader_bytes.saturating_sub(live),
+        "table_reader_bytes": s.table_reader_bytes,
+    })
 }
 
 /// Bytes flushed and compacted into each level, summed over the keyspaces (index = level).

@@ -237,6 +237,11 @@ impl Ect {
     pub(crate) fn heap_bytes(&self) -> usize {
         self.words.capacity() * 8 + self.dir.heap_bytes()
     }
+
+    /// The part of [`Ect::heap_bytes`] held by the bucket directory (built at load).
+    pub(crate) fn dir_heap_bytes(&self) -> usize {
+        self.dir.heap_bytes()
+    }
 }
 
 #[cfg(test)]

@@ -36,6 +36,8 @@ pub struct HeapBytes {
     pub fixed: usize,
     /// Level 1: the trie's code stream and its bucket directory.
     pub level1: usize,
+    /// Of `level1`: the bucket directory built at load (`dir.rs`; not in the file).
+    pub level1_dir: usize,
     /// Level 2: the group-end and continuation bit vectors with their rank/select support.
     pub level2: usize,
     /// Level 3: the separators' bits and their starting positions.
@@ -235,6 +237,7 @@ impl BlockIndex {
         HeapBytes {
             fixed: std::mem::size_of::<Self>(),
             level1: self.ect.heap_bytes(),
+            level1_dir: self.ect.dir_heap_bytes(),
             level2: self.groups.heap_bytes(),
             level3: self.separators.heap_bytes(),
         }

@@ -793,6 +793,7 @@ impl LayoutVersion for FragmentedVersion {
         }
         let mut out = vec![LevelStats {
             filter_bytes: 0,
+            memory: None,
             level: 0,
             tables: self.l0.len() as u64,
             bytes: self.level_bytes(0),
@@ -802,6 +803,7 @@ impl LayoutVersion for FragmentedVersion {
             let nonempty = lvl.guards.iter().filter(|g| !g.tables.is_empty()).count();
             out.push(LevelStats {
                 filter_bytes: 0,
+                memory: None,
                 level: j as u32,
                 tables: lvl.tables as u64,
                 bytes: lvl.bytes,

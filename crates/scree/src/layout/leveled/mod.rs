@@ -244,6 +244,7 @@ impl LayoutVersion for LeveledVersion {
             .enumerate()
             .map(|(l, files)| LevelStats {
                 filter_bytes: 0,
+                memory: None,
                 level: l as u32,
                 tables: files.len() as u64,
                 bytes: self.bytes_of(l),

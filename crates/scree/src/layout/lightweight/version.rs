@@ -400,6 +400,7 @@ impl LayoutVersion for LwcVersion {
     fn level_stats(&self) -> Vec<LevelStats> {
         let mut out = vec![LevelStats {
             filter_bytes: 0,
+            memory: None,
             level: 0,
             tables: self.l0.len() as u64,
             bytes: self.l0.iter().map(|t| t.meta.size).sum(),
@@ -408,6 +409,7 @@ impl LayoutVersion for LwcVersion {
         for (i, lv) in self.levels.iter().enumerate() {
             out.push(LevelStats {
                 filter_bytes: 0,
+                memory: None,
                 level: i as u32 + 1,
                 tables: lv.tables.len() as u64,
                 bytes: lv.bytes,

@@ -386,6 +386,7 @@ impl LayoutVersion for SegVersion {
             .into_iter()
             .map(|(level, ts)| LevelStats {
                 filter_bytes: 0,
+                memory: None,
                 level,
                 tables: ts.len() as u64,
                 bytes: ts.iter().map(|t| t.meta.size).sum(),

@@ -162,14 +162,22 @@ fn max_ids(o: &crate::options::SemiSortedOptions, stepped: bool) -> usize {
 
 /// Tag bits of a level filter's slots once the level holds the `sub_levels − 1` sub-levels it
 /// keeps at rest (or `sub_levels`, just before its merge): a false-positive rate of about
-/// `2 × 4 × 0.94 / 2^13 ≈ 0.0009` per probed level. A table of fewer segments stores wider
-/// tags (the fingerprint range is made for the full level), one of more stores narrower ones.
-pub const LEVEL_TAG_BITS: u32 = 13;
+/// `2 × 4 × 0.94 / 2^12 ≈ 0.0018` per probed level (0.0005 at 2–3 sub-levels, 14-bit tags).
+/// A table of fewer segments stores wider tags (the fingerprint range is made for the full
+/// level), one of more stores narrower ones. 13 bits cost a level of 2–3 sub-levels (most of
+/// a 50M fill's keys) 15 + 3-bit slots, ≥ 18.8 bits per key at the 96 % load growth plans
+/// for, which left index + filter at 20.1–21.1 bits per key; 12 bits measured 19.2–19.4 with
+/// 0.0016–0.0029 data blocks per missing get instead of 0.0008–0.0015 (docs/benchmarks.md,
+/// "Issue 31: semisorted pinned memory").
+pub const LEVEL_TAG_BITS: u32 = 12;
 
 /// Segments of a stepped level's filter per sub-level of the size of its first: a later
-/// sub-level of another size (a merge that took more flushes) rounds up to half a first
-/// sub-level's slots, not a whole one.
-pub const SEGMENTS_PER_SUBLEVEL: u32 = 2;
+/// sub-level of another size (a merge that took more flushes) rounds up to an eighth of a
+/// first sub-level's slots. With two, a second sub-level 4.3 % larger than the first took a
+/// fifth segment (2.5 sub-levels' slots, 23.4 bits per key instead of 19.0 for a level of 2,
+/// most of a 50M fill's keys); segments narrow no tag (the fingerprint range is made for the
+/// full level) and a lookup computes its segment in constant time whatever their number.
+pub const SEGMENTS_PER_SUBLEVEL: u32 = 8;
 
 /// Filter parameters for a level whose first sub-level (a stepped level) or whose run (an LSM
 /// level) has `keys` keys, in `segments` segments of `keys / segments` each. A stepped level's

@@ -25,7 +25,7 @@ use crate::layout::{check_edit_tables, LayoutVersion, TablePlace};
 use crate::manifest::edit::KsEdit;
 use crate::memtable::{FirstLevel, Lookup};
 use crate::options::LevelPlan;
-use crate::stats::{LevelReads, LevelStats, Pinned, ReadKind};
+use crate::stats::{LevelMemory, LevelReads, LevelStats, Pinned, ReadKind};
 use crate::table::{TableAux, TableCtx, TableFile};
 
 /// Deepest level counted.
@@ -42,6 +42,8 @@ pub struct SemiHandle {
 pub struct OpenSemi {
     /// The reader.
     pub reader: SemiReader,
+    /// The heap bytes `_pinned` counts (the reader's `memory_bytes` at its open).
+    bytes: usize,
     _pinned: Pinned,
 }
 
@@ -51,13 +53,32 @@ impl TableAux for SemiHandle {
     }
 }
 
-/// Heap bytes of `f`'s pinned index, if its reader is open with one.
-pub fn pinned_index_bytes(f: &TableFile) -> Option<usize> {
+/// `f`'s open reader, if it has one.
+fn open_reader(f: &TableFile) -> Option<Arc<OpenSemi>> {
     let h = f.aux.get()?;
     let h = (h.as_ref() as &dyn Any).downcast_ref::<SemiHandle>()?;
-    let open = h.open.read().clone()?;
-    let i = open.reader.pinned_index()?;
-    Some(i.heap_bytes().total())
+    let open = h.open.read().clone();
+    open
+}
+
+/// Adds what the live table `f`'s open reader (if any) pins to `m`: the bytes it was counted
+/// with in `Stats::table_reader_bytes`, and its index's by level.
+fn add_reader_memory(m: &mut LevelMemory, f: &TableFile) {
+    let Some(open) = open_reader(f) else {
+        return;
+    };
+    m.open_readers += 1;
+    m.reader_bytes += open.bytes as u64;
+    if let Some(i) = open.reader.pinned_index() {
+        let h = i.heap_bytes();
+        m.pinned_indexes += 1;
+        m.pinned_index_entries += f.meta.entries;
+        m.index_bytes += h.total() as u64;
+        m.index_level1_bytes += h.level1 as u64;
+        m.index_dir_bytes += h.level1_dir as u64;
+        m.index_level2_bytes += h.level2 as u64;
+        m.index_level3_bytes += h.level3 as u64;
+    }
 }
 
 /// The open reader of `f` (opened on first use and after the bound closed it), its index
@@ -84,6 +105,7 @@ pub fn reader_of(f: &TableFile, pin_index: bool) -> Result<Arc<OpenSemi>> {
     let bytes = reader.memory_bytes();
     let open = Arc::new(OpenSemi {
         reader,
+        bytes,
         _pinned: Pinned::new(stats, bytes),
     });
     {
@@ -716,28 +738,54 @@ impl LayoutVersion for SemiVersion {
                 let entries = l.entries();
                 let filter = match l.filter() {
                     _ if l.subs.is_empty() => "no filter (empty)".to_string(),
-                    Some(f) => format!(
-                        "filter {:.1} bits/key, {} keys in its secondary table",
-                        (f.heap_bytes() * 8) as f64 / entries.max(1) as f64,
-                        f.secondary_len()
-                    ),
+                    Some(f) => {
+                        let fm = f.memory();
+                        format!(
+                            "filter {:.1} bits/key ({} segments, {}+{}-bit slots at {:.1} % load; \
+                             secondary table {:.2} bits/key, {} keys)",
+                            (f.heap_bytes() * 8) as f64 / entries.max(1) as f64,
+                            fm.segments,
+                            fm.tag_bits,
+                            fm.id_bits,
+                            100.0 * fm.primary_entries as f64 / fm.primary_slots.max(1) as f64,
+                            (fm.secondary_bytes * 8) as f64 / entries.max(1) as f64,
+                            fm.secondary_entries
+                        )
+                    }
                     None => "filter missing".to_string(),
                 };
-                // Bits per key of the indexes pinned now, over the entries of their tables.
-                let (mut heap, mut covered) = (0usize, 0u64);
+                let mut m = LevelMemory {
+                    entries,
+                    ..LevelMemory::default()
+                };
                 for t in l.subs.iter().flat_map(|s| s.tables.iter()) {
-                    if let Some(b) = pinned_index_bytes(t) {
-                        heap += b;
-                        covered += t.meta.entries;
-                    }
+                    add_reader_memory(&mut m, t);
                 }
-                let index = if covered == 0 {
+                if let Some(f) = l.filter() {
+                    let fm = f.memory();
+                    m.filter_primary_bytes = fm.primary_bytes as u64;
+                    m.filter_secondary_bytes = fm.secondary_bytes as u64;
+                    m.filter_slots = fm.primary_slots as u64;
+                    m.filter_entries = fm.primary_entries as u64;
+                    m.filter_secondary_keys = fm.secondary_entries as u64;
+                    m.filter_segments = fm.segments;
+                    m.filter_tag_bits = fm.tag_bits;
+                    m.filter_id_bits = fm.id_bits;
+                }
+                // Bits per key of the indexes pinned now, over the entries of their tables.
+                let index = if m.pinned_index_entries == 0 {
                     "no index pinned".to_string()
                 } else {
-                    format!("index {:.2} bits/key", (heap * 8) as f64 / covered as f64)
+                    let bits = |b: u64| (b * 8) as f64 / m.pinned_index_entries as f64;
+                    format!(
+                        "index {:.2} bits/key ({:.2} of them its directory)",
+                        bits(m.index_bytes),
+                        bits(m.index_dir_bytes)
+                    )
                 };
                 LevelStats {
-                    filter_bytes: l.filter().map_or(0, |f| f.heap_bytes() as u64),
+                    memory: Some(m),
+                    filter_bytes: m.filter_primary_bytes + m.filter_secondary_bytes,
                     level: i as u32,
                     tables: l.subs.iter().map(|s| s.tables.len() as u64).sum(),
                     bytes: l.subs.iter().map(|s| s.bytes()).sum(),

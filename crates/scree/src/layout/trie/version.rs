@@ -718,6 +718,7 @@ impl LayoutVersion for TrieVersion {
                 };
                 LevelStats {
                     filter_bytes: 0,
+                    memory: None,
                     level: d,
                     tables,
                     bytes,
