@@ -162,14 +162,15 @@ fn max_ids(o: &crate::options::SemiSortedOptions, stepped: bool) -> usize {
 
 /// Tag bits of a level filter's slots once the level holds the `sub_levels − 1` sub-levels it
 /// keeps at rest (or `sub_levels`, just before its merge): a false-positive rate of about
-/// `2 × 4 × 0.94 / 2^12 ≈ 0.0018` per probed level (0.0005 at 2–3 sub-levels, 14-bit tags).
+/// `2 × 4 × 0.94 / 2^13 ≈ 0.0009` per probed level (0.0002 at 2–3 sub-levels, 15-bit tags).
 /// A table of fewer segments stores wider tags (the fingerprint range is made for the full
 /// level), one of more stores narrower ones. 13 bits cost a level of 2–3 sub-levels (most of
 /// a 50M fill's keys) 15 + 3-bit slots, ≥ 18.8 bits per key at the 96 % load growth plans
-/// for, which left index + filter at 20.1–21.1 bits per key; 12 bits measured 19.2–19.4 with
-/// 0.0016–0.0029 data blocks per missing get instead of 0.0008–0.0015 (docs/benchmarks.md,
-/// "Issue 31: semisorted pinned memory").
-pub const LEVEL_TAG_BITS: u32 = 12;
+/// for, which leaves index + filter at 20.1–21.1 bits per key; 12 bits measured 19.2–19.7
+/// but 1.0104 data blocks per present get in a 50M run (0.998–0.999 with 13) and 2–3× the
+/// missing-key block reads, so 13 is kept (docs/benchmarks.md, "Issue 31: semisorted pinned
+/// memory").
+pub const LEVEL_TAG_BITS: u32 = 13;
 
 /// Segments of a stepped level's filter per sub-level of the size of its first: a later
 /// sub-level of another size (a merge that took more flushes) rounds up to an eighth of a
