@@ -212,6 +212,20 @@ pub(crate) fn part_cap(victims: &[u64], fan_out: u64, limit: u64, division_floor
     (avg / fan_out.max(1)).clamp(lo, hi)
 }
 
+/// Whether a target group of the deepest level (`deepest`: nothing lies below the
+/// compaction's output level) holding `held` bytes is rewritten with its arrival of
+/// `arrival` bytes although the arrival would fit: when the arrival is more than it holds
+/// and more than two tables a compaction makes (`cap`, [`part_cap`]). Such a group owns a
+/// range far wider than its data (a young level's first and last tables own everything
+/// beyond the keys they were cut from); appended to, it would take this arrival and the
+/// next ones whole and be rewritten with all of them once full. Rewritten now, it costs
+/// what it holds (at most the arrival again) and the arrival is cut into tables of its own
+/// range, which later arrivals append to. Not above the deepest level: there a full table
+/// goes down before an arrival instead (room before an arrival).
+pub(crate) fn cut_early(deepest: bool, held: u64, arrival: u64, cap: u64) -> bool {
+    deepest && arrival >= cap.saturating_mul(2) && held <= arrival
+}
+
 /// What the compaction appended to one target.
 struct Appended {
     idx: usize,
@@ -516,7 +530,15 @@ impl CompactJob {
                     .max(t.meta.size);
                 full |= self.would_overflow(t, len, planned(a));
             }
-            if !full {
+            let arrived: u64 = arrival.get(f..end).unwrap_or_default().iter().sum();
+            let held: u64 = targets
+                .get(f..end)
+                .unwrap_or_default()
+                .iter()
+                .map(|(_, t)| t.meta.size - t.meta.dead_bytes())
+                .sum();
+            let early = !full && cut_early(self.deeper_empty, held, planned(arrived), self.cap());
+            if !full && !early {
                 continue;
             }
             // Rewritten: the group's segments join the merge, and its span is written as
@@ -529,13 +551,16 @@ impl CompactJob {
                 r.iters(false, &mut children)?;
                 e.removed.push(t.meta.file_no);
             }
-            let arrived: u64 = arrival.get(f..end).unwrap_or_default().iter().sum();
             if let (Some(r), Some(p)) = (rewrite.get_mut(gi), part.get_mut(gi)) {
                 *r = true;
                 *p = ((live + arrived) / self.division_count.max(1) as u64)
                     .clamp(1, self.cap());
             }
             c.full_rewrites.fetch_add(1, Ordering::Relaxed);
+            c.rewrite_held_bytes.fetch_add(live, Ordering::Relaxed);
+            if early {
+                c.early_rewrites.fetch_add(1, Ordering::Relaxed);
+            }
         }
         let mut input = MergingIter::new(children);
         let rules = MergeRules {

@@ -1026,6 +1026,21 @@ mod policy {
     }
 
     #[test]
+    fn a_deepest_group_holding_less_than_a_large_arrival_is_cut_now() {
+        use super::super::jobs::cut_early;
+        let cap = 4 * MIB;
+        // A young deepest level's end table: 3 MiB held, 12 MiB arriving.
+        assert!(cut_early(true, 3 * MIB, 12 * MIB, cap));
+        // Not above the deepest level (room before an arrival handles it there).
+        assert!(!cut_early(false, 3 * MIB, 12 * MIB, cap));
+        // Holding more than the arrival: appended to (cut when full).
+        assert!(!cut_early(true, 13 * MIB, 12 * MIB, cap));
+        // An arrival of less than two tables: appended to.
+        assert!(!cut_early(true, MIB, 8 * MIB - 1, cap));
+        assert!(cut_early(true, MIB, 8 * MIB, cap));
+    }
+
+    #[test]
     fn level_1_has_room_for_one_level_0_compaction_before_it_is_over_budget() {
         let mut o = opts();
         o.level_base_bytes = 10 * MIB;
