@@ -283,12 +283,7 @@ impl CompactJob {
             .iter()
             .map(|v| if v.meta.entries > 0 { v.meta.size } else { 0 })
             .collect();
-        part_cap(
-            &sizes,
-            self.fan_out,
-            self.limit,
-            self.division_count as u64,
-        )
+        part_cap(&sizes, self.fan_out, self.limit, self.division_count as u64)
     }
 
     /// The target whose routing range holds `user_key`.
@@ -553,8 +548,7 @@ impl CompactJob {
             }
             if let (Some(r), Some(p)) = (rewrite.get_mut(gi), part.get_mut(gi)) {
                 *r = true;
-                *p = ((live + arrived) / self.division_count.max(1) as u64)
-                    .clamp(1, self.cap());
+                *p = ((live + arrived) / self.division_count.max(1) as u64).clamp(1, self.cap());
             }
             c.full_rewrites.fetch_add(1, Ordering::Relaxed);
             c.rewrite_held_bytes.fetch_add(live, Ordering::Relaxed);

@@ -270,7 +270,16 @@ fn room_chain(
         return Vec::new();
     };
     let ghi = lv.los.get(g.1).map(Vec::as_slice);
-    let mut out = room_chain(v, o, limit, l0_backlog, level + 1, glo, ghi, lv.live_bytes(g));
+    let mut out = room_chain(
+        v,
+        o,
+        limit,
+        l0_backlog,
+        level + 1,
+        glo,
+        ghi,
+        lv.live_bytes(g),
+    );
     out.push(Due::Room(level, g));
     out
 }
