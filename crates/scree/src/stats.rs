@@ -87,6 +87,8 @@ pub(crate) struct LwcCounters {
     pub(crate) copies_carried: AtomicU64,
     pub(crate) copies_gone: AtomicU64,
     pub(crate) tail_read_bytes: AtomicU64,
+    pub(crate) early_rewrites: AtomicU64,
+    pub(crate) rewrite_held_bytes: AtomicU64,
 }
 
 /// What the `lightweight` layout's jobs did (all keyspaces of the database).
@@ -158,6 +160,15 @@ pub struct LightweightStats {
     /// copies repaired and tables no copy covered): what the aggregated copies did not save.
     #[serde(default)]
     pub tail_read_bytes: u64,
+    /// Of `full_rewrites`, groups of the deepest level rewritten with an arrival that was
+    /// larger than what they held and than two tables a compaction makes: cut now, while
+    /// small, instead of appended to and rewritten when full.
+    #[serde(default)]
+    pub early_rewrites: u64,
+    /// Live bytes the rewritten groups held before their arrival (of `rewrite_bytes`, the
+    /// rest is the arrival's own first write there).
+    #[serde(default)]
+    pub rewrite_held_bytes: u64,
 }
 
 /// What one open table file pins outside the caches: counted in [`Stats::open_table_files`]
@@ -333,6 +344,8 @@ impl IoStats {
                 copies_carried: self.lwc.copies_carried.load(Relaxed),
                 copies_gone: self.lwc.copies_gone.load(Relaxed),
                 tail_read_bytes: self.lwc.tail_read_bytes.load(Relaxed),
+                early_rewrites: self.lwc.early_rewrites.load(Relaxed),
+                rewrite_held_bytes: self.lwc.rewrite_held_bytes.load(Relaxed),
             },
             keyspaces: Vec::new(),
         }

@@ -175,8 +175,11 @@ pub(crate) struct CompactJob {
     pub(crate) balance_factor: f64,
     /// The most bytes a DTable file may reach ([`size_limit`]): no append crosses it.
     pub(crate) limit: u64,
-    /// DTables a rewrite of a full target group makes (equal division).
+    /// DTables a rewrite of a full target group makes (equal division), at least.
     pub(crate) division_count: usize,
+    /// The paper's fan-out AF (`level_size_ratio`): the tables this compaction makes are cut
+    /// so that an arrival like its own spreads over about this many of them ([`part_cap`]).
+    pub(crate) fan_out: u64,
     /// The key ranges of both levels this job reads and writes, held until its edit is
     /// installed (docs/architecture-lightweight.md, "Concurrent jobs").
     pub(crate) _claims: Reservation,
@@ -190,6 +193,37 @@ pub(crate) fn size_limit(ctx: &JobCtx<'_>, dtable_max_bytes: u64) -> u64 {
         .fs
         .max_table_file_bytes()
         .map_or(dtable_max_bytes, |b| b.min(dtable_max_bytes))
+}
+
+/// The most data a table made by a compaction of `victims` (their file sizes; reset tables,
+/// which hold no data, left out) gets: an average victim's data over the fan-out `fan_out`,
+/// within `[limit / division_floor, limit / 2]`. A new level's first tables and the parts of
+/// a full target rewritten with its arrival are cut this fine, so that the next victim like
+/// these, whose range they split, spreads over about `fan_out` tables and appends a piece to
+/// each instead of filling one or two (which then are rewritten with the arrival after it:
+/// the deepest level's remaining rewrites, docs/architecture-lightweight.md, "Parts cut by
+/// the fan-out"). The floor (`division_floor`, the division count) keeps tables from being
+/// cut finer than an equal division would cut a full one.
+pub(crate) fn part_cap(victims: &[u64], fan_out: u64, limit: u64, division_floor: u64) -> u64 {
+    let data: Vec<u64> = victims.iter().copied().filter(|&b| b > 0).collect();
+    let avg = data.iter().sum::<u64>() / (data.len().max(1) as u64);
+    let lo = (limit / division_floor.max(1)).max(1);
+    let hi = (limit / 2).max(lo);
+    (avg / fan_out.max(1)).clamp(lo, hi)
+}
+
+/// Whether a target group of the deepest level (`deepest`: nothing lies below the
+/// compaction's output level) holding `held` bytes is rewritten with its arrival of
+/// `arrival` bytes although the arrival would fit: when the arrival is more than it holds
+/// and more than two tables a compaction makes (`cap`, [`part_cap`]). Such a group owns a
+/// range far wider than its data (a young level's first and last tables own everything
+/// beyond the keys they were cut from); appended to, it would take this arrival and the
+/// next ones whole and be rewritten with all of them once full. Rewritten now, it costs
+/// what it holds (at most the arrival again) and the arrival is cut into tables of its own
+/// range, which later arrivals append to. Not above the deepest level: there a full table
+/// goes down before an arrival instead (room before an arrival).
+pub(crate) fn cut_early(deepest: bool, held: u64, arrival: u64, cap: u64) -> bool {
+    deepest && arrival >= cap.saturating_mul(2) && held <= arrival
 }
 
 /// What the compaction appended to one target.
@@ -242,6 +276,16 @@ fn planned(estimate: u64) -> u64 {
 }
 
 impl CompactJob {
+    /// [`part_cap`] for this compaction's victims (a victim holding no entry counts nothing).
+    fn cap(&self) -> u64 {
+        let sizes: Vec<u64> = self
+            .victims
+            .iter()
+            .map(|v| if v.meta.entries > 0 { v.meta.size } else { 0 })
+            .collect();
+        part_cap(&sizes, self.fan_out, self.limit, self.division_count as u64)
+    }
+
     /// The target whose routing range holds `user_key`.
     fn owner(&self, user_key: &[u8]) -> usize {
         self.targets
@@ -363,7 +407,7 @@ impl Job for CompactJob {
             readers.push(r);
         }
         let out_level = self.level + 1;
-        let new_table_bytes = (self.limit / 2).max(1);
+        let new_table_bytes = self.cap();
         c.copies_carried
             .fetch_add(copies.len() as u64, Ordering::Relaxed);
         let gone = copies
@@ -378,7 +422,7 @@ impl Job for CompactJob {
                 zero_seqs: false,
                 zeroed_max: 0,
             };
-            // The next level is empty: new DTables of at most half the size limit take
+            // The next level is empty: new DTables of at most [`part_cap`] bytes take
             // everything, the first from the empty key, each next from its first key.
             let mut out: Option<(Vec<u8>, NewTable)> = None;
             let mut made: Vec<(Vec<u8>, TableMeta, Vec<u8>)> = Vec::new();
@@ -481,11 +525,20 @@ impl CompactJob {
                     .max(t.meta.size);
                 full |= self.would_overflow(t, len, planned(a));
             }
-            if !full {
+            let arrived: u64 = arrival.get(f..end).unwrap_or_default().iter().sum();
+            let held: u64 = targets
+                .get(f..end)
+                .unwrap_or_default()
+                .iter()
+                .map(|(_, t)| t.meta.size - t.meta.dead_bytes())
+                .sum();
+            let early = !full && cut_early(self.deeper_empty, held, planned(arrived), self.cap());
+            if !full && !early {
                 continue;
             }
             // Rewritten: the group's segments join the merge, and its span is written as
-            // `division_count` DTables of equal data (at most half the limit each).
+            // `division_count` DTables of equal data, or more when those would be larger
+            // than [`part_cap`].
             let mut live = 0;
             for (_, t) in targets.get(f..end).unwrap_or_default() {
                 let r = dtable::reader(t)?;
@@ -493,13 +546,15 @@ impl CompactJob {
                 r.iters(false, &mut children)?;
                 e.removed.push(t.meta.file_no);
             }
-            let arrived: u64 = arrival.get(f..end).unwrap_or_default().iter().sum();
             if let (Some(r), Some(p)) = (rewrite.get_mut(gi), part.get_mut(gi)) {
                 *r = true;
-                *p = ((live + arrived) / self.division_count.max(1) as u64)
-                    .clamp(1, new_table_bytes);
+                *p = ((live + arrived) / self.division_count.max(1) as u64).clamp(1, self.cap());
             }
             c.full_rewrites.fetch_add(1, Ordering::Relaxed);
+            c.rewrite_held_bytes.fetch_add(live, Ordering::Relaxed);
+            if early {
+                c.early_rewrites.fetch_add(1, Ordering::Relaxed);
+            }
         }
         let mut input = MergingIter::new(children);
         let rules = MergeRules {

@@ -196,25 +196,35 @@ fn fullest(lv: &Level) -> Option<(usize, usize)> {
 /// that its even share of the arrival (plus a quarter, the slack the job's plan adds, and
 /// room for a tail) would carry past `limit`. Compacting it down resets it (an empty
 /// DTable keeps its range), so the arrival is appended instead of rewriting the table with
-/// it. `None` when the level has no level below to take it (the deepest level divides), or
-/// when even an empty table could not take its share (the job's plan then rewrites the
-/// target with its arrival as `division_count` tables, which raises the level's table count
-/// so that later arrivals spread thinner). The fullest such group first. The share assumes
-/// the arrival spreads over the ranges evenly (random keys; workload balance evens the
-/// ranges by data).
+/// it. `None` when no level may lie below (`max_levels`); when the level is the deepest and
+/// the arrival leaves it within its budget (`l0_backlog`, [`max_bytes`]: the deepest level
+/// grows by dividing, and a room compaction would start a level its size does not call
+/// for; past the budget the level's data goes down anyway, so sending the full table down
+/// before the arrival saves rewriting it with the arrival); or when even an empty table
+/// could not take its share (the job's plan then rewrites the target with its arrival as
+/// `division_count` tables or more, which raises the level's table count so that later
+/// arrivals spread thinner). The fullest such group first. The share assumes the arrival
+/// spreads over the ranges evenly (random keys; workload balance evens the ranges by data).
+#[allow(clippy::too_many_arguments)]
 fn room_for(
     v: &LwcVersion,
     o: &LightweightOptions,
     limit: u64,
+    l0_backlog: u64,
     level: usize,
     lo: &[u8],
     hi: Option<&[u8]>,
     arrival: u64,
 ) -> Option<(usize, usize)> {
-    if level == 0 || level >= v.deepest() || level + 1 >= o.max_levels {
+    if level == 0 || level + 1 >= o.max_levels {
         return None;
     }
     let lv = v.level(level)?;
+    if level >= v.deepest()
+        && data_bytes(lv).saturating_add(arrival) <= max_bytes(o, l0_backlog, level)
+    {
+        return None;
+    }
     let (a, b) = lv.owners(lo, hi);
     let share = arrival / (b - a + 1) as u64;
     let need = share
@@ -239,16 +249,18 @@ fn room_for(
 /// The room-making compactions due before an arrival of `arrival` bytes into level
 /// `level`'s ranges `[lo, hi)` ([`room_for`]), deepest first: a group compacted down to make
 /// room is itself an arrival one level further down.
+#[allow(clippy::too_many_arguments)]
 fn room_chain(
     v: &LwcVersion,
     o: &LightweightOptions,
     limit: u64,
+    l0_backlog: u64,
     level: usize,
     lo: &[u8],
     hi: Option<&[u8]>,
     arrival: u64,
 ) -> Vec<Due> {
-    let Some(g) = room_for(v, o, limit, level, lo, hi, arrival) else {
+    let Some(g) = room_for(v, o, limit, l0_backlog, level, lo, hi, arrival) else {
         return Vec::new();
     };
     let Some(lv) = v.level(level) else {
@@ -258,7 +270,16 @@ fn room_chain(
         return Vec::new();
     };
     let ghi = lv.los.get(g.1).map(Vec::as_slice);
-    let mut out = room_chain(v, o, limit, level + 1, glo, ghi, lv.live_bytes(g));
+    let mut out = room_chain(
+        v,
+        o,
+        limit,
+        l0_backlog,
+        level + 1,
+        glo,
+        ghi,
+        lv.live_bytes(g),
+    );
     out.push(Due::Room(level, g));
     out
 }
@@ -318,7 +339,16 @@ impl Lightweight {
                 let hi = v.l0.iter().map(|t| t.meta.largest_user()).max();
                 if let (Some(lo), Some(hi)) = (lo, hi) {
                     let arrival = v.l0.iter().map(|t| t.meta.size).sum();
-                    out.extend(room_chain(v, o, limit, 1, lo, Some(&after(hi)), arrival));
+                    out.extend(room_chain(
+                        v,
+                        o,
+                        limit,
+                        l0_backlog,
+                        1,
+                        lo,
+                        Some(&after(hi)),
+                        arrival,
+                    ));
                 }
             }
             out.push(Due::L0);
@@ -336,7 +366,16 @@ impl Lightweight {
             if let Some((lv, g)) = v.level(l).and_then(|lv| Some((lv, fullest(lv)?))) {
                 if let Some(lo) = lv.los.get(g.0) {
                     let hi = lv.los.get(g.1).map(Vec::as_slice);
-                    out.extend(room_chain(v, o, limit, l + 1, lo, hi, lv.live_bytes(g)));
+                    out.extend(room_chain(
+                        v,
+                        o,
+                        limit,
+                        l0_backlog,
+                        l + 1,
+                        lo,
+                        hi,
+                        lv.live_bytes(g),
+                    ));
                 }
             }
             out.push(Due::Level(l));
@@ -540,6 +579,7 @@ fn compact_job(
         balance_factor: o.balance_factor,
         limit,
         division_count: o.division_count,
+        fan_out: o.level_size_ratio,
         _claims: claims,
     }
 }

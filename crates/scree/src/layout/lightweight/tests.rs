@@ -986,6 +986,61 @@ mod policy {
     }
 
     #[test]
+    fn the_deepest_level_makes_room_when_the_arrival_takes_it_past_its_budget() {
+        let mut o = opts();
+        o.level_base_bytes = 64 * MIB;
+        // Level 1 is the deepest, 37 MiB against a 64 MiB budget. 4 × 8 MiB from level 0
+        // (16 MiB a table, 20 with the quarter): "d" (32 MiB) has no room. 37 + 32 MiB is
+        // past the budget, so level 1's data goes down anyway: "d" goes first, to a level 2
+        // that does not exist yet, and the arrival is appended to its empty table.
+        let l1: &[(&str, u64)] = &[("", 5 * MIB), ("d", 32 * MIB)];
+        let v = version(&[8 * MIB; 4], &[(1, l1)]);
+        assert_eq!(
+            Lightweight::due(&v, &o, LIMIT, 0),
+            vec![Due::Room(1, (1, 2)), Due::L0]
+        );
+        // Within the budget after the arrival, the deepest level takes it (and divides).
+        o.level_base_bytes = 80 * MIB;
+        assert_eq!(Lightweight::due(&v, &o, LIMIT, 0), vec![Due::L0]);
+        // The budget follows the level-0 backlog: 4 × 32 MiB, so within it.
+        o.level_base_bytes = 64 * MIB;
+        assert_eq!(Lightweight::due(&v, &o, LIMIT, 128 * MIB), vec![Due::L0]);
+        // No level may lie below level 1 (`max_levels` 2): no room compaction.
+        o.max_levels = 2;
+        assert_eq!(Lightweight::due(&v, &o, LIMIT, 0), vec![Due::L0]);
+    }
+
+    #[test]
+    fn tables_a_compaction_makes_are_cut_by_the_fan_out() {
+        use super::super::jobs::part_cap;
+        // Level 0's 4 × 64 MiB over a fan-out of 10: 6.4 MiB tables (40 of them for the
+        // arrival), not half the limit (13 of them, each filled by the next arrival).
+        assert_eq!(part_cap(&[64 * MIB; 4], 10, LIMIT, 12), 64 * MIB / 10);
+        // Reset victims (no data, counted as 0) do not lower the average.
+        assert_eq!(part_cap(&[0, 40 * MIB, 0], 10, LIMIT, 12), 4 * MIB);
+        // Never finer than an equal division of a full table, never past half the limit.
+        assert_eq!(part_cap(&[8 * MIB], 10, LIMIT, 12), LIMIT / 12);
+        assert_eq!(part_cap(&[1024 * MIB], 10, LIMIT, 12), LIMIT / 2);
+        assert_eq!(part_cap(&[], 10, LIMIT, 12), LIMIT / 12);
+        assert_eq!(part_cap(&[0], 0, 1, 0), 1);
+    }
+
+    #[test]
+    fn a_deepest_group_holding_less_than_a_large_arrival_is_cut_now() {
+        use super::super::jobs::cut_early;
+        let cap = 4 * MIB;
+        // A young deepest level's end table: 3 MiB held, 12 MiB arriving.
+        assert!(cut_early(true, 3 * MIB, 12 * MIB, cap));
+        // Not above the deepest level (room before an arrival handles it there).
+        assert!(!cut_early(false, 3 * MIB, 12 * MIB, cap));
+        // Holding more than the arrival: appended to (cut when full).
+        assert!(!cut_early(true, 13 * MIB, 12 * MIB, cap));
+        // An arrival of less than two tables: appended to.
+        assert!(!cut_early(true, MIB, 8 * MIB - 1, cap));
+        assert!(cut_early(true, MIB, 8 * MIB, cap));
+    }
+
+    #[test]
     fn level_1_has_room_for_one_level_0_compaction_before_it_is_over_budget() {
         let mut o = opts();
         o.level_base_bytes = 10 * MIB;
