@@ -550,6 +550,24 @@ mod tests {
         }
     }
 
+    /// A put of a value naming its sequence number `s`, or a delete (no value).
+    fn version_of(s: u64, delete: bool) -> (ValueKind, Vec<u8>) {
+        if delete {
+            (ValueKind::Delete, Vec::new())
+        } else {
+            (ValueKind::Put, format!("v{s}").into_bytes())
+        }
+    }
+
+    /// Owned batch entries as [`Memtable::insert_batch`] takes them.
+    type Owned = (Vec<u8>, u64, ValueKind, Vec<u8>);
+    fn as_entries(owned: &[Owned]) -> Vec<(&[u8], u64, ValueKind, &[u8])> {
+        owned
+            .iter()
+            .map(|(k, s, kind, v)| (k.as_slice(), *s, *kind, v.as_slice()))
+            .collect()
+    }
+
     #[test]
     fn the_order_prefix_orders_like_the_internal_key() {
         let mut x = 3u64;
@@ -598,25 +616,12 @@ mod tests {
                 seq += 1;
                 let s = if round == 7 { 300_000 - seq } else { seq };
                 let key = tricky_key(next());
-                let kind = if next() % 5 == 0 {
-                    ValueKind::Delete
-                } else {
-                    ValueKind::Put
-                };
-                let value = if kind == ValueKind::Put {
-                    format!("v{s}").into_bytes()
-                } else {
-                    Vec::new()
-                };
+                let (kind, value) = version_of(s, next() % 5 == 0);
                 model.insert(InternalKey::new(&key, s, kind), value.clone());
                 owned.push((key, s, kind, value));
             }
             if round % 3 == 0 {
-                let entries: Vec<(&[u8], u64, ValueKind, &[u8])> = owned
-                    .iter()
-                    .map(|(k, s, kind, v)| (k.as_slice(), *s, *kind, v.as_slice()))
-                    .collect();
-                m.insert_batch(&entries);
+                m.insert_batch(&as_entries(&owned));
             } else {
                 for (k, s, kind, v) in &owned {
                     m.insert(k, *s, *kind, v);
@@ -715,22 +720,10 @@ mod tests {
                     .wrapping_add(1442695040888963407);
                 seq += 1;
                 let s = if b == 1 { 10_000 - seq } else { seq };
-                let kind = if (x >> 40).is_multiple_of(6) {
-                    ValueKind::Delete
-                } else {
-                    ValueKind::Put
-                };
-                let value = if kind == ValueKind::Put {
-                    format!("v{s}").into_bytes()
-                } else {
-                    Vec::new()
-                };
+                let (kind, value) = version_of(s, (x >> 40).is_multiple_of(6));
                 owned.push((format!("k{}", (x >> 33) % 300).into_bytes(), s, kind, value));
             }
-            let entries: Vec<(&[u8], u64, ValueKind, &[u8])> = owned
-                .iter()
-                .map(|(k, s, kind, v)| (k.as_slice(), *s, *kind, v.as_slice()))
-                .collect();
+            let entries = as_entries(&owned);
             for (m, n) in one.iter().zip(&batched) {
                 for &(k, s, kind, v) in &entries {
                     m.insert(k, s, kind, v);
