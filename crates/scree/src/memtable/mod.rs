@@ -319,8 +319,8 @@ impl Memtable {
     /// Brings the key order up to date with every version inserted so far: the versions the
     /// shards logged since the last call are sorted, then merged in (one merge of two
     /// B-trees when they are many against the order's size, one insert each otherwise).
-    /// The sort moves 16-byte (first 8 key bytes, index) pairs, not the keys: with the keys
-    /// it was most of a large catch-up's time.
+    /// The sort moves 16-byte (first 8 key bytes, index) pairs rather than the 52-byte
+    /// entries, and compares the keys only when their first 8 bytes are equal.
     fn catch_up(&self, o: &mut Order) {
         let Order { map, covered } = o;
         let mut news: Vec<(InternalKey, VersionRef)> = Vec::new();
