@@ -205,17 +205,19 @@ fn fullest(lv: &Level) -> Option<(usize, usize)> {
 /// `division_count` tables or more, which raises the level's table count so that later
 /// arrivals spread thinner). The fullest such group first. The share assumes the arrival
 /// spreads over the ranges evenly (random keys; workload balance evens the ranges by data).
-#[allow(clippy::too_many_arguments)]
 fn room_for(
-    v: &LwcVersion,
-    o: &LightweightOptions,
-    limit: u64,
-    l0_backlog: u64,
+    at: &Room<'_>,
     level: usize,
     lo: &[u8],
     hi: Option<&[u8]>,
     arrival: u64,
 ) -> Option<(usize, usize)> {
+    let &Room {
+        v,
+        o,
+        limit,
+        l0_backlog,
+    } = at;
     if level == 0 || level + 1 >= o.max_levels {
         return None;
     }
@@ -246,40 +248,30 @@ fn room_for(
         .max_by_key(|&g| (lv.live_bytes(g), std::cmp::Reverse(g.0)))
 }
 
+/// What [`room_for`] and [`room_chain`] judge an arrival against: the version, the
+/// options, the DTable size limit and level 0's backlog (which sizes the levels).
+struct Room<'a> {
+    v: &'a LwcVersion,
+    o: &'a LightweightOptions,
+    limit: u64,
+    l0_backlog: u64,
+}
+
 /// The room-making compactions due before an arrival of `arrival` bytes into level
 /// `level`'s ranges `[lo, hi)` ([`room_for`]), deepest first: a group compacted down to make
 /// room is itself an arrival one level further down.
-#[allow(clippy::too_many_arguments)]
-fn room_chain(
-    v: &LwcVersion,
-    o: &LightweightOptions,
-    limit: u64,
-    l0_backlog: u64,
-    level: usize,
-    lo: &[u8],
-    hi: Option<&[u8]>,
-    arrival: u64,
-) -> Vec<Due> {
-    let Some(g) = room_for(v, o, limit, l0_backlog, level, lo, hi, arrival) else {
+fn room_chain(at: &Room<'_>, level: usize, lo: &[u8], hi: Option<&[u8]>, arrival: u64) -> Vec<Due> {
+    let Some(g) = room_for(at, level, lo, hi, arrival) else {
         return Vec::new();
     };
-    let Some(lv) = v.level(level) else {
+    let Some(lv) = at.v.level(level) else {
         return Vec::new();
     };
     let Some(glo) = lv.los.get(g.0) else {
         return Vec::new();
     };
     let ghi = lv.los.get(g.1).map(Vec::as_slice);
-    let mut out = room_chain(
-        v,
-        o,
-        limit,
-        l0_backlog,
-        level + 1,
-        glo,
-        ghi,
-        lv.live_bytes(g),
-    );
+    let mut out = room_chain(at, level + 1, glo, ghi, lv.live_bytes(g));
     out.push(Due::Room(level, g));
     out
 }
@@ -310,6 +302,12 @@ impl Lightweight {
     /// What is due in `v`, most urgent first; `limit` is the DTable size limit, `l0_backlog`
     /// the bytes a level-0 compaction brings ([`max_bytes`]).
     fn due(v: &LwcVersion, o: &LightweightOptions, limit: u64, l0_backlog: u64) -> Vec<Due> {
+        let room = Room {
+            v,
+            o,
+            limit,
+            l0_backlog,
+        };
         let mut out = Vec::new();
         let deepest = v.deepest();
         for (i, lv) in v.levels.iter().enumerate() {
@@ -339,16 +337,7 @@ impl Lightweight {
                 let hi = v.l0.iter().map(|t| t.meta.largest_user()).max();
                 if let (Some(lo), Some(hi)) = (lo, hi) {
                     let arrival = v.l0.iter().map(|t| t.meta.size).sum();
-                    out.extend(room_chain(
-                        v,
-                        o,
-                        limit,
-                        l0_backlog,
-                        1,
-                        lo,
-                        Some(&after(hi)),
-                        arrival,
-                    ));
+                    out.extend(room_chain(&room, 1, lo, Some(&after(hi)), arrival));
                 }
             }
             out.push(Due::L0);
@@ -366,16 +355,7 @@ impl Lightweight {
             if let Some((lv, g)) = v.level(l).and_then(|lv| Some((lv, fullest(lv)?))) {
                 if let Some(lo) = lv.los.get(g.0) {
                     let hi = lv.los.get(g.1).map(Vec::as_slice);
-                    out.extend(room_chain(
-                        v,
-                        o,
-                        limit,
-                        l0_backlog,
-                        l + 1,
-                        lo,
-                        hi,
-                        lv.live_bytes(g),
-                    ));
+                    out.extend(room_chain(&room, l + 1, lo, hi, lv.live_bytes(g)));
                 }
             }
             out.push(Due::Level(l));
