@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::table::{self, hashes, Entry, SemiKey, SemiTableBuilder};
 use super::version::{reader_of, OpenSemi, PendingFilter, Shared, Sub};
-use super::{filter_with, Reservation};
+use super::{FilterBuild, KeyRun, Reservation};
 use crate::compaction_filter::{decide, Filtered};
 use crate::error::{Error, Result};
 use crate::filter::cuckoo::{key_hash, split_hash, MultiLevelCuckoo, Prior};
@@ -279,10 +279,26 @@ impl Job for MergeJob {
         let snap = ctx.smallest_snapshot;
         let mut last: Option<Vec<u8>> = None;
         let mut last_seq = u64::MAX;
-        // Distinct user keys written, with their filter hashes, for the next level's filter.
-        let mut keys: Vec<u8> = Vec::new();
-        let mut ends: Vec<(usize, u64)> = Vec::new();
-        let want_keys = self.base.is_some() && self.src != self.dst;
+        // The next level's filter, taking the distinct user keys written in runs, sized for
+        // the inputs' entries (the keys written, unless versions or tombstones drop out).
+        // `None` when it cannot be made (no id left): it goes missing and is rebuilt after
+        // the level's next merge.
+        let mut build = match (&self.base, self.src != self.dst) {
+            (Some((slots, f)), true) => {
+                let expected: u64 = self.inputs.iter().map(|s| s.entries()).sum();
+                FilterBuild::new(
+                    ctx,
+                    self.shared.prefix_len,
+                    f.as_deref(),
+                    self.stepped,
+                    slots.len(),
+                    usize::try_from(expected).unwrap_or(usize::MAX),
+                )
+                .ok()
+            }
+            _ => None,
+        };
+        let mut run = KeyRun::default();
         merged.for_each(|(ph, sh), e, _| {
             let p = key::parse(&e.ikey);
             let same = last.as_deref() == Some(p.user_key);
@@ -309,9 +325,10 @@ impl Job for MergeJob {
             // A key's first version is never hidden; when it is a dropped tombstone (or a
             // put the filter removed) every older one is hidden: a key is in the output iff
             // its first version is.
-            if want_keys && !same {
-                keys.extend_from_slice(p.user_key);
-                ends.push((keys.len(), split_hash(ph, sh)));
+            if let (Some(b), false) = (build.as_mut(), same) {
+                if run.push(split_hash(ph, sh), p.user_key) && run.drain_into(b).is_err() {
+                    build = None;
+                }
             }
             if filtered == Filtered::Tombstone {
                 let tomb = key::make_ikey(p.user_key, p.seq, ValueKind::Delete);
@@ -327,34 +344,15 @@ impl Job for MergeJob {
             .flat_map(|s| s.tables.iter().map(|t| t.meta.file_no))
             .collect();
         if let Some(slot) = metas.first().map(|m| m.file_no) {
-            if let (true, Some((slots, f))) = (want_keys, &self.base) {
-                let mut start = 0;
-                let items: Vec<(u64, &[u8])> = ends
-                    .iter()
-                    .map(|&(end, h)| {
-                        let k = keys.get(start..end).unwrap_or_default();
-                        start = end;
-                        (h, k)
-                    })
-                    .collect();
-                let pl = self.shared.prefix_len;
-                let filter = filter_with(
-                    ctx,
-                    pl,
-                    f.as_deref(),
-                    self.stepped,
-                    slots.len(),
-                    &items,
-                    &[],
-                );
-                if let Ok(filter) = filter {
+            if let (Some(mut b), Some((slots, _))) = (build, &self.base) {
+                if run.drain_into(&mut b).is_ok() {
                     self.shared.pending.lock().insert(
                         slot,
                         PendingFilter {
                             level: self.dst as u32,
                             base: slots.clone(),
                             added: slot,
-                            filter,
+                            filter: b.finish(),
                         },
                     );
                 }
