@@ -30,6 +30,7 @@ pub mod hashed;
 use hashed::{HashIndex, VersionRef};
 
 use crate::error::{Error, Result};
+use crate::hint::{prefetch, prefetch_lines};
 use crate::key::{self, InternalKey, ValueKind};
 
 /// Result of a point lookup in one source (memtable or table).
@@ -98,6 +99,11 @@ const HASHED_ENTRY_GUESS: usize = 192;
 
 /// A version borrowed from a read-locked memtable: (order prefix, user key, trailer, value).
 type Borrowed<'a> = (u128, &'a [u8], u64, &'a [u8]);
+
+/// Entries an ordered flush looks ahead to start loading their keys and values.
+const FLUSH_PREFETCH_AHEAD: usize = 8;
+/// Most cache lines of a value an ordered flush prefetches (a large value streams anyway).
+const FLUSH_PREFETCH_VALUE_LINES: usize = 4;
 
 /// The first 16 bytes of `user_key` as a big-endian integer, zero-padded: ordered like the
 /// keys wherever two differ (equal ones compare the bytes).
@@ -421,7 +427,14 @@ impl FlushView<'_> {
         let mut all: Vec<Borrowed<'a>> = Vec::new();
         HashIndex::visit_held(&self.guards, |k, t, v| all.push((order_prefix(k), k, t, v)));
         all.sort_unstable_by(cmp_borrowed);
-        for (_, k, t, v) in all {
+        // In key order the records are visited at random places of the memtable: each key and
+        // value read would wait for its cache misses, so the records a few entries ahead start
+        // loading first.
+        for (i, &(_, k, t, v)) in all.iter().enumerate() {
+            if let Some(&(_, ak, _, av)) = all.get(i + FLUSH_PREFETCH_AHEAD) {
+                prefetch(ak);
+                prefetch_lines(av, av.len().div_ceil(64).min(FLUSH_PREFETCH_VALUE_LINES));
+            }
             f(k, t, v);
         }
     }
