@@ -108,6 +108,9 @@ const FLUSH_PREFETCH_VALUE_LINES: usize = 4;
 /// The first 16 bytes of `user_key` as a big-endian integer, zero-padded: ordered like the
 /// keys wherever two differ (equal ones compare the bytes).
 fn order_prefix(user_key: &[u8]) -> u128 {
+    if let Some(head) = user_key.first_chunk::<16>() {
+        return u128::from_be_bytes(*head);
+    }
     let mut b = [0u8; 16];
     let n = user_key.len().min(16);
     if let (Some(dst), Some(src)) = (b.get_mut(..n), user_key.get(..n)) {
