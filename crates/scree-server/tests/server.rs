@@ -1116,11 +1116,12 @@ fn pipelined_set_runs_match_a_model_and_keep_the_directory_exact() {
                     }
                     60..=64 => {
                         buf.extend(request(&["SET", &k, &v, "NX"]));
-                        if model.contains_key(&k) {
-                            R::B(None)
-                        } else {
-                            model.insert(k, V::Str(v));
-                            R::S("OK".into())
+                        match model.entry(k) {
+                            std::collections::btree_map::Entry::Occupied(_) => R::B(None),
+                            std::collections::btree_map::Entry::Vacant(e) => {
+                                e.insert(V::Str(v));
+                                R::S("OK".into())
+                            }
                         }
                     }
                     65..=69 => {
