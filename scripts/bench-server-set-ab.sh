@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Pipelined SET, two `scree` builds A and B alternated round by round (A B, then B A), with
 # redis-server once per round, each on a fresh database: requests per second and the server's
-# CPU time per SET (user + system, from /proc/PID/stat), which the load of a shared machine
-# distorts less than the rate. Servers as in scripts/bench-server.sh (redis-server with the AOF
-# everysec; scree serve --appendfsync everysec). docs/benchmarks.md, "Blind SET".
+# CPU time per SET (user + system, from /proc/PID/task/*/stat), which the load of a shared
+# machine distorts less than the rate, in all and split by thread role: `conn` the threads that
+# run the connections (tokio's workers; redis-server's main thread), `bg` the rest (flushes,
+# compactions, the WAL window; redis-server's bio threads). Servers as in
+# scripts/bench-server.sh (redis-server with the AOF everysec; scree serve --appendfsync
+# everysec). docs/benchmarks.md, "Blind SET".
 #
 # usage: scripts/bench-server-set-ab.sh BIN_A BIN_B [SPEC...]   (SPEC: leveled, trie/nodir, ...)
 # env:   ROUNDS 4   N 1000000 requests per run   KEYSPACE 10000000 (redis-benchmark -r)
@@ -14,8 +17,16 @@ SPECS=("${@:-leveled}")
 ROUNDS=${ROUNDS:-4} N=${N:-1000000} KEYSPACE=${KEYSPACE:-10000000}
 PORT=${PORT:-7640} DIR=${DIR:-/tmp/scree-set-ab}
 
+# Per thread role, the CPU ticks of PID's threads: "conn N" and "bg N".
+ticks() {
+  for t in /proc/"$1"/task/*; do
+    echo "$(tr ' ' '_' <"$t/comm") $(sed 's/^.*) //' "$t/stat" | awk '{print $12 + $13}')"
+  done | awk '{ r = ($1 ~ /^(tokio-rt-worker|redis-server)$/) ? "conn" : "bg"; a[r] += $2 }
+              END { print a["conn"] + 0, a["bg"] + 0 }'
+}
+
 one() { # NAME BIN|redis SPEC
-  local d="$DIR/db" pid t0 t1 rps
+  local d="$DIR/db" pid c0 b0 c1 b1 rps
   rm -rf "$d"; mkdir -p "$d"
   if [[ "$2" == redis ]]; then
     redis-server --port "$PORT" --bind 127.0.0.1 --dir "$d" --appendonly yes \
@@ -28,14 +39,14 @@ one() { # NAME BIN|redis SPEC
   fi
   pid=$!
   for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
-  t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  read -r c0 b0 < <(ticks "$pid")
   rps=$(redis-benchmark -p "$PORT" -t set -n "$N" -r "$KEYSPACE" -d 100 -P 16 -c 50 2>&1 |
     awk '/throughput summary/ {print $3}')
-  t1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  read -r c1 b1 < <(ticks "$pid")
   kill -TERM "$pid"; wait "$pid" || true
   rm -rf "$d"
-  echo "$1 $3 set_rps=$rps us_per_set=$(awk -v a="$t0" -v b="$t1" -v n="$N" -v hz="$(getconf CLK_TCK)" \
-    'BEGIN { printf "%.2f", (b - a) * 1e6 / hz / n }') load=$(cut -d' ' -f1 /proc/loadavg)"
+  echo "$1 $3 set_rps=$rps $(awk -v c="$((c1 - c0))" -v b="$((b1 - b0))" -v n="$N" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN { f = 1e6 / hz / n; printf "us_per_set=%.2f conn=%.2f bg=%.2f", (c + b) * f, c * f, b * f }') load=$(cut -d' ' -f1 /proc/loadavg)"
 }
 
 for r in $(seq 1 "$ROUNDS"); do

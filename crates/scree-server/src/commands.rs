@@ -355,6 +355,32 @@ pub fn exec(sh: &Shared, c: &mut Conn, args: &[&[u8]]) -> Reply {
     }
 }
 
+/// Whether `args` is a plain `SET key value` (no options) that [`exec_sets`] may run with
+/// its neighbours: on a connection that may run commands.
+pub fn is_plain_set(c: &Conn, args: &[&[u8]]) -> bool {
+    c.authed && args.len() == 3 && args.first().is_some_and(|n| n.eq_ignore_ascii_case(b"set"))
+}
+
+/// Runs a run of consecutive plain `SET key value` commands of one pipeline (each
+/// [`is_plain_set`]) as one write: the pairs go into one batch, as `MSET` writes them (the
+/// last value of a key given twice wins, as in sequence), so the run costs one trip through
+/// the engine's write group instead of one per `SET`. The reply is each `SET`'s: `+OK`, or the
+/// error of the write, which then applied none of them. Counted as that many commands.
+pub fn exec_sets(sh: &Shared, c: &mut Conn, pairs: &[(&[u8], &[u8])]) -> Reply {
+    let n = pairs.len();
+    sh.commands.fetch_add(n as u64, Ordering::Relaxed);
+    c.last = Instant::now();
+    if c.last_cmd != "set" {
+        c.last_cmd = "set".to_string();
+    }
+    c.wrote = true;
+    sh.unsynced.fetch_add(n as u64, Ordering::Relaxed);
+    match sh.store.mset(pairs) {
+        Ok(()) => Reply::OK,
+        Err(e) => e.reply(),
+    }
+}
+
 fn bulk_or_nil(v: Option<Vec<u8>>) -> Reply {
     v.map_or(Reply::Nil, Reply::Bulk)
 }

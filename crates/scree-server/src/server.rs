@@ -7,13 +7,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::commands::{exec, Conn, Shared};
+use crate::commands::{exec, exec_sets, is_plain_set, Conn, Shared};
 use crate::resp::{self, Args, Parsed, Reply};
 use crate::store::Store;
 use crate::{Config, Fsync};
@@ -208,6 +208,56 @@ async fn flush_out(sh: &Shared, c: &mut Conn, sock: &mut TcpStream, out: &mut Ve
     ok
 }
 
+/// Most `SET`s written as one batch ([`SetRun`]).
+const SET_RUN_MAX: usize = 256;
+/// Most key and value bytes of the `SET`s written as one batch.
+const SET_RUN_BYTES: usize = 1 << 20;
+
+/// A run of plain `SET key value` requests of one pipeline, not yet run: each request's frame
+/// with the ranges of its key and value. Run as one write batch by [`exec_sets`] (one trip
+/// through the engine's write group, its WAL record and its memtable inserts, instead of one
+/// per `SET`: with two connection threads, a write per `SET` kept them queueing behind each
+/// other's writes); every `SET` of the run gets the reply of that write.
+#[derive(Default)]
+struct SetRun {
+    reqs: Vec<(Bytes, std::ops::Range<usize>, std::ops::Range<usize>)>,
+    bytes: usize,
+}
+
+impl SetRun {
+    fn push(&mut self, frame: Bytes, key: std::ops::Range<usize>, value: std::ops::Range<usize>) {
+        self.bytes += key.len() + value.len();
+        self.reqs.push((frame, key, value));
+    }
+
+    fn full(&self) -> bool {
+        self.reqs.len() >= SET_RUN_MAX || self.bytes >= SET_RUN_BYTES
+    }
+
+    /// Runs the held `SET`s, if any, and appends their replies to `out`.
+    fn run(&mut self, sh: &Shared, c: &mut Conn, out: &mut Vec<u8>) {
+        if self.reqs.is_empty() {
+            return;
+        }
+        let pairs: Vec<(&[u8], &[u8])> = self
+            .reqs
+            .iter()
+            .map(|(f, k, v)| {
+                (
+                    f.get(k.clone()).unwrap_or_default(),
+                    f.get(v.clone()).unwrap_or_default(),
+                )
+            })
+            .collect();
+        let reply = exec_sets(sh, c, &pairs);
+        for _ in 0..pairs.len() {
+            resp::encode(&reply, c.proto, out);
+        }
+        self.reqs.clear();
+        self.bytes = 0;
+    }
+}
+
 async fn connection(
     sh: &Shared,
     mut sock: TcpStream,
@@ -222,8 +272,11 @@ async fn connection(
     let idle = (sh.config.timeout_secs > 0).then(|| Duration::from_secs(sh.config.timeout_secs));
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut sets = SetRun::default();
     loop {
-        // Run every complete request in the buffer (a pipeline), then reply at once.
+        // Run every complete request in the buffer (a pipeline), then reply at once. Runs of
+        // plain `SET key value` are held back and written as one batch (`SetRun`) when
+        // another command, the end of the buffer or the run's bound comes.
         loop {
             match resp::parse(&buf, &limits) {
                 Ok(None) => break,
@@ -236,9 +289,20 @@ async fn connection(
                                 .iter()
                                 .map(|r| frame.get(r.clone()).unwrap_or_default())
                                 .collect();
+                            if is_plain_set(&c, &argv) {
+                                if let (Some(k), Some(v)) = (r.get(1), r.get(2)) {
+                                    sets.push(frame.freeze(), k.clone(), v.clone());
+                                }
+                                if sets.full() {
+                                    sets.run(sh, &mut c, &mut out);
+                                }
+                                continue;
+                            }
+                            sets.run(sh, &mut c, &mut out);
                             exec(sh, &mut c, &argv)
                         }
                         Args::Owned(o) => {
+                            sets.run(sh, &mut c, &mut out);
                             let argv: Vec<&[u8]> = o.iter().map(|a| a.as_slice()).collect();
                             exec(sh, &mut c, &argv)
                         }
@@ -257,12 +321,14 @@ async fn connection(
                 Err(e) => {
                     // The requests before it ran; their replies go first, then the error, and
                     // the connection closes (the rest of the stream cannot be framed).
+                    sets.run(sh, &mut c, &mut out);
                     resp::encode(&Reply::err(e), c.proto, &mut out);
                     let _ = flush_out(sh, &mut c, &mut sock, &mut out).await;
                     return;
                 }
             }
         }
+        sets.run(sh, &mut c, &mut out);
         if !flush_out(sh, &mut c, &mut sock, &mut out).await {
             return;
         }

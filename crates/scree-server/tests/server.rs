@@ -1066,3 +1066,127 @@ fn the_orphan_filter_keeps_every_live_sub_entry() {
         rt.block_on(srv.shutdown()).unwrap();
     }
 }
+
+/// The RESP request of `args`.
+fn request(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    out
+}
+
+/// Pipelines whose runs of plain `SET`s are written as one batch (runs past the run bound,
+/// a key twice in one run, runs broken by every other kind of write and read) reply as the
+/// same commands one by one would, against a model of the live keys, on every layout; the
+/// key directory stays exact (`SCAN`, `DBSIZE`), across a reopen.
+#[test]
+fn pipelined_set_runs_match_a_model_and_keep_the_directory_exact() {
+    use std::collections::BTreeMap;
+    #[derive(Clone, PartialEq)]
+    enum V {
+        Str(String),
+        Hash,
+    }
+    for layout in scree::Layout::implemented() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = rt();
+        let (srv, mut c) = serve_on(&rt, dir.path(), layout);
+        let mut model: BTreeMap<String, V> = BTreeMap::new();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for round in 0..40 {
+            let mut buf = Vec::new();
+            let mut want = Vec::new();
+            let len = if round % 10 == 0 { 700 } else { 1 + rnd(60) };
+            for i in 0..len {
+                let k = format!("k{}", rnd(150));
+                let v = format!("v{round}.{i}");
+                let op = rnd(100);
+                let r = match op {
+                    0..=59 => {
+                        buf.extend(request(&["SET", &k, &v]));
+                        model.insert(k, V::Str(v));
+                        R::S("OK".into())
+                    }
+                    60..=64 => {
+                        buf.extend(request(&["SET", &k, &v, "NX"]));
+                        match model.entry(k) {
+                            std::collections::btree_map::Entry::Occupied(_) => R::B(None),
+                            std::collections::btree_map::Entry::Vacant(e) => {
+                                e.insert(V::Str(v));
+                                R::S("OK".into())
+                            }
+                        }
+                    }
+                    65..=69 => {
+                        buf.extend(request(&["DEL", &k]));
+                        R::I(i64::from(model.remove(&k).is_some()))
+                    }
+                    70..=79 => {
+                        buf.extend(request(&["GET", &k]));
+                        match model.get(&k) {
+                            Some(V::Str(s)) => b(s),
+                            Some(V::Hash) => R::E(
+                                "WRONGTYPE Operation against a key holding the wrong kind of value"
+                                    .into(),
+                            ),
+                            None => R::B(None),
+                        }
+                    }
+                    80..=84 => {
+                        buf.extend(request(&["HSET", &k, "f", &v]));
+                        match model.get(&k) {
+                            Some(V::Str(_)) => R::E(
+                                "WRONGTYPE Operation against a key holding the wrong kind of value"
+                                    .into(),
+                            ),
+                            Some(V::Hash) => R::I(0),
+                            None => {
+                                model.insert(k, V::Hash);
+                                R::I(1)
+                            }
+                        }
+                    }
+                    85..=89 => {
+                        buf.extend(request(&["EXPIRE", &k, "-1"]));
+                        R::I(i64::from(model.remove(&k).is_some()))
+                    }
+                    90..=94 => {
+                        let k2 = format!("k{}", rnd(150));
+                        buf.extend(request(&["MSET", &k, &v, &k2, &v]));
+                        model.insert(k, V::Str(v.clone()));
+                        model.insert(k2, V::Str(v));
+                        R::S("OK".into())
+                    }
+                    _ => {
+                        buf.extend(request(&["EXISTS", &k]));
+                        R::I(i64::from(model.contains_key(&k)))
+                    }
+                };
+                want.push(r);
+            }
+            c.w.write_all(&buf).unwrap();
+            for (i, w) in want.iter().enumerate() {
+                assert_eq!(&c.read(), w, "{layout}: round {round}, reply {i}");
+            }
+        }
+        let live: std::collections::BTreeSet<String> = model.keys().cloned().collect();
+        assert_eq!(scan_all(&mut c, &[]), live, "{layout}: SCAN");
+        assert_eq!(c.cmd(&["DBSIZE"]), R::I(live.len() as i64), "{layout}");
+        rt.block_on(srv.shutdown()).unwrap();
+        let (srv, mut c) = serve_on(&rt, dir.path(), layout);
+        assert_eq!(scan_all(&mut c, &[]), live, "{layout}: SCAN after reopen");
+        for (k, v) in &model {
+            if let V::Str(s) = v {
+                assert_eq!(c.cmd(&["GET", k]), b(s), "{layout}: {k} after reopen");
+            }
+        }
+        rt.block_on(srv.shutdown()).unwrap();
+    }
+}
