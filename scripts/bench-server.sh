@@ -10,7 +10,8 @@
 #        N_PLAIN  requests of each unpipelined test                 default 200000
 #        KEYSPACE redis-benchmark -r (random keys in [0, KEYSPACE))  default 10000000
 #        LAYOUTS  scree layouts                                      default: all five
-#                 (L/nodir: layout L with --no-key-directory, for trie and semisorted)
+#                 (L/nodir: layout L with --no-key-directory, for trie and semisorted;
+#                  L/pread: with --no-mmap-reads; both: L/nodir/pread)
 #        CLIENTS  redis-benchmark -c                                 default 50
 #        N_PROXY  requests of the twemproxy test (0: skip it)         default N_PIPE
 #        REDIS    1: include redis-server, 0: skip it                  default 1
@@ -98,9 +99,10 @@ fi
 
 for spec in $LAYOUTS; do
   PORT=$((PORT + 1))
-  l=${spec%/nodir}
+  l=${spec%%/*}
   extra=()
-  [[ "$spec" == */nodir ]] && extra=(--no-key-directory)
+  [[ "$spec" == */nodir* ]] && extra+=(--no-key-directory)
+  [[ "$spec" == */pread* ]] && extra+=(--no-mmap-reads)
   name=${spec//\//-}
   "$BIN" serve --db "$OUT/$name" --bind "127.0.0.1:$PORT" --layout "$l" --appendfsync everysec \
     --timeout 0 "${extra[@]}" >"$OUT/$name.log" 2>&1 &

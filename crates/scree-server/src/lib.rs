@@ -65,6 +65,11 @@ pub struct Config {
     /// `SCAN` and `FLUSHDB` walk there; off saves one entry per new key, and those two
     /// commands are then refused (docs/server.md, "Key directory").
     pub key_directory: bool,
+    /// Read tables through a memory map (the engine's `Options::mmap_reads`, default on):
+    /// faster GETs, and the mapped pages a GET touches count in the process's resident set
+    /// (`RssFile`) although the kernel reclaims them like page cache. Off: `pread`, whose
+    /// pages stay in the page cache, outside the resident set.
+    pub mmap_reads: bool,
 }
 
 impl Config {
@@ -84,6 +89,7 @@ impl Config {
             block_cache_bytes: 32 << 20,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             key_directory: true,
+            mmap_reads: true,
         }
     }
 
@@ -165,6 +171,10 @@ pub struct ServeArgs {
     /// SCAN and FLUSHDB are refused. Chosen when the database is made; refused later.
     #[arg(long)]
     pub no_key_directory: bool,
+    /// Read tables with pread instead of a memory map: slower GETs, and the table pages GETs
+    /// touch stay in the page cache instead of counting in the server's resident set.
+    #[arg(long)]
+    pub no_mmap_reads: bool,
 }
 
 impl ServeArgs {
@@ -185,6 +195,7 @@ impl ServeArgs {
             c.threads = t;
         }
         c.key_directory = !self.no_key_directory;
+        c.mmap_reads = !self.no_mmap_reads;
         c
     }
 }

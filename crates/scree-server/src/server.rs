@@ -56,6 +56,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     config.check()?;
     let mut opts = scree::Options::default();
     opts.block_cache_bytes = config.block_cache_bytes;
+    opts.mmap_reads = config.mmap_reads;
     let mut ks = scree::KeyspaceOptions::new(config.layout);
     ks.write_buffer_bytes = config.write_buffer_bytes;
     let (path, layout, directory) = (config.db.clone(), config.layout, config.key_directory);
