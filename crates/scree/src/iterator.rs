@@ -129,11 +129,11 @@ impl RangeIter {
             if !below(&self.hi, p.user_key) {
                 return Ok(None);
             }
-            let uk = p.user_key.to_vec();
-            if matches!(&self.lo, Bound::Excluded(l) if uk == *l) || p.seq > seq {
+            if matches!(&self.lo, Bound::Excluded(l) if p.user_key == l.as_slice()) || p.seq > seq {
                 it.next()?;
                 continue;
             }
+            let uk = p.user_key.to_vec();
             // First visible entry of this user key: the newest visible version.
             let kind = p.kind;
             let value = it.value().to_vec();
@@ -222,7 +222,10 @@ impl RangeIter {
                 } else {
                     &mut self.last_back
                 };
-                *last = Some(k.clone());
+                // The buffer is reused: one allocation per direction, not one per item.
+                let buf = last.get_or_insert_with(Vec::new);
+                buf.clear();
+                buf.extend_from_slice(&k);
                 Some(Ok((k, v)))
             }
             Ok(None) => {
