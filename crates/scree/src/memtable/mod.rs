@@ -108,15 +108,7 @@ const FLUSH_PREFETCH_VALUE_LINES: usize = 4;
 /// The first 16 bytes of `user_key` as a big-endian integer, zero-padded: ordered like the
 /// keys wherever two differ (equal ones compare the bytes).
 fn order_prefix(user_key: &[u8]) -> u128 {
-    if let Some(head) = user_key.first_chunk::<16>() {
-        return u128::from_be_bytes(*head);
-    }
-    let mut b = [0u8; 16];
-    let n = user_key.len().min(16);
-    if let (Some(dst), Some(src)) = (b.get_mut(..n), user_key.get(..n)) {
-        dst.copy_from_slice(src);
-    }
-    u128::from_be_bytes(b)
+    u128::from_be_bytes(key::padded_head(user_key))
 }
 
 /// Internal-key order of borrowed versions: user key ascending (its order prefix first),
@@ -448,6 +440,16 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
+    /// A seeded linear congruential generator: each call steps the state and returns it.
+    fn lcg(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x
+        }
+    }
+
     fn three_versions_of_k_and_one_of_j(m: &Memtable) {
         m.insert(b"k", 1, ValueKind::Put, b"v1");
         m.insert(b"j", 2, ValueKind::Put, b"j2");
@@ -501,11 +503,9 @@ mod tests {
         // 40 groups (some of one key, one of a key shorter than the prefix), 3,000 writes of
         // puts and deletes, several versions per key; the model: every version by user key.
         let mut model: BTreeMap<Vec<u8>, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
-        let mut x = 7u64;
+        let mut step = lcg(7);
         for seq in 1..=3_000u64 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            let x = step();
             let g = (x >> 33) % 40;
             let key = if g == 39 {
                 b"zz".to_vec()
@@ -586,13 +586,8 @@ mod tests {
 
     #[test]
     fn the_order_prefix_orders_like_the_internal_key() {
-        let mut x = 3u64;
-        let mut next = || {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            x >> 11
-        };
+        let mut step = lcg(3);
+        let mut next = || step() >> 11;
         for _ in 0..20_000 {
             let (ka, kb) = (tricky_key(next()), tricky_key(next()));
             let (ta, tb) = (next() % 4, next() % 4);
@@ -616,13 +611,8 @@ mod tests {
         // back from random bounds: each visit sees exactly the model's entries at that point.
         let m = Memtable::new(1, 1 << 20);
         let mut model: BTreeMap<InternalKey, Vec<u8>> = BTreeMap::new();
-        let mut x = 5u64;
-        let mut next = || {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            x >> 11
-        };
+        let mut step = lcg(5);
+        let mut next = || step() >> 11;
         let mut seq = 100_000u64;
         let mut visits = 0;
         for round in 0..300u64 {
@@ -726,14 +716,12 @@ mod tests {
             ]
         };
         let (one, batched) = (make(), make());
-        let mut x = 11u64;
+        let mut step = lcg(11);
         let mut seq = 0u64;
         for b in 0..3u64 {
             let mut owned = Vec::new();
             for _ in 0..700 {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                let x = step();
                 seq += 1;
                 let s = if b == 1 { 10_000 - seq } else { seq };
                 let (kind, value) = version_of(s, (x >> 40).is_multiple_of(6));

@@ -267,8 +267,8 @@ impl KeyRun {
     }
 }
 
-/// A level's filter being made for an arriving sub-level: [`filter_with`] in steps, for a
-/// merge that inserts its keys as it writes them.
+/// A level's filter being made for an arriving sub-level: a flush inserts its keys at once
+/// ([`FilterBuild::insert_with_priors`]), a merge in runs as it writes them.
 pub(crate) struct FilterBuild {
     f: MultiLevelCuckoo,
     id: u8,
@@ -319,43 +319,34 @@ impl FilterBuild {
         self.f.insert_all(keys, self.id, prior)
     }
 
+    /// Inserts `keys`, each with its [`Prior`] from `priors` (empty: every key's is
+    /// `Unknown`, a blind insert), in runs of keys with the same prior (the inserts of a run
+    /// prefetch ahead).
+    pub(crate) fn insert_with_priors(
+        &mut self,
+        keys: &[(u64, &[u8])],
+        priors: &[Prior],
+    ) -> Result<()> {
+        if priors.is_empty() {
+            return self.insert(keys, Prior::Unknown);
+        }
+        let mut start = 0;
+        while let Some(&prior) = priors.get(start) {
+            let len = priors
+                .iter()
+                .skip(start)
+                .take_while(|p| **p == prior)
+                .count();
+            self.insert(keys.get(start..start + len).unwrap_or_default(), prior)?;
+            start += len;
+        }
+        Ok(())
+    }
+
     /// The filter.
     pub(crate) fn finish(self) -> MultiLevelCuckoo {
         self.f
     }
-}
-
-/// A new filter of `base` (a clone, or an empty one of [`filter_params`] for these keys),
-/// `keys` (each `(split_hash, user key)`, distinct) inserted as the newest sub-level (id
-/// `base_len`), each with its [`Prior`] from `priors` (empty: every key's is `Unknown`, a
-/// blind insert): the ids widened if needed, segments added for the new keys, and the
-/// secondary budget raised with the level's keys.
-pub(crate) fn filter_with(
-    ctx: &JobCtx<'_>,
-    prefix_len: usize,
-    base: Option<&MultiLevelCuckoo>,
-    stepped: bool,
-    base_len: usize,
-    keys: &[(u64, &[u8])],
-    priors: &[Prior],
-) -> Result<MultiLevelCuckoo> {
-    let mut build = FilterBuild::new(ctx, prefix_len, base, stepped, base_len, keys.len())?;
-    if priors.is_empty() {
-        build.insert(keys, Prior::Unknown)?;
-        return Ok(build.finish());
-    }
-    // Runs of keys with the same prior, in order (inserts of a run prefetch ahead).
-    let mut start = 0;
-    while let Some(&prior) = priors.get(start) {
-        let len = priors
-            .iter()
-            .skip(start)
-            .take_while(|p| **p == prior)
-            .count();
-        build.insert(keys.get(start..start + len).unwrap_or_default(), prior)?;
-        start += len;
-    }
-    Ok(build.finish())
 }
 
 /// Each flushed key's [`Prior`] for level 0's filter, from what non-blind writes' reads
@@ -546,15 +537,15 @@ impl Layout for SemiSorted {
                 .map(|k| (split_hash(k.ph, k.sh), k.key))
                 .collect();
             let priors = flush_priors(mem, &keys, &slots);
-            let filter = filter_with(
+            let filter = FilterBuild::new(
                 ctx,
                 pl,
                 f.as_deref(),
                 plan0.stepped,
                 slots.len(),
-                &items,
-                &priors,
-            );
+                items.len(),
+            )
+            .and_then(|mut b| b.insert_with_priors(&items, &priors).map(|()| b.finish()));
             // No id left (the level is past its stop point): the filter goes missing, and is
             // rebuilt after the level's next merge.
             if let Ok(filter) = filter {
