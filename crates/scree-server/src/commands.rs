@@ -320,8 +320,7 @@ pub fn exec(sh: &Shared, c: &mut Conn, args: &[&[u8]]) -> Reply {
         return Reply::err("empty command");
     };
     let name = s(name_b).to_ascii_lowercase();
-    sh.commands.fetch_add(1, Ordering::Relaxed);
-    c.last = Instant::now();
+    count_commands(sh, c, 1);
     let Some(a) = arity(&name) else {
         let mut tail = String::new();
         for x in rest {
@@ -346,13 +345,25 @@ pub fn exec(sh: &Shared, c: &mut Conn, args: &[&[u8]]) -> Reply {
     }
     c.last_cmd = name.clone();
     if writes(&name) {
-        c.wrote = true;
-        sh.unsynced.fetch_add(1, Ordering::Relaxed);
+        mark_writes(sh, c, 1);
     }
     match run(sh, c, &name, rest) {
         Ok(r) => r,
         Err(e) => e.reply(),
     }
+}
+
+/// Counts `n` commands received on `c`: INFO's total and the client's idle clock.
+fn count_commands(sh: &Shared, c: &mut Conn, n: u64) {
+    sh.commands.fetch_add(n, Ordering::Relaxed);
+    c.last = Instant::now();
+}
+
+/// Notes `n` writes on `c`: its replies wait for the WAL sync `--appendfsync` asks, and the
+/// writes count as unsynced until then.
+fn mark_writes(sh: &Shared, c: &mut Conn, n: u64) {
+    c.wrote = true;
+    sh.unsynced.fetch_add(n, Ordering::Relaxed);
 }
 
 /// Whether `args` is a plain `SET key value` (no options) that [`exec_sets`] may run with
@@ -367,14 +378,12 @@ pub fn is_plain_set(c: &Conn, args: &[&[u8]]) -> bool {
 /// the engine's write group instead of one per `SET`. The reply is each `SET`'s: `+OK`, or the
 /// error of the write, which then applied none of them. Counted as that many commands.
 pub fn exec_sets(sh: &Shared, c: &mut Conn, pairs: &[(&[u8], &[u8])]) -> Reply {
-    let n = pairs.len();
-    sh.commands.fetch_add(n as u64, Ordering::Relaxed);
-    c.last = Instant::now();
+    let n = pairs.len() as u64;
+    count_commands(sh, c, n);
     if c.last_cmd != "set" {
         c.last_cmd = "set".to_string();
     }
-    c.wrote = true;
-    sh.unsynced.fetch_add(n as u64, Ordering::Relaxed);
+    mark_writes(sh, c, n);
     match sh.store.mset(pairs) {
         Ok(()) => Reply::OK,
         Err(e) => e.reply(),
