@@ -251,6 +251,8 @@ pub struct ScreeTuning {
     pub lwc_dtable_mb: Option<u64>,
     /// `LightweightOptions::level_base_bytes`, in MiB.
     pub lwc_base_mb: Option<u64>,
+    /// `LightweightOptions::level_size_ratio` (the paper's AF).
+    pub lwc_level_ratio: Option<u64>,
     /// `LightweightOptions::concurrent_jobs`.
     pub lwc_concurrent_jobs: bool,
     /// `Options::parallel_search` (search the last level on a search thread).
@@ -285,6 +287,7 @@ impl Default for ScreeTuning {
             lwc_division_count: None,
             lwc_dtable_mb: None,
             lwc_base_mb: None,
+            lwc_level_ratio: None,
             lwc_concurrent_jobs: scree::KeyspaceOptions::new(scree::Layout::Lightweight)
                 .lightweight
                 .concurrent_jobs,

@@ -178,6 +178,10 @@ pub struct BenchArgs {
     /// 10 MiB raised to the level-0 backlog].
     #[arg(long)]
     pub lwc_base_mb: Option<u64>,
+    /// `lightweight`: size ratio between adjacent levels (`LightweightOptions::level_size_ratio`,
+    /// the paper's amplification factor AF) [default: LightweightOptions::default(), 10].
+    #[arg(long)]
+    pub lwc_level_ratio: Option<u64>,
     /// `fragmented`: position the tables of a guard of the level holding the most data on the
     /// seek pool (`FragmentedOptions::parallel_seeks`; off by default: it pays only for cold
     /// reads).
@@ -395,6 +399,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             lwc_division_count: args.lwc_division_count,
             lwc_dtable_mb: args.lwc_dtable_mb,
             lwc_base_mb: args.lwc_base_mb,
+            lwc_level_ratio: args.lwc_level_ratio,
             lwc_concurrent_jobs: args.lwc_concurrent_jobs,
             parallel_search: args.parallel_search,
             mmap_reads: !args.no_mmap_reads,

@@ -128,6 +128,9 @@ impl ScreeEngine {
             ko.lightweight.level_base_bytes = mb.saturating_mul(1 << 20);
             ko.lightweight.level_base_follows_l0 = false;
         }
+        if let Some(r) = t.lwc_level_ratio {
+            ko.lightweight.level_size_ratio = r;
+        }
         ko.lightweight.concurrent_jobs = t.lwc_concurrent_jobs;
         let mut settings = vec![
             (
@@ -224,6 +227,10 @@ impl ScreeEngine {
                 settings.push((
                     "lightweight.level_base_follows_l0".into(),
                     l.level_base_follows_l0.to_string(),
+                ));
+                settings.push((
+                    "lightweight.level_size_ratio".into(),
+                    l.level_size_ratio.to_string(),
                 ));
                 settings.push((
                     "lightweight.concurrent_jobs".into(),

@@ -381,6 +381,7 @@ fn scree_tuning_flags_reach_the_keyspace() {
             lwc_division_count: Some(4),
             lwc_dtable_mb: Some(8),
             lwc_base_mb: Some(2),
+            lwc_level_ratio: Some(16),
             lwc_concurrent_jobs: true,
             parallel_search: true,
             mmap_reads: false,
@@ -446,6 +447,9 @@ fn scree_tuning_flags_reach_the_keyspace() {
     assert!(s
         .iter()
         .any(|(n, v)| n == "lightweight.dtable_max_bytes" && v == "8388608"));
+    assert!(s
+        .iter()
+        .any(|(n, v)| n == "lightweight.level_size_ratio" && v == "16"));
     assert_eq!(
         parse_args(["bench", "--lwc-base-mb", "256"])
             .expect("args")
