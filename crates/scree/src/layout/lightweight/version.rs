@@ -223,8 +223,9 @@ impl RunParts for GroupRun {
     /// read): a scan that moves past a group stands before the next as a bound and reads it
     /// only if the merge reaches that key. A seek into a routing range whose table holds no
     /// segment (its data went down a level) would otherwise read the first block of every
-    /// segment of the next group: 0.78 blocks per seek at level 1 of the 5M-key bench's state
-    /// (docs/benchmarks.md, "Issue 32: lazy groups in lightweight seeks").
+    /// segment of the next group: 0.78 segment blocks per seek at level 1 of the 5M-key
+    /// bench's state, mostly block-cache hits
+    /// (docs/benchmarks.md, "Issue 32: what a lightweight seek costs, and lazy groups").
     fn first_key(&self, idx: usize) -> Option<&[u8]> {
         let &(f, e) = self.level.groups.get(idx)?;
         self.level
