@@ -674,7 +674,7 @@ mod tests {
 
     /// Parts of a run held in memory, counting the parts opened.
     struct VecParts {
-        parts: Vec<Vec<(Vec<u8>, Vec<u8>)>>,
+        parts: Vec<Entries>,
         opened: Arc<AtomicUsize>,
     }
 
@@ -708,6 +708,9 @@ mod tests {
         }
     }
 
+    /// Entries (internal key, value) in key order.
+    type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
     fn entry(k: u32, seq: u64) -> (Vec<u8>, Vec<u8>) {
         (
             make_ikey(format!("{k:05}").as_bytes(), seq, ValueKind::Put),
@@ -717,7 +720,7 @@ mod tests {
 
     /// A run of parts with wide gaps between them (keys 0..2000: a part every 400 keys, some
     /// empty) under a merge with a dense source, as a `lightweight` level under level 0.
-    fn sources(lazy: bool) -> (MergingIter, Vec<(Vec<u8>, Vec<u8>)>, Arc<AtomicUsize>) {
+    fn sources(lazy: bool) -> (MergingIter, Entries, Arc<AtomicUsize>) {
         let mut model = Vec::new();
         let mut parts = Vec::new();
         for p in 0..5u32 {
