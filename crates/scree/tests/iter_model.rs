@@ -344,6 +344,7 @@ proptest! {
             (Layout::Leveled, false),
             (Layout::Fragmented, false),
             (Layout::Fragmented, true),
+            (Layout::Lightweight, false),
         ] {
             run(layout, parallel, ops.clone())?;
         }

@@ -93,6 +93,9 @@ pub struct Counters {
     pub data_block_reads: Option<u64>,
     /// Metadata (index, filter, …) blocks read from files.
     pub metadata_block_reads: Option<u64>,
+    /// Data blocks found in the block cache by lookups and scans (Scree only): with
+    /// `data_block_reads`, every data block a read visited.
+    pub data_block_cache_hits: Option<u64>,
     /// Bytes the engine wrote by copying into memory-mapped files, which `wchar` misses
     /// (Scree's WAL); added to the `wchar` bytes.
     pub mapped_bytes: Option<u64>,

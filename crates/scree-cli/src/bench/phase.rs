@@ -82,6 +82,8 @@ pub struct WorkloadResult {
     pub data_block_reads: Option<u64>,
     /// Metadata block reads during the phase.
     pub metadata_block_reads: Option<u64>,
+    /// Data blocks found in the block cache during the phase.
+    pub data_block_cache_hits: Option<u64>,
     /// Disk usage after the phase.
     pub disk: Option<DiskUsage>,
     /// Resident memory of the process: the peak during the phase, the resident set at its end.
@@ -176,6 +178,10 @@ impl WorkloadResult {
     /// Metadata block reads per operation.
     pub fn metadata_block_reads_per_op(&self) -> Option<f64> {
         self.per_op(self.metadata_block_reads)
+    }
+    /// Data blocks found in the block cache per operation.
+    pub fn data_block_cache_hits_per_op(&self) -> Option<f64> {
+        self.per_op(self.data_block_cache_hits)
     }
     /// Whether this result makes the run fail.
     pub fn failed(&self) -> bool {
@@ -434,6 +440,7 @@ pub fn run(
         max_flush_seconds: after.max_flush_seconds,
         data_block_reads: delta(after.data_block_reads, before.data_block_reads),
         metadata_block_reads: delta(after.metadata_block_reads, before.metadata_block_reads),
+        data_block_cache_hits: delta(after.data_block_cache_hits, before.data_block_cache_hits),
         disk,
         memory,
         pinned_metadata_bytes: after.pinned_metadata_bytes,

@@ -60,6 +60,7 @@ pub struct WorkloadJson {
     pub disk_files: Option<u64>,
     pub data_block_reads_per_op: Option<f64>,
     pub metadata_block_reads_per_op: Option<f64>,
+    pub data_block_cache_hits_per_op: Option<f64>,
     pub wait_compaction_seconds: Option<f64>,
     pub cpu_seconds_by_thread: Option<Value>,
     pub op_counts: Option<Value>,
@@ -173,6 +174,7 @@ pub fn workload_json(w: &WorkloadResult) -> WorkloadJson {
         disk_files: w.disk.map(|d| d.files),
         data_block_reads_per_op: w.data_block_reads_per_op().map(|x| round(x, 4)),
         metadata_block_reads_per_op: w.metadata_block_reads_per_op().map(|x| round(x, 4)),
+        data_block_cache_hits_per_op: w.data_block_cache_hits_per_op().map(|x| round(x, 4)),
         wait_compaction_seconds: w.wait_compaction_seconds.map(|x| round(x, 6)),
         cpu_seconds_by_thread: w.cpu_seconds_by_thread.as_ref().map(|m| {
             let map: serde_json::Map<String, Value> = m
@@ -422,6 +424,9 @@ pub fn table(runs: &[RunResult], args: &BenchArgs) -> String {
             });
             row("meta blk reads/op", &|w| {
                 opt(w.metadata_block_reads_per_op(), |x| format!("{x:.3}"))
+            });
+            row("data blk cache hits/op", &|w| {
+                opt(w.data_block_cache_hits_per_op(), |x| format!("{x:.3}"))
             });
         }
         row("cpu cores: client", &|w| {

@@ -354,6 +354,7 @@ impl BenchEngine for ScreeEngine {
             max_flush_seconds: Some(s.max_flush_seconds),
             data_block_reads: Some(s.data_block_reads),
             metadata_block_reads: Some(s.metadata_block_reads),
+            data_block_cache_hits: Some(s.cache_hits),
             mapped_bytes: Some(s.bytes_mapped),
             level_bytes: Some(level_bytes(&s)),
             device: s.device.as_ref().map(|d| super::engine::DeviceCounters {

@@ -1200,3 +1200,120 @@ fn aggregated_copies_match_their_tables_or_are_detected_stale() {
     assert!(s.tail_read_bytes > 0, "{s:?}");
     check_model(&ks, &model, "after the run");
 }
+
+/// The live entries of `model` from `from` on (forward) or up to it (backward), at most `n`.
+fn model_scan(model: &Model, from: &[u8], forward: bool, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let live = |(k, v): (&Vec<u8>, &Option<Vec<u8>>)| v.clone().map(|v| (k.clone(), v));
+    if forward {
+        model
+            .range(from.to_vec()..)
+            .filter_map(live)
+            .take(n)
+            .collect()
+    } else {
+        model
+            .range(..=from.to_vec())
+            .rev()
+            .filter_map(live)
+            .take(n)
+            .collect()
+    }
+}
+
+/// Short scans from random keys (seek + `next`, and backward from a key) at the latest state
+/// and at snapshots, against the model, in the benchmark's shape after random loads with
+/// deletes: DTables of several segments, and routing ranges whose tables hold no segment
+/// (their data went down a level), where a scan stands before the level's next group as a
+/// bound (`Concat::lazy`) and must still find that group's keys when it reaches them.
+#[test]
+fn short_scans_across_segments_and_emptied_ranges_match_a_model_at_snapshots() {
+    let fs = FaultFs::new(11);
+    let ko = bench_shape();
+    let mut model = Model::new();
+    let (db, ks) = open_fault(&fs, &ko).expect("open");
+    let mut snaps = Vec::new();
+    for round in 0..10 {
+        write_random(&ks, &mut model, round, 5000);
+        // Tombstones over older versions: every 13th live key.
+        let doomed: Vec<Vec<u8>> = model
+            .iter()
+            .filter(|(_, v)| v.is_some())
+            .map(|(k, _)| k.clone())
+            .step_by(13)
+            .take(300)
+            .collect();
+        for k in doomed {
+            ks.delete(&k).expect("delete");
+            model.insert(k, None);
+        }
+        if round % 3 == 1 {
+            snaps.push((db.snapshot(), model.clone()));
+        }
+    }
+    db.wait_for_compactions().expect("compactions");
+    let v = lwc(&ks);
+    let (mut multi, mut emptied) = (0, 0);
+    for level in &lv(&v).levels {
+        for (i, t) in level.tables.iter().enumerate() {
+            let segs = dtable::reader(t).expect("reader").tail.segments.len();
+            multi += usize::from(segs > 1);
+            let later_data = level.tables.iter().skip(i + 1).any(|n| n.meta.entries > 0);
+            emptied += usize::from(t.meta.entries == 0 && later_data);
+        }
+    }
+    assert!(
+        multi > 0 && emptied > 0,
+        "tables of several segments {multi}, emptied ranges {emptied}"
+    );
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rand = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for i in 0..3000 {
+        let from = format!("{:016x}", rand() >> 8).into_bytes();
+        let n = 1 + (rand() % 24) as usize;
+        let forward = rand() % 3 != 0;
+        let which = (rand() % (snaps.len() as u64 + 1)) as usize;
+        let (got, want): (Vec<(Vec<u8>, Vec<u8>)>, _) = match snaps.get(which) {
+            Some((s, m)) => {
+                let it = if forward {
+                    s.range(&ks, from.clone()..)
+                } else {
+                    s.range(&ks, ..=from.clone())
+                };
+                let got = if forward {
+                    it.take(n).map(|r| r.expect("scan")).collect()
+                } else {
+                    it.rev().take(n).map(|r| r.expect("scan")).collect()
+                };
+                (got, model_scan(m, &from, forward, n))
+            }
+            None => {
+                let it = if forward {
+                    ks.range(from.clone()..)
+                } else {
+                    ks.range(..=from.clone())
+                };
+                let got = if forward {
+                    it.take(n).map(|r| r.expect("scan")).collect()
+                } else {
+                    it.rev().take(n).map(|r| r.expect("scan")).collect()
+                };
+                (got, model_scan(&model, &from, forward, n))
+            }
+        };
+        assert!(
+            got == want,
+            "scan {i} from {} ({} {n}, snapshot {which} of {}): {} entries, model {}",
+            String::from_utf8_lossy(&from),
+            if forward { "forward" } else { "backward" },
+            snaps.len(),
+            got.len(),
+            want.len()
+        );
+    }
+    check_model(&ks, &model, "after the scans");
+}

@@ -219,6 +219,23 @@ impl RunParts for GroupRun {
             .partition_point(|&(f, _)| self.level.los.get(f).is_some_and(|lo| lo.as_slice() <= u))
             .checked_sub(1)
     }
+    /// The smallest internal key of the group's tables that hold entries (the manifest's, no
+    /// read): a scan that moves past a group stands before the next as a bound and reads it
+    /// only if the merge reaches that key. A seek into a routing range whose table holds no
+    /// segment (its data went down a level) would otherwise read the first block of every
+    /// segment of the next group: 0.78 segment blocks per seek at level 1 of the 5M-key
+    /// bench's state, mostly block-cache hits
+    /// (docs/benchmarks.md, "Issue 32: what a lightweight seek costs, and lazy groups").
+    fn first_key(&self, idx: usize) -> Option<&[u8]> {
+        let &(f, e) = self.level.groups.get(idx)?;
+        self.level
+            .tables
+            .get(f..e)?
+            .iter()
+            .filter(|t| t.meta.entries > 0)
+            .map(|t| t.meta.smallest.as_slice())
+            .min_by(|a, b| cmp_ikey(a, b))
+    }
 }
 
 impl LayoutVersion for LwcVersion {
@@ -248,7 +265,7 @@ impl LayoutVersion for LwcVersion {
         }
         for lv in &self.levels {
             if !lv.tables.is_empty() {
-                out.push(Box::new(Concat::over(GroupRun { level: lv.clone() })));
+                out.push(Box::new(Concat::lazy(GroupRun { level: lv.clone() })));
             }
         }
         Ok(())
