@@ -319,7 +319,9 @@ pub fn exec(sh: &Shared, c: &mut Conn, args: &[&[u8]]) -> Reply {
     let Some((name_b, rest)) = args.split_first() else {
         return Reply::err("empty command");
     };
-    let name = s(name_b).to_ascii_lowercase();
+    // One allocation for the name (a GET's whole server-side cost is a few allocations).
+    let mut name = s(name_b);
+    name.make_ascii_lowercase();
     count_commands(sh, c, 1);
     let Some(a) = arity(&name) else {
         let mut tail = String::new();
@@ -343,7 +345,9 @@ pub fn exec(sh: &Shared, c: &mut Conn, args: &[&[u8]]) -> Reply {
     if !c.authed && !matches!(name.as_str(), "auth" | "hello" | "quit" | "reset") {
         return Reply::Error("NOAUTH Authentication required.".into());
     }
-    c.last_cmd = name.clone();
+    if c.last_cmd != name {
+        c.last_cmd.clone_from(&name);
+    }
     if writes(&name) {
         mark_writes(sh, c, 1);
     }

@@ -104,6 +104,17 @@ pub struct Entry {
 impl Entry {
     /// Decodes a stored value.
     pub fn decode(v: &[u8]) -> Result<Entry, CmdError> {
+        let (kind, expire_at, at) = Self::header(v)?;
+        Ok(Entry {
+            kind,
+            expire_at,
+            body: v.get(at..).unwrap_or_default().to_vec(),
+        })
+    }
+
+    /// The type, expiry and body offset of a stored value, checked as [`Entry::decode`]
+    /// checks them (without copying the body).
+    fn header(v: &[u8]) -> Result<(Kind, Option<u64>, usize), CmdError> {
         let bad = || CmdError::Msg("ERR stored value has a bad header (corrupt data)".into());
         let (&h, rest) = v.split_first().ok_or_else(bad)?;
         let kind = Kind::from_byte(h).ok_or_else(bad)?;
@@ -116,11 +127,7 @@ impl Entry {
         if kind != Kind::Str && body.len() != 16 {
             return Err(bad());
         }
-        Ok(Entry {
-            kind,
-            expire_at,
-            body: body.to_vec(),
-        })
+        Ok((kind, expire_at, v.len() - body.len()))
     }
 
     /// Encodes for storage.
@@ -706,9 +713,29 @@ impl Store {
 
     // ---- strings ----
 
-    /// `GET`.
+    /// `GET`, as [`Store::entry_of`] would answer it, without its copies: the stored key is
+    /// the Redis key itself when there is no hash prefix, the header is checked and cut off
+    /// the engine's value in place (the value's buffer becomes the reply's), and the clock is
+    /// read only for a key with an expiry.
     pub fn get(&self, key: &[u8]) -> Res<Option<Vec<u8>>> {
-        Ok(self.entry_of(key, Kind::Str, now_ms())?.map(|e| e.body))
+        let found = if self.main_prefix == 0 {
+            self.main.get(key)?
+        } else {
+            self.main.get(self.mkey(key))?
+        };
+        let Some(mut v) = found else {
+            return Ok(None);
+        };
+        let (kind, expire_at, at) = Entry::header(&v)?;
+        if expire_at.is_some_and(|t| t <= now_ms()) {
+            self.expired_reads.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        if kind != Kind::Str {
+            return Err(CmdError::WrongType);
+        }
+        v.drain(..at);
+        Ok(Some(v))
     }
 
     /// `SET` with its options: whether it was set, and the old value (for `GET`).

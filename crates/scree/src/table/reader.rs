@@ -448,14 +448,16 @@ impl TableReader {
 
     /// [`TableReader::get`] once the filter admitted the key.
     pub(crate) fn get_admitted(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
-        let lk = key::lookup_key(user_key, seq);
+        // Inline for short keys: no heap allocation per table probed.
+        let lk = key::InternalKey::new(user_key, seq, ValueKind::Put);
+        let lk = lk.as_slice();
         let index = self.index()?;
-        let bi = index.lower_bound_ikey(&lk);
+        let bi = index.lower_bound_ikey(lk);
         if bi >= index.len() {
             return Ok(Lookup::Absent);
         }
         let (mut c, off) = self.cursor(&index, bi, true)?;
-        c.seek(&lk, cmp_ikey).map_err(|e| self.cursor_err(off, e))?;
+        c.seek(lk, cmp_ikey).map_err(|e| self.cursor_err(off, e))?;
         if !c.valid() {
             return Ok(Lookup::Absent);
         }
