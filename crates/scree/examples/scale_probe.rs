@@ -41,6 +41,7 @@ fn ctx() -> Arc<TableCtx> {
         dir: std::env::temp_dir().join("scree-scale-probe-no-files"),
         open: scree::table::OpenTables::default(),
         purge: scree::table::purge::Purger::inline(),
+        compaction_wanted: Default::default(),
     })
 }
 

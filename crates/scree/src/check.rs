@@ -162,6 +162,7 @@ pub fn check_dir_with(dir: &Path, fs: Arc<dyn FileSystem>, opts: CheckOptions) -
         // Every table is read once, in turn: none needs to stay open.
         open: crate::table::OpenTables::new(64),
         purge: crate::table::purge::Purger::inline(),
+        compaction_wanted: Default::default(),
     });
     let mut rep = Report::default();
     let names = env.list(dir)?;

@@ -501,6 +501,13 @@ pub struct LeveledOptions {
     /// it was measured on: the L0 merge ran 1.3-1.5× faster where a core was free, at no more
     /// CPU per byte (docs/benchmarks.md, "leveled sub-compactions").
     pub max_subcompactions: usize,
+    /// LevelDB's seek compaction: a point lookup that probes two or more tables charges a
+    /// "seek" to the first one it probed, each table may take `max(100, size / 16 KiB)` of
+    /// them, and a table that has used them up is compacted into the next level when no
+    /// size-triggered compaction is due (docs/architecture.md, "Seek compaction"). Reads then
+    /// flatten the tree they read from, at the cost of rewriting data during a read-only
+    /// workload. Default true, like LevelDB (which has no switch).
+    pub seek_compaction: bool,
 }
 
 impl Default for LeveledOptions {
@@ -514,6 +521,7 @@ impl Default for LeveledOptions {
             target_table_bytes: 2 << 20,
             max_levels: 7,
             max_subcompactions: 2,
+            seek_compaction: true,
         }
     }
 }

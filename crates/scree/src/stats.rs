@@ -52,6 +52,8 @@ pub struct IoStats {
     pub(crate) flushes: AtomicU64,
     pub(crate) trivial_moves: AtomicU64,
     pub(crate) subcompactions: AtomicU64,
+    pub(crate) seek_compactions: AtomicU64,
+    pub(crate) seek_compaction_bytes: AtomicU64,
     pub(crate) flushes_in_compactions: AtomicU64,
     pub(crate) flush_micros: AtomicU64,
     pub(crate) max_flush_micros: AtomicU64,
@@ -316,6 +318,8 @@ impl IoStats {
             compaction_seconds: self.compaction_micros.load(Relaxed) as f64 / 1e6,
             trivial_moves: self.trivial_moves.load(Relaxed),
             subcompactions: self.subcompactions.load(Relaxed),
+            seek_compactions: self.seek_compactions.load(Relaxed),
+            seek_compaction_bytes: self.seek_compaction_bytes.load(Relaxed),
             flushes_in_compactions: self.flushes_in_compactions.load(Relaxed),
             bytes_mapped: self.mapped.load(Relaxed),
             open_table_files: self.open_table_files.load(Relaxed),
@@ -633,6 +637,14 @@ pub struct Stats {
     /// parallel (`LeveledOptions::max_subcompactions`): a compaction of three parts adds 2.
     #[serde(default)]
     pub subcompactions: u64,
+    /// Compactions a table's used-up seek allowance started (`LeveledOptions::seek_compaction`),
+    /// trivial moves among them; also counted in `compactions` (or `trivial_moves`).
+    #[serde(default)]
+    pub seek_compactions: u64,
+    /// Table bytes those compactions wrote (also in the `Compaction` cause of the bytes
+    /// written).
+    #[serde(default)]
+    pub seek_compaction_bytes: u64,
     /// Flushes run by a compaction's thread between its output tables, because every
     /// background thread was busy (`JobCtx::flush_point`); also counted in `flushes`.
     pub flushes_in_compactions: u64,

@@ -225,3 +225,88 @@ fn sub_compactions_keep_every_key_and_every_snapshot() {
     check(&ks, None);
     db.check_invariants().expect("invariants");
 }
+
+/// LevelDB's seek compaction: lookups of keys in the last level that first probe a table
+/// above it in vain (its range holds the key, its filter rules it out) use up that table's
+/// allowance, and it is compacted down until nothing lies above the last level, every key
+/// reading back as written. The table above is in L0 (below the size trigger) or in L1
+/// (below its size), and lookups run with and without parallel search (which probes the last
+/// level apart). With the option off the same lookups leave the tree as it was.
+#[test]
+fn lookups_that_probe_a_table_in_vain_compact_it_down() {
+    let key = |i: u32| format!("k{i:05}");
+    for (l0_trigger, above) in [(4usize, 0u32), (1, 1)] {
+        for parallel in [false, true] {
+            for seek_compaction in [true, false] {
+                let case = format!("table above in L{above}, parallel {parallel}, seek compaction {seek_compaction}");
+                let dir = tempfile::tempdir().expect("tempdir");
+                let mut o = common::small_db();
+                o.parallel_search = parallel;
+                let db = Db::open(dir.path(), o).expect("open");
+                let mut ko = KeyspaceOptions::new(Layout::Leveled);
+                ko.leveled.max_levels = 3;
+                ko.leveled.level_base_bytes = 4096;
+                ko.leveled.l0_compaction_trigger = l0_trigger;
+                ko.leveled.seek_compaction = seek_compaction;
+                let ks = db.keyspace("ks", ko).expect("keyspace");
+                let mut model: BTreeMap<String, String> = BTreeMap::new();
+                // The even keys, compacted into L1, are past its 4 KiB and go on into L2,
+                // the last level.
+                for i in (0..2000).step_by(2) {
+                    ks.put(key(i), format!("v{i}")).expect("put");
+                    model.insert(key(i), format!("v{i}"));
+                }
+                db.compact().expect("compact");
+                db.wait_for_compactions().expect("wait");
+                assert_eq!(table_levels(&db).first().map(|l| l.0), Some(2), "{case}");
+                // Two odd keys at the ends: a small table whose range holds every even key.
+                for i in [1, 1999] {
+                    ks.put(key(i), format!("w{i}")).expect("put");
+                    model.insert(key(i), format!("w{i}"));
+                }
+                db.flush().expect("flush");
+                db.wait_for_compactions().expect("wait");
+                let before = table_levels(&db);
+                assert_eq!(before.first(), Some(&(above, 1)), "{case}: {before:?}");
+                // Lookups of even keys probe that table, then the last level. A table moved
+                // down (L0 → L1 has nothing to merge with) gets a new allowance and is due
+                // again after as many lookups.
+                for _round in 0..4 {
+                    for i in (2..1000).step_by(2).take(150) {
+                        assert_eq!(
+                            ks.get(key(i)).expect("get"),
+                            Some(format!("v{i}").into_bytes()),
+                            "{case}"
+                        );
+                    }
+                    db.wait_for_compactions().expect("wait");
+                }
+                let after = table_levels(&db);
+                let stats = db.stats();
+                if seek_compaction {
+                    assert!(after.iter().all(|&(l, _)| l == 2), "{case}: {after:?}");
+                    assert!(stats.seek_compactions >= 1, "{case}");
+                    assert!(
+                        stats.seek_compaction_bytes > 0,
+                        "{case}: a merge into L2 wrote"
+                    );
+                } else {
+                    assert_eq!(after, before, "{case}");
+                    assert_eq!(stats.seek_compactions, 0, "{case}");
+                }
+                db.check_invariants().expect("invariants");
+                for (k, v) in &model {
+                    assert_eq!(
+                        ks.get(k).expect("get").as_deref(),
+                        Some(v.as_bytes()),
+                        "{case}: {k}"
+                    );
+                }
+                let absent = (0..2000).map(key).filter(|k| !model.contains_key(k));
+                for k in absent {
+                    assert_eq!(ks.get(&k).expect("get"), None, "{case}: {k}");
+                }
+            }
+        }
+    }
+}

@@ -244,6 +244,8 @@ pub struct ScreeTuning {
     pub leveled_subcompactions: Option<usize>,
     /// `LeveledOptions::level_base_bytes`, in MiB.
     pub leveled_base_mb: Option<u64>,
+    /// `LeveledOptions::seek_compaction`.
+    pub leveled_seek_compaction: Option<bool>,
     /// `FragmentedOptions::max_sstables_per_guard`.
     pub frag_tables_per_guard: Option<usize>,
     /// `FragmentedOptions::parallel_seeks`.
@@ -283,6 +285,7 @@ impl Default for ScreeTuning {
             trie_last_level_depth: None,
             leveled_subcompactions: None,
             leveled_base_mb: None,
+            leveled_seek_compaction: None,
             frag_tables_per_guard: None,
             frag_parallel_seeks: scree::KeyspaceOptions::new(scree::Layout::Fragmented)
                 .fragmented

@@ -161,6 +161,10 @@ pub struct BenchArgs {
     /// [default: LeveledOptions::default(), 10].
     #[arg(long)]
     pub leveled_base_mb: Option<u64>,
+    /// `leveled`: LevelDB's seek compaction, true or false (`LeveledOptions::seek_compaction`)
+    /// [default: LeveledOptions::default(), true].
+    #[arg(long)]
+    pub leveled_seek_compaction: Option<bool>,
     /// `fragmented`: max_sstables_per_guard (1 behaves like leveled)
     /// [default: FragmentedOptions::default()].
     #[arg(long)]
@@ -394,6 +398,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             trie_last_level_depth: args.trie_last_level_depth,
             leveled_subcompactions: args.leveled_subcompactions,
             leveled_base_mb: args.leveled_base_mb,
+            leveled_seek_compaction: args.leveled_seek_compaction,
             frag_tables_per_guard: args.frag_tables_per_guard,
             frag_parallel_seeks: args.frag_parallel_seeks,
             lwc_division_count: args.lwc_division_count,

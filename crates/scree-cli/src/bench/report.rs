@@ -85,7 +85,8 @@ pub struct WorkloadJson {
     pub pinned_metadata_bits_per_key: Option<f64>,
     /// The layout's job counters at the phase's end, cumulative since the database was
     /// opened (`lightweight`: compactions, resets, room compactions, rewrites, divisions and
-    /// their bytes; `Stats::lightweight`).
+    /// their bytes; `Stats::lightweight`; `leveled`: compactions, trivial moves, seek
+    /// compactions and the bytes they wrote).
     pub engine_layout_counters: Option<Value>,
     /// Keys present at the phase's end.
     pub live_keys: u64,

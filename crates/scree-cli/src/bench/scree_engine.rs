@@ -106,6 +106,9 @@ impl ScreeEngine {
         if let Some(mb) = t.leveled_base_mb {
             ko.leveled.level_base_bytes = mb.saturating_mul(1 << 20);
         }
+        if let Some(on) = t.leveled_seek_compaction {
+            ko.leveled.seek_compaction = on;
+        }
         if let Some(n) = t.frag_tables_per_guard {
             ko.fragmented.max_sstables_per_guard = n;
         }
@@ -179,6 +182,10 @@ impl ScreeEngine {
                 settings.push((
                     "leveled.level_base_bytes".into(),
                     ko.leveled.level_base_bytes.to_string(),
+                ));
+                settings.push((
+                    "leveled.seek_compaction".into(),
+                    ko.leveled.seek_compaction.to_string(),
                 ));
             }
             Layout::Trie => {
@@ -376,6 +383,13 @@ impl BenchEngine for ScreeEngine {
             layout_counters: match self.layout {
                 Layout::Lightweight => serde_json::to_value(&s.lightweight).ok(),
                 Layout::SemiSorted { .. } => Some(pinned_breakdown(&s)),
+                // Seek compactions (`LeveledOptions::seek_compaction`) beside all compactions.
+                Layout::Leveled => Some(serde_json::json!({
+                    "compactions": s.compactions,
+                    "trivial_moves": s.trivial_moves,
+                    "seek_compactions": s.seek_compactions,
+                    "seek_compaction_bytes": s.seek_compaction_bytes,
+                })),
                 _ => None,
             },
         }

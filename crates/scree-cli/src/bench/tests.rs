@@ -376,6 +376,7 @@ fn scree_tuning_flags_reach_the_keyspace() {
             trie_last_level_depth: Some(2),
             leveled_subcompactions: Some(3),
             leveled_base_mb: Some(1),
+            leveled_seek_compaction: Some(false),
             frag_tables_per_guard: Some(1),
             frag_parallel_seeks: true,
             lwc_division_count: Some(4),
@@ -466,16 +467,22 @@ fn scree_tuning_flags_reach_the_keyspace() {
     assert!(s
         .iter()
         .any(|(n, v)| n == "leveled.level_base_bytes" && v == "1048576"));
+    assert!(s
+        .iter()
+        .any(|(n, v)| n == "leveled.seek_compaction" && v == "false"));
     let args = parse_args([
         "bench",
         "--leveled-subcompactions",
         "4",
         "--leveled-base-mb",
         "256",
+        "--leveled-seek-compaction",
+        "false",
     ])
     .expect("args");
     assert_eq!(args.leveled_subcompactions, Some(4));
     assert_eq!(args.leveled_base_mb, Some(256));
+    assert_eq!(args.leveled_seek_compaction, Some(false));
     // Out of range: the engine refuses it with the option's name.
     let mut bad = cfg.clone();
     bad.scree.leveled_subcompactions = Some(0);

@@ -109,6 +109,7 @@ impl Db {
             dir: dir.clone(),
             open: crate::table::OpenTables::new(opts.max_open_files),
             purge: crate::table::purge::Purger::spawn("scree-purge"),
+            compaction_wanted: Default::default(),
         });
         let inner = recover(dir, env, opts, tables, stats)?;
         let inner = Arc::new(inner);

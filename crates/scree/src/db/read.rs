@@ -131,6 +131,11 @@ fn lookup(
         Some(pool) => (pool.get(&sv.version, key, seq)?, None),
         None => (sv.version.get(key, seq)?, None),
     };
+    // The lookup made a table due for a seek compaction (`leveled`): wake the background
+    // threads now rather than at their next timed wake-up.
+    if inner.tables.take_compaction_wanted() {
+        inner.bg_cv.notify_all();
+    }
     let place = place.map(|p| (sv.mem.clone(), p));
     match found {
         Lookup::Value(v) => Ok((Some(v), place)),

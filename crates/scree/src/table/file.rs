@@ -3,7 +3,7 @@
 //! several tables.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering as AtOrd};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering as AtOrd};
 use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::RwLock;
@@ -53,6 +53,20 @@ pub struct TableFile {
     me: Weak<TableFile>,
     /// The file's life, shared with the handles of its other lengths; taken by the drop.
     life: Option<Arc<FileLife>>,
+    /// LevelDB's `allowed_seeks`: lookups that may still probe this table in vain before a
+    /// layout with seek compaction (`leveled`) compacts it down
+    /// ([`TableFile::charge_seek`]). In memory only, like LevelDB's: a handle opened again
+    /// (reopen, or a new handle after an edit) starts from [`allowed_seeks`] again.
+    seeks_left: AtomicI64,
+}
+
+/// LevelDB's starting `allowed_seeks` of a table of `size` bytes: one seek per 16 KiB, at
+/// least 100. LevelDB's reasoning (version_set.cc): a seek costs about what compacting 40 KB
+/// costs (10 ms of disk against 1 MB read, 1 MB written per MB compacted at 100 MB/s, and a
+/// merge rewrites 10-12 MB of the next level per MB), so 16 KiB of table per seek is
+/// conservative.
+pub fn allowed_seeks(size: u64) -> i64 {
+    i64::try_from(size / 16384).unwrap_or(i64::MAX).max(100)
 }
 
 /// What every handle of one file shares: whether the file is obsolete. The handle that drops
@@ -84,6 +98,7 @@ impl TableFile {
         ext: &'static str,
         life: Arc<FileLife>,
     ) -> Arc<TableFile> {
+        let meta_size = meta.size;
         Arc::new_cyclic(|me| TableFile {
             meta,
             ext,
@@ -94,6 +109,7 @@ impl TableFile {
             cached_meta: OnceLock::new(),
             me: me.clone(),
             life: Some(life),
+            seeks_left: AtomicI64::new(allowed_seeks(meta_size)),
         })
     }
     /// The handle of this table once an edit removed it and added it back with `meta`: this
@@ -149,6 +165,23 @@ impl TableFile {
         user_key >= self.meta.smallest_user()
             && user_key <= self.meta.largest_user()
             && self.meta.min_seq <= seq
+    }
+    /// Charges one seek to the table (a lookup probed it, then had to probe another table):
+    /// true when this charge used up its allowance (LevelDB's `UpdateStats`, which flags the
+    /// table for compaction when `allowed_seeks` drops to 0 or below). Every later charge
+    /// returns true as well, until [`TableFile::reset_seeks`].
+    pub fn charge_seek(&self) -> bool {
+        self.seeks_left.fetch_sub(1, AtOrd::Relaxed) <= 1
+    }
+    /// Seeks left before the table is due ([`TableFile::charge_seek`]).
+    pub fn seeks_left(&self) -> i64 {
+        self.seeks_left.load(AtOrd::Relaxed)
+    }
+    /// Starts the allowance again, as LevelDB does for a table an edit adds (a trivial move
+    /// adds it to its new level as a new file record).
+    pub fn reset_seeks(&self) {
+        self.seeks_left
+            .store(allowed_seeks(self.meta.size), AtOrd::Relaxed);
     }
     /// The layout-specific handle as a `T`, if set and of that type.
     pub fn aux_as<T: TableAux>(&self) -> Option<&T> {
@@ -256,19 +289,46 @@ pub fn get_in_tables<'a>(
     user_key: &[u8],
     seq: u64,
 ) -> Result<Lookup> {
+    get_in_tables_probed(tables, user_key, seq, &mut Probes::default())
+}
+
+/// Which tables a lookup over several tables probed, for seek compaction (`leveled`): a
+/// table is probed when the key lies in its range and the lookup reached it, whether or not
+/// its filter then ruled the key out. That is LevelDB 1.23's count: `Version::Get` calls its
+/// `Match` for every file whose range holds the key, in order, until one answers, and the
+/// filter is tested inside that call (`TableCache::Get`, `Table::InternalGet`).
+#[derive(Default)]
+pub struct Probes<'a> {
+    /// The first table probed, with its place in the sequence of tables given.
+    pub first: Option<(usize, &'a Arc<TableFile>)>,
+    /// Tables probed.
+    pub count: usize,
+}
+
+/// [`get_in_tables`], recording in `probes` the tables it probed.
+pub fn get_in_tables_probed<'a>(
+    tables: impl IntoIterator<Item = &'a Arc<TableFile>>,
+    user_key: &[u8],
+    seq: u64,
+    probes: &mut Probes<'a>,
+) -> Result<Lookup> {
     let h = bloom::bloom_hash(user_key);
-    type Candidate<'t> = (&'t TableFile, Option<Arc<TableReader>>);
+    type Candidate<'t> = (usize, &'t Arc<TableFile>, Option<Arc<TableReader>>);
     let mut todo: smallvec::SmallVec<[Candidate<'a>; 16]> = smallvec::SmallVec::new();
-    for f in tables {
+    for (i, f) in tables.into_iter().enumerate() {
         if f.may_hold(user_key, seq) {
             let r = f.open_reader();
             if let Some(r) = &r {
                 r.prefetch_filter(h);
             }
-            todo.push((f, r));
+            todo.push((i, f, r));
         }
     }
-    for (f, r) in todo {
+    for (i, f, r) in todo {
+        if probes.first.is_none() {
+            probes.first = Some((i, f));
+        }
+        probes.count += 1;
         let r = match r {
             Some(r) => r,
             None => f.reader()?,

@@ -11,7 +11,7 @@ mod verify;
 use std::cmp::Ordering;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering as AtOrd;
+use std::sync::atomic::{AtomicBool, Ordering as AtOrd};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
@@ -125,7 +125,7 @@ pub(crate) mod test_support;
 mod tests;
 
 pub use builder::TableBuilder;
-pub use file::{get_in_tables, TableAux, TableFile};
+pub use file::{allowed_seeks, get_in_tables, get_in_tables_probed, Probes, TableAux, TableFile};
 pub(crate) use reader::Footer;
 pub use reader::{TableIter, TableReader};
 
@@ -141,6 +141,22 @@ pub struct TableCtx {
     pub open: OpenTables,
     /// Where obsolete tables are torn down and deleted.
     pub purge: purge::Purger,
+    /// Set by a lookup that made a table due for compaction (`leveled`'s seek compaction,
+    /// [`TableCtx::want_compaction`]); the read path takes it and wakes the background
+    /// threads, which otherwise would look again only at their next timed wake-up.
+    pub compaction_wanted: AtomicBool,
+}
+
+impl TableCtx {
+    /// Asks for the background threads to be woken (a lookup made compaction due).
+    pub fn want_compaction(&self) {
+        self.compaction_wanted.store(true, AtOrd::Release);
+    }
+    /// Whether compaction was asked for since the last call (clears the request).
+    pub fn take_compaction_wanted(&self) -> bool {
+        self.compaction_wanted.load(AtOrd::Relaxed)
+            && self.compaction_wanted.swap(false, AtOrd::AcqRel)
+    }
 }
 
 /// The bound on open table files (`Options::max_open_files`; 0: none): sorted-table readers,

@@ -36,6 +36,7 @@ fn ctx_with(
         dir: dir.to_path_buf(),
         open: super::OpenTables::default(),
         purge,
+        compaction_wanted: Default::default(),
     })
 }
 

@@ -264,6 +264,7 @@ mod cached_meta_tests {
             dir: "/db".into(),
             open: super::OpenTables::default(),
             purge: super::purge::Purger::inline(),
+            compaction_wanted: Default::default(),
         });
         let (t, io, _) = table(&ctx);
         // Opened (footer, index and filter read) before the readers start.

@@ -4,11 +4,16 @@
 //! a table with nothing to merge with is moved down without rewriting (trivial move). A merge
 //! out of L0 may be split by key into parts merged in parallel (sub-compactions,
 //! `LeveledOptions::max_subcompactions`), installed together by the job's one edit.
+//!
+//! Seek compaction (LevelDB's, `LeveledOptions::seek_compaction`): a lookup that probes two
+//! or more tables charges a seek to the first one it probed ([`TableFile::charge_seek`]); the
+//! first table of a version to use up its allowance becomes that version's `seek_due`, and
+//! the picker compacts it into the next level when no level is over its size.
 
 use std::any::Any;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
@@ -28,7 +33,10 @@ use crate::manifest::edit::{AddedTable, KsEdit};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::{KeyspaceOptions, Layout as LayoutKind, LeveledOptions};
 use crate::stats::{LevelStats, WriteCause};
-use crate::table::{get_in_tables, ConcatIter, TableCtx, TableFile, TableMeta, FORMAT_SORTED};
+use crate::table::{
+    get_in_tables, get_in_tables_probed, ConcatIter, Probes, TableCtx, TableFile, TableMeta,
+    FORMAT_SORTED,
+};
 
 /// One version: `levels[0]` newest first, deeper levels sorted by smallest key.
 pub struct LeveledVersion {
@@ -42,6 +50,14 @@ pub struct LeveledVersion {
     /// `needs_compaction` scores the levels (3 ms per pick at 100k tables when summed per
     /// call).
     bytes: Vec<u64>,
+    /// Whether lookups charge seeks (`LeveledOptions::seek_compaction`, shared with the
+    /// policy, which sets it from the options the keyspace is opened with).
+    charging: Arc<AtomicBool>,
+    /// The first table of this version whose seek allowance a lookup used up, with its level
+    /// (LevelDB's `file_to_compact_`): set once, by the lookup, and compacted down by the
+    /// picker. A new version starts without one; the table's next charged lookup sets it
+    /// there again (its allowance stays used up: it lives on the table's handle).
+    seek_due: OnceLock<(usize, Arc<TableFile>)>,
 }
 
 /// The largest user keys of one level's tables, in table order, in one buffer: a get's
@@ -122,8 +138,24 @@ fn nothing_below(v: &LeveledVersion, out_level: usize, lo: &[u8], hi: &[u8]) -> 
         .all(|files| overlapping(files, lo, hi).is_empty())
 }
 
+/// L0 tables that overlap `f` and, in turn, each other (LevelDB's `GetOverlappingInputs` of
+/// level 0, whose range grows with each table taken), newest first: the L0 tables a merge of
+/// `f` must take along so that no L0 table left behind holds a newer version of a key it
+/// moves down.
+fn l0_closure(l0: &[Arc<TableFile>], f: &Arc<TableFile>) -> Vec<Arc<TableFile>> {
+    let mut lo = f.meta.smallest_user().to_vec();
+    let mut hi = f.meta.largest_user().to_vec();
+    loop {
+        let picked = overlapping(l0, &lo, &hi);
+        match user_range(&picked) {
+            Some((l, h)) if l < lo || h > hi => (lo, hi) = (l.min(lo), h.max(hi)),
+            _ => return picked,
+        }
+    }
+}
+
 impl LeveledVersion {
-    fn new(levels: Vec<Vec<Arc<TableFile>>>) -> Self {
+    fn new(levels: Vec<Vec<Arc<TableFile>>>, charging: Arc<AtomicBool>) -> Self {
         let runs = levels
             .iter()
             .skip(1)
@@ -136,6 +168,81 @@ impl LeveledVersion {
             fences,
             runs,
             bytes,
+            charging,
+            seek_due: OnceLock::new(),
+        }
+    }
+
+    /// The lookup of [`LevelSplit::lookup_levels`], charging a seek the way LevelDB 1.23's
+    /// `Version::Get` does: when it probed a second table, the first table it probed is
+    /// charged, found or not (a table is probed when the key lies in its range, even when its
+    /// filter then rules the key out: [`Probes`]). With `last_after` the deepest level is
+    /// searched apart (parallel search): the lookup then also counts as having gone on to it
+    /// when it found nothing here and the deepest level has a table whose range holds the
+    /// key, as the sequential lookup would have probed that table next.
+    fn lookup_charged(
+        &self,
+        user_key: &[u8],
+        seq: u64,
+        with_l0: bool,
+        levels: std::ops::Range<usize>,
+        last_after: bool,
+    ) -> Result<Lookup> {
+        let l0 = if with_l0 { self.level(0) } else { &[] };
+        let below = levels.filter_map(|l| self.table_for(l, user_key).map(|f| (l, f)));
+        if !self.charging.load(Ordering::Relaxed) {
+            return get_in_tables(l0.iter().chain(below.map(|(_, f)| f)), user_key, seq);
+        }
+        let below: smallvec::SmallVec<[(usize, &Arc<TableFile>); 8]> = below.collect();
+        let mut probes = Probes::default();
+        let found = get_in_tables_probed(
+            l0.iter().chain(below.iter().map(|(_, f)| *f)),
+            user_key,
+            seq,
+            &mut probes,
+        )?;
+        if let Some((i, f)) = probes.first {
+            let went_on = probes.count >= 2
+                || (last_after
+                    && matches!(found, Lookup::Absent)
+                    && self.last_holds(user_key, seq));
+            let level = match i.checked_sub(l0.len()) {
+                None => Some(0),
+                Some(j) => below.get(j).map(|(l, _)| *l),
+            };
+            if let (true, Some(level)) = (went_on, level) {
+                self.charge(level, f);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Whether the deepest level has a table whose range holds `user_key` at `seq`.
+    fn last_holds(&self, user_key: &[u8], seq: u64) -> bool {
+        self.table_for(self.deepest_level(), user_key)
+            .is_some_and(|f| f.may_hold(user_key, seq))
+    }
+
+    /// The one table of level `l` ≥ 1 whose range can hold `user_key`: the first whose
+    /// largest key is ≥ it, found in the level's fences.
+    fn table_for(&self, l: usize, user_key: &[u8]) -> Option<&Arc<TableFile>> {
+        let files = self.level(l);
+        let i = match l.checked_sub(1).and_then(|j| self.fences.get(j)) {
+            Some(f) => f.first_at_or_after(user_key),
+            None => files.partition_point(|f| f.meta.largest_user() < user_key),
+        };
+        files.get(i)
+    }
+
+    /// Charges a seek to `f` of `level`; the first table of this version to use up its
+    /// allowance becomes due, and the background threads are asked to look (LevelDB's
+    /// `UpdateStats` and `MaybeScheduleCompaction`).
+    fn charge(&self, level: usize, f: &Arc<TableFile>) {
+        if f.charge_seek()
+            && self.seek_due.get().is_none()
+            && self.seek_due.set((level, f.clone())).is_ok()
+        {
+            f.ctx().want_compaction();
         }
     }
 
@@ -168,16 +275,13 @@ impl LevelSplit for LeveledVersion {
         with_l0: bool,
         levels: std::ops::Range<usize>,
     ) -> Result<Lookup> {
-        let l0 = if with_l0 { self.level(0) } else { &[] };
-        let below = levels.filter_map(|l| {
-            let files = self.level(l);
-            let i = match l.checked_sub(1).and_then(|j| self.fences.get(j)) {
-                Some(f) => f.first_at_or_after(user_key),
-                None => files.partition_point(|f| f.meta.largest_user() < user_key),
-            };
-            files.get(i)
-        });
-        get_in_tables(l0.iter().chain(below), user_key, seq)
+        self.lookup_charged(user_key, seq, with_l0, levels, false)
+    }
+
+    /// The levels above the deepest (parallel search), charging a seek also when the lookup
+    /// goes on to the deepest level ([`LeveledVersion::lookup_charged`]).
+    fn get_above_last(&self, user_key: &[u8], seq: u64) -> Result<Lookup> {
+        self.lookup_charged(user_key, seq, true, 1..self.deepest_level(), true)
     }
 }
 
@@ -229,11 +333,15 @@ impl LayoutVersion for LeveledVersion {
             if levels.len() <= l {
                 levels.resize(l + 1, Vec::new());
             }
-            // A trivial move re-adds a removed file: keep its open handle.
-            let f = moved
-                .get(&a.meta.file_no)
-                .cloned()
-                .unwrap_or_else(|| TableFile::new(a.meta.clone(), tables.clone()));
+            // A trivial move re-adds a removed file: keep its open handle. LevelDB makes the
+            // moved table a new file record with a new seek allowance; so does this.
+            let f = match moved.get(&a.meta.file_no) {
+                Some(f) => {
+                    f.reset_seeks();
+                    f.clone()
+                }
+                None => TableFile::new(a.meta.clone(), tables.clone()),
+            };
             if let Some(lv) = levels.get_mut(l) {
                 lv.push(f);
             }
@@ -262,7 +370,7 @@ impl LayoutVersion for LeveledVersion {
         {
             lvl.sort_by(|a, b| cmp_ikey(&a.meta.smallest, &b.meta.smallest));
         }
-        Ok(Arc::new(LeveledVersion::new(levels)))
+        Ok(Arc::new(LeveledVersion::new(levels, self.charging.clone())))
     }
 
     fn snapshot(&self, out: &mut KsEdit) {
@@ -338,6 +446,8 @@ pub struct Leveled {
     busy: Reservations<LevClaim, LeveledVersion>,
     /// Round-robin compaction pointer per level (largest user key compacted last).
     pointers: Mutex<Vec<Vec<u8>>>,
+    /// Whether lookups in its versions charge seeks (`LeveledOptions::seek_compaction`).
+    charging: Arc<AtomicBool>,
 }
 
 impl Leveled {
@@ -346,6 +456,7 @@ impl Leveled {
         Leveled {
             busy: Reservations::default(),
             pointers: Mutex::new(Vec::new()),
+            charging: Arc::new(AtomicBool::new(LeveledOptions::default().seek_compaction)),
         }
     }
 
@@ -369,6 +480,37 @@ impl Leveled {
         }
         s.sort_by(|a, b| b.0.total_cmp(&a.0));
         s
+    }
+
+    /// The table `v` has due for a seek compaction and its level, when seek compaction is on
+    /// and the table is above the last level (a lookup charges only a table it probed before
+    /// another, deeper or newer, so this holds but for a version past `max_levels`).
+    fn seek_due<'a>(
+        &self,
+        v: &'a LeveledVersion,
+        o: &LeveledOptions,
+    ) -> Option<&'a (usize, Arc<TableFile>)> {
+        let due = v.seek_due.get().filter(|_| o.seek_compaction)?;
+        let levels = o.max_levels.max(v.levels.len());
+        (due.0 + 1 < levels).then_some(due)
+    }
+
+    /// The seek compaction `v` has due: its table merged into the next level (from L0, with
+    /// the L0 tables it overlaps, [`l0_closure`]), as LevelDB's `PickCompaction` does with
+    /// `file_to_compact_`. `None` when none is due or its tables are busy.
+    fn plan_seek_job(&self, v: &LeveledVersion, o: &LeveledOptions) -> Option<LeveledJob> {
+        let (level, f) = self.seek_due(v, o)?;
+        let runs = if *level == 0 {
+            l0_closure(v.level(0), f)
+                .into_iter()
+                .map(|t| vec![t])
+                .collect()
+        } else {
+            vec![vec![f.clone()]]
+        };
+        let mut job = self.plan_job(v, o, *level, runs, None)?;
+        job.seek = true;
+        Some(job)
     }
 
     /// Reserves `files` and the output range `[lo, hi]` of `out_level`; `None` when a file is
@@ -447,6 +589,7 @@ impl Leveled {
             grandparents,
             target: o.target_table_bytes,
             subcompactions: o.max_subcompactions,
+            seek: false,
             _reservation: reservation,
         })
     }
@@ -497,7 +640,10 @@ impl Layout for Leveled {
     }
 
     fn empty_version(&self, _tables: &Arc<TableCtx>) -> Arc<dyn LayoutVersion> {
-        Arc::new(LeveledVersion::new(vec![Vec::new(); 2]))
+        Arc::new(LeveledVersion::new(
+            vec![Vec::new(); 2],
+            self.charging.clone(),
+        ))
     }
 
     fn flush(
@@ -544,12 +690,20 @@ impl Layout for Leveled {
                 }
             }
         }
-        None
+        // Size before seeks, as in LevelDB's `PickCompaction`.
+        self.plan_seek_job(v, o)
+            .map(|j| Box::new(j) as Box<dyn Job>)
+    }
+
+    fn configure(&self, opts: &KeyspaceOptions) {
+        self.charging
+            .store(opts.leveled.seek_compaction, Ordering::Relaxed);
     }
 
     fn needs_compaction(&self, version: &Arc<dyn LayoutVersion>, opts: &KeyspaceOptions) -> bool {
-        self.v(version)
-            .is_some_and(|v| !self.scores(v, &opts.leveled).is_empty())
+        self.v(version).is_some_and(|v| {
+            !self.scores(v, &opts.leveled).is_empty() || self.seek_due(v, &opts.leveled).is_some()
+        })
     }
 
     fn manual(
@@ -656,6 +810,8 @@ struct LeveledJob {
     target: u64,
     /// Most key ranges a merge out of L0 is split into (`LeveledOptions::max_subcompactions`).
     subcompactions: usize,
+    /// Started by a table's used-up seek allowance (counted in the stats' seek compactions).
+    seek: bool,
     _reservation: Reservation,
 }
 
@@ -727,6 +883,25 @@ impl Job for LeveledJob {
     }
 
     fn run(&mut self, ctx: &JobCtx<'_>) -> Result<KsEdit> {
+        let e = self.run_job(ctx)?;
+        if self.seek {
+            let written: u64 = if self.is_trivial() {
+                0
+            } else {
+                e.added.iter().map(|a| a.meta.size).sum()
+            };
+            ctx.stats.seek_compactions.fetch_add(1, Ordering::Relaxed);
+            ctx.stats
+                .seek_compaction_bytes
+                .fetch_add(written, Ordering::Relaxed);
+        }
+        Ok(e)
+    }
+}
+
+impl LeveledJob {
+    /// The merge (or move) itself, and the edit installing it.
+    fn run_job(&mut self, ctx: &JobCtx<'_>) -> Result<KsEdit> {
         let mut e = KsEdit::default();
         if self.is_trivial() {
             for f in &self.inputs {
@@ -912,6 +1087,144 @@ mod tests {
         let l0 = lv.level(0).iter().map(|f| vec![f.clone()]).collect();
         let job = policy.plan_job(lv, &o, 0, l0, None).expect("job");
         assert!(job.bottommost);
+    }
+
+    /// LevelDB's seek compaction as a function of the version: the first table to use up its
+    /// allowance (100 seeks for a small table) is due; the picker takes size work first, then
+    /// merges the due table into the next level (from L0 with the L0 tables it overlaps, in
+    /// turn), never out of the last level and not with the option off; a move gives the table
+    /// a new allowance, and a new version starts with nothing due.
+    #[test]
+    fn a_table_that_used_up_its_seeks_is_compacted_into_the_next_level() {
+        let t = ctx();
+        let next = AtomicU64::new(100);
+        let mut opts = KeyspaceOptions::new(LayoutKind::Leveled);
+        opts.leveled.max_levels = 4;
+        let stats = Arc::default();
+        let policy = Leveled::new();
+        // Four L0 tables (the size trigger) away from an L1 table above an L2 table.
+        let v = policy
+            .empty_version(&t)
+            .apply(
+                &KsEdit {
+                    added: vec![
+                        table(2, 1, "a", "z", 1),
+                        table(1, 2, "a", "c", 5),
+                        table(0, 3, "m", "n", 20),
+                        table(0, 4, "n", "p", 21),
+                        table(0, 5, "o", "q", 22),
+                        table(0, 6, "x", "y", 23),
+                    ],
+                    ..KsEdit::default()
+                },
+                &t,
+            )
+            .expect("apply");
+        let l: &LeveledVersion = v.as_any().downcast_ref().expect("leveled");
+        let l1 = l.level(1)[0].clone();
+        assert_eq!(l1.seeks_left(), 100, "max(100, 100 bytes / 16 KiB)");
+        for _ in 0..99 {
+            l.charge(1, &l1);
+        }
+        assert!(l.seek_due.get().is_none(), "one seek left");
+        assert!(policy.seek_due(l, &opts.leveled).is_none());
+        l.charge(1, &l1);
+        assert_eq!(l1.seeks_left(), 0);
+        assert!(
+            t.take_compaction_wanted(),
+            "the background is asked to look"
+        );
+        assert!(!t.take_compaction_wanted(), "once");
+        let due = policy.seek_due(l, &opts.leveled).expect("due");
+        assert_eq!((due.0, due.1.meta.file_no), (1, 2));
+        // Size first: the pick is the L0 merge (its files are not the seek job's), after
+        // which the seek job can still be planned; it merges L1's table into L2's.
+        let jc = JobCtx {
+            tables: &t,
+            next_file: &next,
+            smallest_snapshot: 0,
+            opts: &opts,
+            stats: &stats,
+            hash_key: [0; 16],
+            flush_point: None,
+        };
+        let size_job = policy.pick(&v, &jc).expect("the L0 merge");
+        let job = policy.plan_seek_job(l, &opts.leveled).expect("seek job");
+        assert!(job.seek);
+        assert_eq!((job.level, job.out_level), (1, 2));
+        let nos = |fs: &[Arc<crate::table::TableFile>]| -> Vec<u64> {
+            fs.iter().map(|f| f.meta.file_no).collect()
+        };
+        assert_eq!((nos(&job.inputs), nos(&job.next)), (vec![2], vec![1]));
+        drop((size_job, job));
+        assert!(policy.needs_compaction(&v, &opts));
+        // Off: nothing due, nothing picked for it.
+        let mut off = opts.clone();
+        off.leveled.seek_compaction = false;
+        off.leveled.l0_compaction_trigger = 10;
+        assert!(!policy.needs_compaction(&v, &off));
+        assert!(policy.plan_seek_job(l, &off.leveled).is_none());
+        // A move of the table (into L3) starts its allowance again; the new version has
+        // nothing due.
+        let moved = v
+            .apply(
+                &KsEdit {
+                    removed: vec![2],
+                    added: vec![table(3, 2, "a", "c", 5)],
+                    ..KsEdit::default()
+                },
+                &t,
+            )
+            .expect("apply");
+        let m: &LeveledVersion = moved.as_any().downcast_ref().expect("leveled");
+        assert!(Arc::ptr_eq(&m.level(3)[0], &l1), "the same handle");
+        assert_eq!(l1.seeks_left(), 100);
+        assert!(m.seek_due.get().is_none());
+        // In the last level (L3 of 4) a used-up table is never due.
+        for _ in 0..100 {
+            m.charge(3, &l1);
+        }
+        assert!(m.seek_due.get().is_some());
+        assert!(policy.seek_due(m, &opts.leveled).is_none());
+        let mut no_l0 = opts.clone();
+        no_l0.leveled.l0_compaction_trigger = 10;
+        assert!(!policy.needs_compaction(&moved, &no_l0));
+
+        // From L0: the due table takes along the L0 tables it overlaps, in turn ([a, c]
+        // overlaps [b, e], which overlaps [d, f]), not [x, z]; L1's [e, g] joins the merge.
+        let v = policy
+            .empty_version(&t)
+            .apply(
+                &KsEdit {
+                    added: vec![
+                        table(1, 7, "e", "g", 1),
+                        table(0, 8, "a", "c", 20),
+                        table(0, 9, "b", "e", 21),
+                        table(0, 10, "d", "f", 22),
+                        table(0, 11, "x", "z", 23),
+                    ],
+                    ..KsEdit::default()
+                },
+                &t,
+            )
+            .expect("apply");
+        let l: &LeveledVersion = v.as_any().downcast_ref().expect("leveled");
+        let first = l
+            .level(0)
+            .iter()
+            .find(|f| f.meta.file_no == 8)
+            .cloned()
+            .expect("table 8");
+        for _ in 0..100 {
+            l.charge(0, &first);
+        }
+        let job = policy.plan_seek_job(l, &no_l0.leveled).expect("seek job");
+        let mut inputs = nos(&job.inputs);
+        inputs.sort_unstable();
+        assert_eq!(
+            (job.level, inputs, nos(&job.next)),
+            (0, vec![8, 9, 10], vec![7])
+        );
     }
 
     /// A table's user keys, each with its sequence number and whether it is a tombstone.
