@@ -495,6 +495,7 @@ impl BenchEngine for LevelDb {
             max_flush_seconds: None,
             slowdown_seconds: None,
             device: None,
+            data_block_cache_hits: None,
             // LevelDB reports no size of its table cache's index blocks and filters.
             pinned_metadata_bytes: None,
             layout_counters: None,

@@ -539,6 +539,7 @@ impl BenchEngine for RocksDb {
             max_flush_seconds: None,
             slowdown_seconds: None,
             device: None,
+            data_block_cache_hits: None,
             pinned_metadata_bytes: self.property_int("rocksdb.estimate-table-readers-mem"),
             layout_counters: None,
         }
