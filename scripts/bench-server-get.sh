@@ -20,13 +20,8 @@ A=$1 B=${2:--}; shift 2 || shift $#
 SPECS=("${@:-leveled}")
 N=${N:-2000000} KEYSPACE=${KEYSPACE:-10000000}
 PORT=${PORT:-7680} DIR=${DIR:-/tmp/scree-get} SETTLE=${SETTLE:-0} PERF=${PERF:-}
-
-ticks() { # PID -> "conn bg"
-  for t in /proc/"$1"/task/*; do
-    echo "$(tr ' ' '_' <"$t/comm") $(sed 's/^.*) //' "$t/stat" | awk '{print $12 + $13}')"
-  done | awk '{ r = ($1 ~ /^(tokio-rt-worker|redis-server)$/) ? "conn" : "bg"; a[r] += $2 }
-              END { print a["conn"] + 0, a["bg"] + 0 }'
-}
+# shellcheck source=scripts/server-bench-lib.sh
+source "$(dirname "$0")/server-bench-lib.sh"
 
 total() { # PID -> user + system ticks of the process (exited threads included)
   sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'
@@ -47,19 +42,7 @@ rate() { # PORT TEST
 one() { # NAME BIN|redis SPEC
   local d="$DIR/db" pid c0 b0 c1 b1 t0 t1 srps grps k0 k1 shape=""
   rm -rf "$d"; mkdir -p "$d"
-  if [[ "$2" == redis ]]; then
-    redis-server --port "$PORT" --bind 127.0.0.1 --dir "$d" --appendonly yes \
-      --appendfsync everysec --save "" --daemonize no >/dev/null 2>&1 &
-  else
-    local extra=()
-    [[ "$3" == */nodir* ]] && extra+=(--no-key-directory)
-    [[ "$3" == */pread* ]] && extra+=(--no-mmap-reads)
-    [[ "$3" =~ /cache([0-9]+) ]] && extra+=(--block-cache-mb "${BASH_REMATCH[1]}")
-    "$2" serve --db "$d" --bind "127.0.0.1:$PORT" --layout "${3%%/*}" --appendfsync everysec \
-      --timeout 0 "${extra[@]}" >/dev/null 2>&1 &
-  fi
-  pid=$!
-  for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
+  start_server "$2" "$3" "$d" "$PORT"
   srps=$(rate "$PORT" set)
   sleep "$SETTLE"
   if [[ "$2" != redis ]]; then

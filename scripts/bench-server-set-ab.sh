@@ -8,7 +8,8 @@
 # scripts/bench-server.sh (redis-server with the AOF everysec; scree serve --appendfsync
 # everysec). docs/benchmarks.md, "Blind SET".
 #
-# usage: scripts/bench-server-set-ab.sh BIN_A BIN_B [SPEC...]   (SPEC: leveled, trie/nodir, ...)
+# usage: scripts/bench-server-set-ab.sh BIN_A BIN_B [SPEC...]   (SPEC: leveled, trie/nodir,
+#        leveled/pread, ...: scripts/server-bench-lib.sh)
 # env:   ROUNDS 4   N 1000000 requests per run   KEYSPACE 10000000 (redis-benchmark -r)
 #        PORT 7640  DIR /tmp/scree-set-ab (databases, removed after each run)
 set -euo pipefail
@@ -17,28 +18,13 @@ SPECS=("${@:-leveled}")
 ROUNDS=${ROUNDS:-4} N=${N:-1000000} KEYSPACE=${KEYSPACE:-10000000}
 PORT=${PORT:-7640} DIR=${DIR:-/tmp/scree-set-ab}
 
-# Per thread role, the CPU ticks of PID's threads: "conn N" and "bg N".
-ticks() {
-  for t in /proc/"$1"/task/*; do
-    echo "$(tr ' ' '_' <"$t/comm") $(sed 's/^.*) //' "$t/stat" | awk '{print $12 + $13}')"
-  done | awk '{ r = ($1 ~ /^(tokio-rt-worker|redis-server)$/) ? "conn" : "bg"; a[r] += $2 }
-              END { print a["conn"] + 0, a["bg"] + 0 }'
-}
+# shellcheck source=scripts/server-bench-lib.sh
+source "$(dirname "$0")/server-bench-lib.sh"
 
 one() { # NAME BIN|redis SPEC
   local d="$DIR/db" pid c0 b0 c1 b1 rps
   rm -rf "$d"; mkdir -p "$d"
-  if [[ "$2" == redis ]]; then
-    redis-server --port "$PORT" --bind 127.0.0.1 --dir "$d" --appendonly yes \
-      --appendfsync everysec --save "" --daemonize no >/dev/null 2>&1 &
-  else
-    local extra=()
-    [[ "$3" == */nodir ]] && extra=(--no-key-directory)
-    "$2" serve --db "$d" --bind "127.0.0.1:$PORT" --layout "${3%/nodir}" --appendfsync everysec \
-      --timeout 0 "${extra[@]}" >/dev/null 2>&1 &
-  fi
-  pid=$!
-  for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
+  start_server "$2" "$3" "$d" "$PORT"
   read -r c0 b0 < <(ticks "$pid")
   rps=$(redis-benchmark -p "$PORT" -t set -n "$N" -r "$KEYSPACE" -d 100 -P 16 -c 50 2>&1 |
     awk '/throughput summary/ {print $3}')
